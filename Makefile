@@ -1,0 +1,40 @@
+# The README's two commands are `make demo` and `make test`. Both bootstrap
+# .venv first (idempotent: Debian packages from bindep.txt, then pip).
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.bootstrapped
+
+.PHONY: bootstrap demo test unit functional lab lab-smoke bench pep8 genconfig docs clean
+
+bootstrap: $(STAMP)
+
+$(STAMP): requirements.txt test-requirements.txt setup.cfg bindep.txt
+	tools/install-deb.sh
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q -U pip
+	$(BIN)/pip install -q -r requirements.txt -r test-requirements.txt
+	$(BIN)/pip install -q --no-deps -e .
+	touch $@
+
+demo: bootstrap
+	$(BIN)/resex-agent --config-file etc/resex/resex-agent-demo.conf
+
+test: bootstrap
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit tests/functional
+
+lab: bootstrap
+	$(BIN)/python -m tests.lab.run
+
+bench: bootstrap
+	$(BIN)/python -m bench
+
+pep8: bootstrap
+	$(BIN)/flake8 resex_libvirt agent nova_filter tests bench
+
+genconfig: bootstrap
+	$(BIN)/oslo-config-generator --config-file etc/resex/resex-agent-config-generator.conf
+	$(BIN)/oslo-config-generator --config-file etc/resex/resex-nova-config-generator.conf
+
+clean:
+	rm -rf $(VENV) .tox build *.egg-info

@@ -1,0 +1,1 @@
+"""The resex per-host agent: control loop, latency intake, journal, metrics, CLI."""

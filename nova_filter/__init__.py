@@ -1,0 +1,1 @@
+"""Nova scheduler plugin: congestion filter, weigher, extra-spec validators (no libvirt)."""

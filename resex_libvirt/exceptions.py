@@ -1,0 +1,53 @@
+"""The project's own exceptions.
+
+Errors from the outside world (libvirt, sysfs, netlink, SQLite, etcd, sockets)
+are translated into these at the boundary of the adapter that met them, with
+the original exception chained (``raise X(...) from exc``). Code inside the
+project speaks only these.
+"""
+
+
+class ResexError(Exception):
+    """Base class of every error this project raises on purpose."""
+
+
+class ConfigError(ResexError, ValueError):
+    """A configuration value, scenario file or command-line input is invalid."""
+
+
+class SLAError(ConfigError):
+    """A ``resex:`` SLA key has a value outside its type or range."""
+
+    def __init__(self, key, value, reason):
+        self.key = key
+        self.value = value
+        self.reason = reason
+        super().__init__("%s=%r: %s" % (key, value, reason))
+
+
+class HypervisorError(ResexError):
+    """A call to the hypervisor failed."""
+
+
+class HypervisorUnavailable(HypervisorError):
+    """The hypervisor connection is down; transient, retried with backoff."""
+
+
+class VMGone(HypervisorError):
+    """The VM vanished (shut down, migrated, undefined) between two calls."""
+
+
+class KnobUnsupported(HypervisorError):
+    """The VM's driver has no knob for this control: monitor-only."""
+
+
+class FabricError(ResexError):
+    """An RDMA/IB or network statistics source could not be read."""
+
+
+class BoardUnavailable(ResexError):
+    """The price board's backend cannot be reached or answered badly."""
+
+
+class ReportRejected(ResexError, ValueError):
+    """A latency report from a tenant failed validation or rate limiting."""

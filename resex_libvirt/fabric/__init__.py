@@ -1,0 +1,1 @@
+"""RDMA/InfiniBand and network usage monitors: bytes and MTUs per VM."""

@@ -1,0 +1,1 @@
+"""Hypervisor adapters: discovery, CPU sampling and scheduler knobs per VM."""

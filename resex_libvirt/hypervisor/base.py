@@ -1,0 +1,90 @@
+"""The narrow interface every hypervisor adapter implements.
+
+The agent loop talks to the simulated host and to libvirt through this one
+interface; both return plain records and raise only the project's
+exceptions (:mod:`resex_libvirt.exceptions`).
+"""
+
+import abc
+import dataclasses
+
+from resex_libvirt import sla as sla_mod
+
+
+@dataclasses.dataclass(frozen=True)
+class Knobs:
+    """Which scheduler controls a VM's driver offers.
+
+    ``driver`` names the mapping: ``xen-credit``, ``xen-credit2``,
+    ``qemu-posix``, ``simulated`` or ``none`` (monitor-only).
+    """
+
+    driver: str
+    cap: bool
+    weight: bool
+
+    @property
+    def actuated(self):
+        return self.cap or self.weight
+
+
+MONITOR_ONLY = Knobs(driver="none", cap=False, weight=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class VMInfo:
+    """A running VM as an adapter discovered it.
+
+    ``uuid`` is the identity everywhere (for OpenStack it is the instance
+    UUID). ``sla_source`` says where the SLA came from (``metadata``,
+    ``nova``, ``default``, ``scenario``). ``latency_channel`` is the host
+    path of the VM's virtio-serial latency socket, if its domain has one.
+    ``interfaces`` are the VM's tap device names and ``hostdevs`` the PCI
+    addresses of devices passed through to it (for the fabric monitors).
+    """
+
+    uuid: str
+    name: str
+    vcpus: int = 1
+    sla: sla_mod.SLA = dataclasses.field(default_factory=sla_mod.SLA)
+    knobs: Knobs = MONITOR_ONLY
+    sla_source: str = "default"
+    latency_channel: str | None = None
+    interfaces: tuple = ()
+    hostdevs: tuple = ()
+
+
+class Hypervisor(abc.ABC):
+    """Discovery, CPU time and knobs of the VMs on one host."""
+
+    @abc.abstractmethod
+    def vms(self):
+        """``{uuid: VMInfo}`` of the running VMs now."""
+
+    @abc.abstractmethod
+    def cpu_times(self):
+        """``{uuid: cumulative CPU time in ns}`` of the running VMs, in one sweep."""
+
+    @abc.abstractmethod
+    def set_knobs(self, uuid, cap_pct, weight):
+        """Apply a cap (percent of one pCPU for the whole VM; ``None`` = uncapped)
+        and a credit-scheduler weight (Xen scale, 256 default) to a VM.
+
+        Raises ``VMGone`` if the VM vanished and ``KnobUnsupported`` for a
+        monitor-only VM.
+        """
+
+    @abc.abstractmethod
+    def get_knobs(self, uuid):
+        """The VM's current raw scheduler parameters (a JSON-able dict), for the journal."""
+
+    @abc.abstractmethod
+    def restore_knobs(self, uuid, params):
+        """Write back raw parameters previously read with :meth:`get_knobs`."""
+
+    def pcpus(self):
+        """Physical CPUs the VMs share."""
+        return 1
+
+    def close(self):
+        """Release the connection."""

@@ -1,0 +1,101 @@
+"""Latency windows and the interference percentage (paper Alg. 2, line 6).
+
+"It looks at the latencies reported by the VM and computes the average and
+standard deviation of the values. The percentage increase in either of these
+is then returned" (Section VI-C).
+
+Deviations, and why:
+
+* The base mean is the VM's declared ``resex:latency_sla_us`` (what it sees
+  alone); the paper measured it in a base run, which a cloud cannot do.
+* The base standard deviation is learned (:class:`BaselineTracker`): it
+  follows calm windows down quickly and up slowly, so it settles near the
+  VM's own jitter without interference.
+* The increase of the standard deviation is expressed relative to the base
+  *mean*, not to the base standard deviation: a stable server (Fig. 1:
+  "highly stable at around 209 us") has a near-zero deviation, and a
+  relative increase of a near-zero number turns any jitter into thousands of
+  percent. Relative to the mean, both terms are in the same unit: percent
+  of the base latency.
+"""
+
+import collections
+import math
+
+from resex_libvirt.market import records
+
+
+def interference_pct(window, base_mean_us, base_std_us=None):
+    """Interference percentage of ``window`` over the base; never negative."""
+    if window is None or window.count == 0 or base_mean_us <= 0:
+        return 0.0
+    mean_inc = 100.0 * (window.mean_us - base_mean_us) / base_mean_us
+    std_inc = 0.0
+    if base_std_us is not None:
+        std_inc = 100.0 * (window.std_us - base_std_us) / base_mean_us
+    return max(0.0, mean_inc, std_inc)
+
+
+class BaselineTracker:
+    """A VM's base latency standard deviation, learned from calm windows.
+
+    A window is calm when its mean is within the VM's threshold of the base
+    mean. The estimate drops at once to a lower calm value and rises by
+    ``rise`` of the gap otherwise, so a burst of noise moves it little.
+    """
+
+    def __init__(self, rise=0.02):
+        self.rise = rise
+        self.std_us = None
+
+    def observe(self, window, base_mean_us, threshold_pct):
+        if window is None or window.count < 2:
+            return self.std_us
+        if 100.0 * (window.mean_us - base_mean_us) / base_mean_us > threshold_pct:
+            return self.std_us
+        if self.std_us is None or window.std_us < self.std_us:
+            self.std_us = window.std_us
+        else:
+            self.std_us += self.rise * (window.std_us - self.std_us)
+        return self.std_us
+
+
+class LatencyBuffer:
+    """The last ``size`` latencies of one VM, each stamped with the market tick.
+
+    Pure: ``tick`` is the market's interval counter, not a clock. Values older
+    than ``max_age`` ticks are left out of the window so a VM that stops
+    reporting stops counting.
+    """
+
+    def __init__(self, size=64, max_age=None):
+        if size < 1:
+            raise ValueError("size must be >= 1")
+        self.max_age = max_age
+        self._items = collections.deque(maxlen=size)
+
+    def add(self, value_us, tick):
+        self._items.append((tick, float(value_us)))
+
+    def __len__(self):
+        return len(self._items)
+
+    def window(self, tick):
+        """A :class:`LatencyWindow` of the fresh values, or ``None``."""
+        if self.max_age is not None:
+            values = [v for t, v in self._items if tick - t <= self.max_age]
+        else:
+            values = [v for _t, v in self._items]
+        return summarize(values)
+
+
+def summarize(values):
+    """count, mean, population standard deviation and p99 of ``values``."""
+    n = len(values)
+    if n == 0:
+        return None
+    mean = math.fsum(values) / n
+    var = math.fsum((v - mean) ** 2 for v in values) / n
+    ordered = sorted(values)
+    p99 = ordered[min(n - 1, max(0, math.ceil(0.99 * n) - 1))]
+    return records.LatencyWindow(count=n, mean_us=mean, std_us=math.sqrt(var), p99_us=p99)
