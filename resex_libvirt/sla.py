@@ -75,7 +75,7 @@ class Key:
                 value = int(str(raw).strip()) if not isinstance(raw, (int, float)) else int(raw)
             else:
                 value = float(str(raw).strip()) if not isinstance(raw, (int, float)) else float(raw)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, OverflowError) as exc:
             raise exceptions.SLAError(
                 self.name, raw, "must be a%s %s" % (
                     "n" if self.type is int else "", "integer" if self.type is int else "number"),

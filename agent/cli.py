@@ -1,0 +1,83 @@
+"""``resex-agent``: the per-host daemon."""
+
+import json
+import logging
+import signal
+import sys
+
+from oslo_config import cfg
+from oslo_log import log as oslo_log
+
+import resex_libvirt
+from agent import conf as agent_conf
+from agent import service
+from resex_libvirt import exceptions
+
+LOG = logging.getLogger(__name__)
+
+
+def make_conf(argv):
+    conf = cfg.ConfigOpts()
+    oslo_log.register_options(conf)
+    agent_conf.register_opts(conf)
+    conf(argv, project="resex", prog="resex-agent", version=resex_libvirt.version())
+    return conf
+
+
+def format_table(rows):
+    """The final per-VM table (plain text)."""
+    head = ("VM", "SLA", "cap mean", "cap min", "CPU %", "tx MB/s", "lat us", "intf %")
+    lines = ["%-22s %-4s %8s %8s %7s %9s %9s %7s" % head]
+    for r in rows:
+        lines.append("%-22s %-4s %8.1f %8s %7.1f %9.1f %9s %7s" % (
+            r["vm"][:22], "yes" if r["sensitive"] else "-", r["cap_mean_pct"],
+            "-" if r["cap_min_pct"] is None else "%.1f" % r["cap_min_pct"],
+            r["cpu_mean_pct"], r["tx_mb_per_s"],
+            "-" if r["latency_mean_us"] is None else "%.0f" % r["latency_mean_us"],
+            "-" if r["interference_mean_pct"] is None else "%.1f" % r["interference_mean_pct"]))
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        conf = make_conf(argv)
+    except cfg.Error as exc:
+        print("resex-agent: %s" % exc, file=sys.stderr)
+        return 2
+    oslo_log.setup(conf, "resex-agent")
+    try:
+        agent = service.build_agent(conf)
+    except (exceptions.ResexError, ValueError) as exc:
+        LOG.error("cannot start: %s", exc)
+        print("resex-agent: cannot start: %s" % exc, file=sys.stderr)
+        return 1
+    if agent.journal is not None:
+        agent.journal.reconcile(agent.hypervisor)
+
+    def _stop(signum, _frame):
+        LOG.info("signal %d: stopping", signum)
+        agent.stop()
+
+    def _hup(_signum, _frame):
+        agent.request_reload()
+
+    agent.reloader = lambda: service.reload_market(conf, agent)
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    signal.signal(signal.SIGHUP, _hup)
+    try:
+        agent.run()
+    finally:
+        agent.shutdown()
+    if conf.agent.print_table:
+        rows = agent.table()
+        print(format_table(rows))
+        sim = getattr(agent.parts, "sim", None)
+        if sim is not None and hasattr(sim, "format_results"):
+            print(sim.format_results())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

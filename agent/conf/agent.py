@@ -1,0 +1,111 @@
+"""Options of the agent's control loop: group ``[agent]``."""
+
+import socket
+
+from oslo_config import cfg
+
+GROUP = "agent"
+
+OPTS = [
+    cfg.StrOpt(
+        "host",
+        default=socket.gethostname(),
+        sample_default="<hostname>",
+        help="""
+Name under which this host publishes its reports on the price board.
+
+Must equal the compute node's name in Nova (``nova-compute``'s ``host``),
+since the Nova filter matches reports to hosts by it.
+
+Related options:
+
+* ``[board] url``
+"""),
+    cfg.StrOpt(
+        "host_driver",
+        default="simulated",
+        choices=[
+            ("simulated", "The simulated ResEx testbed of ``[sim] scenario`` (the "
+                          "embedded default: runs anywhere, changes nothing real)."),
+            ("libvirt", "The VMs of the libvirt daemon at ``[libvirt] connection_uri``."),
+        ],
+        help="""
+Which host the agent controls.
+
+Possible values:
+
+* ``simulated``: the paper's testbed, simulated (demo, experiments, tests)
+* ``libvirt``: the real VMs of this compute node
+
+Related options:
+
+* ``[sim] scenario``, ``[libvirt] connection_uri``
+"""),
+    cfg.FloatOpt(
+        "interval",
+        min=0.0005,
+        max=10.0,
+        help="""
+Control interval in seconds: sample, charge, decide and actuate every interval.
+
+Unset: 0.1 s on libvirt (a libvirt knob write costs 2-3 ms), the scenario's
+interval (1 ms, as in the paper) on the simulated host.
+
+Related options:
+
+* ``epoch``
+"""),
+    cfg.FloatOpt(
+        "epoch",
+        min=0.001,
+        max=3600.0,
+        help="""
+Epoch in seconds: Reso balances are replenished, a summary line is logged
+and a host report published every epoch. Must be a whole number of
+intervals. Unset: 1 s on libvirt, the scenario's epoch on the simulated host.
+
+Related options:
+
+* ``interval``
+"""),
+    cfg.FloatOpt(
+        "deadband_pct",
+        default=1.0,
+        min=0.0,
+        max=100.0,
+        mutable=True,
+        help="""
+A knob is written only when the cap changed by at least this many percentage
+points (of one pCPU) since the last write, or moved to or from uncapped. A
+libvirt scheduler write costs milliseconds and emits an event.
+"""),
+    cfg.StrOpt(
+        "state_dir",
+        default="/var/lib/resex",
+        help="""
+Directory of the agent's state: the knob journal (``journal.json``) that
+restores every VM's original scheduler parameters after a crash.
+"""),
+    cfg.IntOpt(
+        "max_epochs",
+        default=0,
+        min=0,
+        help="""
+Stop after this many epochs (0: run until SIGTERM, or until the simulated
+scenario ends).
+"""),
+    cfg.BoolOpt(
+        "print_table",
+        default=False,
+        help="""
+On exit, print a per-VM table of what the market did (the demo sets it).
+"""),
+]
+
+
+def register_opts(conf):
+    conf.register_opts(OPTS, group=GROUP)
+
+
+def list_opts():
+    return [(GROUP, OPTS)]

@@ -1,0 +1,72 @@
+"""Options of the Reso market: group ``[market]``. All mutable (SIGHUP)."""
+
+from oslo_config import cfg
+
+GROUP = "market"
+
+OPTS = [
+    cfg.StrOpt(
+        "policy",
+        default="io_shares",
+        choices=[
+            ("none", "No control: every VM runs at its limit (the uncontrolled case)."),
+            ("free_market", "FreeMarket, paper Algorithm 1: fixed prices, gradual cap "
+                            "decrease when a VM's Resos run low."),
+            ("io_shares", "IOShares, paper Algorithm 2: the VM that interferes with a "
+                          "latency-sensitive VM is taxed in proportion to its I/O share."),
+        ],
+        mutable=True,
+        help="""
+The pricing policy (paper Section VI).
+
+Related options:
+
+* ``low_balance``, ``epoch_left``, ``step`` (FreeMarket and IOShares)
+* ``decay_half_life``, ``heavier`` (IOShares)
+"""),
+    cfg.FloatOpt("cpu_price", default=1.0, min=0.0, mutable=True,
+                 help="Resos per CPU percent per interval (paper VI-A: 1)."),
+    cfg.FloatOpt("io_price", default=1.0, min=0.0, mutable=True,
+                 help="Resos per MTU sent (paper VI-A: 1)."),
+    cfg.FloatOpt("min_cap_pct", default=1.0, min=0.1, max=100.0, mutable=True,
+                 help="""
+Lowest cap the market ever sets, percent of one pCPU, unless a VM's
+reservation is higher (a Xen cap of 0 means uncapped, so 0 is not a cap).
+"""),
+    cfg.FloatOpt("low_balance", default=0.10, min=0.0, max=0.99, mutable=True,
+                 help="FreeMarket: a VM with less than this fraction of its Resos left "
+                      "starts losing CPU (paper: 10%)."),
+    cfg.FloatOpt("epoch_left", default=0.10, min=0.0, max=0.99, mutable=True,
+                 help="FreeMarket: ...but only while more than this fraction of the epoch "
+                      "is left (paper: 10%)."),
+    cfg.FloatOpt("step", default=0.10, min=0.0, max=0.99, mutable=True,
+                 help="FreeMarket: the cap falls by this fraction of its previous value "
+                      "each interval (paper: 10%)."),
+    cfg.FloatOpt("decay_half_life", default=0.05, min=0.001, max=100.0, mutable=True,
+                 help="IOShares: half-life, in epochs, of a tax once interference is gone."),
+    cfg.FloatOpt("heavier", default=1.5, min=1.0, max=1000.0, mutable=True,
+                 help="IOShares: an interferer must send at least this many times the "
+                      "victim's own MTU rate (equal senders are not taxed, paper Fig. 8)."),
+    cfg.IntOpt("pcpus", default=0, min=0, mutable=True,
+               help="Physical CPUs whose time the VMs share (CPU supply); 0: as the host "
+                    "reports."),
+]
+
+
+def register_opts(conf):
+    conf.register_opts(OPTS, group=GROUP)
+
+
+def list_opts():
+    return [(GROUP, OPTS)]
+
+
+def policy_kwargs(conf):
+    """Constructor arguments of the configured policy, from ``[market]``."""
+    grp = conf[GROUP]
+    if grp.policy == "none":
+        return {}
+    kwargs = {"low_balance": grp.low_balance, "epoch_left": grp.epoch_left, "step": grp.step}
+    if grp.policy == "io_shares":
+        kwargs.update(decay_half_life=grp.decay_half_life, heavier=grp.heavier)
+    return kwargs

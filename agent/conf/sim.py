@@ -1,0 +1,35 @@
+"""Options of the simulated host: group ``[sim]``."""
+
+from oslo_config import cfg
+
+GROUP = "sim"
+
+OPTS = [
+    cfg.StrOpt(
+        "scenario",
+        default="paper_64k_vs_2m",
+        help="""
+Scenario the simulated host runs: a packaged scenario name (see
+``resex-sim list``... the files in ``resex_libvirt/sim/scenarios``) or the
+path of a TOML scenario file.
+
+Related options:
+
+* ``[agent] host_driver`` (must be ``simulated``)
+"""),
+    cfg.FloatOpt(
+        "realtime",
+        min=0.0,
+        help="""
+Pace the simulation against the wall clock: 1.0 runs one simulated second
+per second, 0 as fast as possible. Unset: the scenario's own setting.
+"""),
+]
+
+
+def register_opts(conf):
+    conf.register_opts(OPTS, group=GROUP)
+
+
+def list_opts():
+    return [(GROUP, OPTS)]

@@ -1,0 +1,137 @@
+"""Builds the agent's parts from its configuration (ceilometer's prepare_service).
+
+Only this module knows which concrete adapter a configuration means; the
+loop sees interfaces.
+"""
+
+import logging
+import os
+
+from agent import clock as clock_mod
+from agent import loop
+from resex_libvirt import exceptions
+from resex_libvirt import market as market_mod
+from resex_libvirt.market import policy as policy_mod
+
+LOG = logging.getLogger(__name__)
+
+#: Interval and epoch on libvirt when unset (DESIGN.md: 100 ms, 1 s).
+LIBVIRT_INTERVAL_S = 0.1
+LIBVIRT_EPOCH_S = 1.0
+
+
+def intervals_per_epoch(interval_s, epoch_s):
+    """Whole intervals per epoch, or ConfigError."""
+    n = round(epoch_s / interval_s)
+    if n < 1 or abs(n * interval_s - epoch_s) > 1e-6 * max(1.0, epoch_s):
+        raise exceptions.ConfigError(
+            "[agent] epoch (%g s) must be a whole number of intervals (%g s)"
+            % (epoch_s, interval_s))
+    return n
+
+
+def build_policy(conf):
+    from agent.conf import market as market_conf
+    return policy_mod.load(conf.market.policy, **market_conf.policy_kwargs(conf))
+
+
+class Parts:
+    """The concrete parts of one agent, before the loop is made."""
+
+    def __init__(self):
+        self.hypervisor = None
+        self.fabric = None
+        self.latency_sources = []
+        self.clock = None
+        self.interval_s = None
+        self.epoch_s = None
+        self.board = None
+        self.journal = None
+        self.publish_policy = None
+        self.sim = None
+
+
+def _simulated(conf, parts):
+    from resex_libvirt.sim import host as sim_host
+    from resex_libvirt.sim import scenario as scenario_mod
+    scenario = scenario_mod.load(conf.sim.scenario)
+    if conf.sim.realtime is not None:
+        scenario = scenario.with_realtime(conf.sim.realtime)
+    sim = sim_host.SimHost(scenario)
+    parts.sim = sim
+    parts.hypervisor = sim
+    parts.fabric = sim
+    parts.latency_sources.append(sim)
+    parts.clock = sim.clock()
+    parts.interval_s = scenario.interval_s
+    parts.epoch_s = scenario.epoch_s
+
+
+def _libvirt(conf, parts):
+    from resex_libvirt.hypervisor import libvirt_host
+    parts.hypervisor = libvirt_host.LibvirtHypervisor.from_conf(conf)
+    from resex_libvirt import fabric
+    parts.fabric = fabric.from_conf(conf, parts.hypervisor)
+    from agent.intake import service as intake_service
+    intake = intake_service.from_conf(conf)
+    if intake is not None:
+        parts.latency_sources.append(intake)
+    parts.clock = clock_mod.RealClock()
+    parts.interval_s = LIBVIRT_INTERVAL_S
+    parts.epoch_s = LIBVIRT_EPOCH_S
+    from agent import journal as journal_mod
+    os.makedirs(conf.agent.state_dir, exist_ok=True)
+    parts.journal = journal_mod.Journal(os.path.join(conf.agent.state_dir, "journal.json"))
+
+
+def build_parts(conf):
+    parts = Parts()
+    if conf.agent.host_driver == "simulated":
+        _simulated(conf, parts)
+    else:
+        _libvirt(conf, parts)
+    if conf.agent.interval is not None:
+        parts.interval_s = conf.agent.interval
+    if conf.agent.epoch is not None:
+        parts.epoch_s = conf.agent.epoch
+    board_url = getattr(getattr(conf, "board", None), "url", None)
+    if board_url:
+        from resex_libvirt import board as board_mod
+        parts.board = board_mod.open_board_from_conf(conf)
+        parts.publish_policy = board_mod.publish_policy_from_conf(conf)
+    return parts
+
+
+def build_agent(conf, parts=None):
+    """The :class:`agent.loop.Agent` the configuration describes."""
+    parts = parts or build_parts(conf)
+    ipe = intervals_per_epoch(parts.interval_s, parts.epoch_s)
+    link = parts.fabric.link() if parts.fabric is not None else None
+    pcpus = conf.market.pcpus or parts.hypervisor.pcpus()
+    params = market_mod.MarketParams(
+        interval_s=parts.interval_s, intervals_per_epoch=ipe, pcpus=pcpus,
+        link_bytes_per_s=link.capacity_bytes_per_s if link else float(1 << 30),
+        mtu=link.mtu if link else 1024,
+        cpu_price=conf.market.cpu_price, io_price=conf.market.io_price,
+        min_cap_pct=conf.market.min_cap_pct)
+    market = market_mod.Market(params, build_policy(conf))
+    settings = loop.LoopSettings(
+        host=conf.agent.host, interval_s=parts.interval_s, intervals_per_epoch=ipe,
+        deadband_pct=conf.agent.deadband_pct, max_epochs=conf.agent.max_epochs)
+    agent = loop.Agent(settings, market, parts.hypervisor, parts.fabric,
+                       latency_sources=parts.latency_sources, board=parts.board,
+                       journal=parts.journal, clock=parts.clock,
+                       publish_policy=parts.publish_policy)
+    agent.parts = parts
+    return agent
+
+
+def reload_market(conf, agent):
+    """SIGHUP: re-read mutable options and swap in a freshly built policy."""
+    conf.mutate_config_files()
+    agent.settings.deadband_pct = conf.agent.deadband_pct
+    policy = build_policy(conf)
+    if policy.name != agent.market.policy.name:
+        LOG.info("policy changed from %s to %s", agent.market.policy.name, policy.name)
+    agent.market.policy = policy
+    LOG.info("configuration reloaded")

@@ -1,0 +1,73 @@
+"""Latency windows and the interference percentage (Alg. 2 line 6)."""
+
+import math
+import unittest
+
+from hypothesis import given, strategies as st
+
+from resex_libvirt.market import latency
+from resex_libvirt.market import records
+
+
+class InterferenceTest(unittest.TestCase):
+
+    def test_mean_increase_in_percent_of_the_base(self):
+        w = records.LatencyWindow(10, 250.0, 0.0, 250.0)
+        self.assertAlmostEqual(25.0, latency.interference_pct(w, 200.0))
+
+    def test_std_increase_is_relative_to_the_base_mean(self):
+        w = records.LatencyWindow(10, 200.0, 50.0, 300.0)
+        self.assertAlmostEqual(20.0, latency.interference_pct(w, 200.0, base_std_us=10.0))
+
+    def test_faster_than_base_is_no_interference(self):
+        w = records.LatencyWindow(10, 150.0, 0.0, 150.0)
+        self.assertEqual(0.0, latency.interference_pct(w, 200.0))
+
+    def test_no_window_no_interference(self):
+        self.assertEqual(0.0, latency.interference_pct(None, 200.0))
+
+    def test_baseline_std_follows_calm_windows_down_at_once(self):
+        t = latency.BaselineTracker()
+        t.observe(records.LatencyWindow(10, 200.0, 8.0, 220.0), 200.0, 10.0)
+        t.observe(records.LatencyWindow(10, 201.0, 3.0, 210.0), 200.0, 10.0)
+        self.assertEqual(3.0, t.std_us)
+
+    def test_baseline_ignores_interfered_windows(self):
+        t = latency.BaselineTracker()
+        t.observe(records.LatencyWindow(10, 200.0, 3.0, 210.0), 200.0, 10.0)
+        t.observe(records.LatencyWindow(10, 400.0, 90.0, 600.0), 200.0, 10.0)
+        self.assertEqual(3.0, t.std_us)
+
+
+class BufferTest(unittest.TestCase):
+
+    def test_summary_of_known_values(self):
+        w = latency.summarize([100.0, 200.0, 300.0, 400.0])
+        self.assertEqual(4, w.count)
+        self.assertEqual(250.0, w.mean_us)
+        self.assertAlmostEqual(math.sqrt(12500.0), w.std_us)
+        self.assertEqual(400.0, w.p99_us)
+
+    def test_old_values_leave_the_window(self):
+        buf = latency.LatencyBuffer(size=10, max_age=5)
+        buf.add(1000.0, tick=0)
+        buf.add(100.0, tick=8)
+        self.assertEqual(100.0, buf.window(tick=10).mean_us)
+        self.assertIsNone(buf.window(tick=100))
+
+    def test_window_is_bounded(self):
+        buf = latency.LatencyBuffer(size=3)
+        for i in range(100):
+            buf.add(float(i), tick=i)
+        self.assertEqual(3, len(buf))
+
+    @given(st.lists(st.floats(0, 1e7, allow_nan=False), min_size=1, max_size=200))
+    def test_summary_is_ordered(self, values):
+        w = latency.summarize(values)
+        self.assertLessEqual(min(values), w.mean_us * (1 + 1e-9) + 1e-9)
+        self.assertLessEqual(w.p99_us, max(values))
+        self.assertGreaterEqual(w.std_us, 0.0)
+
+    def test_non_finite_windows_are_refused(self):
+        with self.assertRaises(ValueError):
+            records.LatencyWindow(1, float("nan"), 0.0, 0.0)

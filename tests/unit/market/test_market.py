@@ -1,0 +1,115 @@
+"""The market: charging, clamping to mClock controls, epochs, membership."""
+
+import unittest
+
+from hypothesis import given, settings, strategies as st
+
+from resex_libvirt import sla
+from resex_libvirt.market import market as market_mod
+from resex_libvirt.market import policy as policy_mod
+from resex_libvirt.market import records
+
+
+def sla_strategy():
+    @st.composite
+    def build(draw):
+        vcpus = draw(st.integers(1, 4))
+        reservation = draw(st.floats(0, 100.0 * vcpus))
+        limit = draw(st.one_of(st.none(), st.floats(max(1.0, reservation), 100.0 * vcpus)))
+        sensitive = draw(st.booleans())
+        return vcpus, sla.SLA(
+            latency_sla_us=draw(st.floats(1, 1e4)) if sensitive else None,
+            interference_threshold_pct=draw(st.floats(0.1, 100)),
+            reservation_pct=reservation, limit_pct=limit, shares=draw(st.integers(1, 1000)))
+    return build()
+
+
+interval_inputs = st.lists(
+    st.tuples(st.floats(0, 400, allow_nan=False), st.integers(0, 10_000_000),
+              st.one_of(st.none(), st.floats(0, 1e7, allow_nan=False)),
+              st.floats(0, 1e6, allow_nan=False)),
+    min_size=3, max_size=3)
+
+
+class MarketPropertiesTest(unittest.TestCase):
+
+    @settings(max_examples=150, deadline=None)
+    @given(policy=st.sampled_from(["none", "free_market", "io_shares"]),
+           vms=st.lists(sla_strategy(), min_size=3, max_size=3),
+           intervals=st.lists(interval_inputs, min_size=1, max_size=40),
+           ipe=st.integers(1, 20))
+    def test_caps_always_within_reservation_and_limit(self, policy, vms, intervals, ipe):
+        params = market_mod.MarketParams(intervals_per_epoch=ipe, pcpus=3)
+        m = market_mod.Market(params, policy_mod.load(policy))
+        names = ["a", "b", "c"]
+        for name, (vcpus, vm_sla) in zip(names, vms):
+            m.add(records.VMSpec(name, vcpus=vcpus, sla=vm_sla))
+        for step in intervals:
+            samples, windows = {}, {}
+            for name, (cpu, mtus, lat, std) in zip(names, step):
+                samples[name] = records.Sample(name, 0.0, cpu, tx_mtus=mtus)
+                if lat is not None:
+                    windows[name] = records.LatencyWindow(10, lat, std, lat)
+            decisions = m.step(samples, windows)
+            for name, (vcpus, vm_sla) in zip(names, vms):
+                cap = decisions[name].cap_pct
+                self.assertGreaterEqual(cap, vm_sla.effective_reservation(vcpus) - 1e-9)
+                self.assertLessEqual(cap, vm_sla.effective_limit(vcpus) + 1e-9)
+                self.assertGreaterEqual(decisions[name].rate, 0.0)
+            if m.tick == ipe:
+                m.end_epoch()
+                for name in names:
+                    self.assertEqual(m.ledger.allocation(name), m.ledger.balance(name))
+
+
+class MarketTest(unittest.TestCase):
+
+    def setUp(self):
+        self.m = market_mod.Market(market_mod.MarketParams(intervals_per_epoch=10),
+                                   policy_mod.NoControl())
+
+    def test_charge_is_cpu_percent_plus_mtus_at_the_base_price(self):
+        self.m.add(records.VMSpec("a"))
+        before = self.m.ledger.balance("a")
+        self.m.step({"a": records.Sample("a", 0.0, 42.0, tx_mtus=1000)})
+        self.assertAlmostEqual(before - 1042.0, self.m.ledger.balance("a"))
+
+    def test_weight_follows_shares_on_xens_scale(self):
+        self.m.add(records.VMSpec("a", sla=sla.SLA(shares=200)))
+        d = self.m.step({})
+        self.assertEqual(512, d["a"].weight)
+        self.assertEqual(256, market_mod.weight_of(100))
+
+    def test_epoch_summary_reports_prices_and_utilisation(self):
+        self.m.add(records.VMSpec("a", sla=sla.SLA(latency_sla_us=100.0)))
+        mtus_per_interval = self.m.params.link_mtus_per_interval
+        for _ in range(10):
+            self.m.step({"a": records.Sample("a", 0.0, 10.0, tx_mtus=int(mtus_per_interval / 2))},
+                        {"a": records.LatencyWindow(5, 150.0, 1.0, 150.0)})
+        summary = self.m.end_epoch()
+        self.assertAlmostEqual(0.5, summary.link_utilisation, places=3)
+        self.assertEqual(1.0, summary.cpu_price)
+        self.assertEqual(1.0, summary.io_price)
+        self.assertAlmostEqual(50.0, summary.latency_inflation_pct)
+        self.assertEqual(0, self.m.tick)
+        self.assertEqual(1, self.m.epoch)
+
+    def test_a_removed_vm_is_forgotten_everywhere(self):
+        self.m.add(records.VMSpec("a"))
+        self.m.remove("a")
+        self.assertNotIn("a", self.m.ledger)
+        self.assertEqual({}, self.m.step({"a": records.Sample("a", 0.0, 50.0)}))
+
+    def test_samples_of_unknown_vms_are_ignored(self):
+        self.m.add(records.VMSpec("a"))
+        d = self.m.step({"ghost": records.Sample("ghost", 0.0, 50.0)})
+        self.assertEqual(["a"], list(d))
+
+    def test_updating_a_vms_sla_reclamps_its_cap(self):
+        self.m.add(records.VMSpec("a"))
+        self.m.add(records.VMSpec("a", sla=sla.SLA(limit_pct=30.0)))
+        self.assertEqual(30.0, self.m.step({})["a"].cap_pct)
+
+    def test_unknown_policy_names_the_known_ones(self):
+        with self.assertRaisesRegex(ValueError, "free_market"):
+            policy_mod.load("nope")
