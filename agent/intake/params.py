@@ -1,0 +1,58 @@
+"""The intake's settings, from ``[latency]`` (:mod:`agent.conf.latency`) or given directly."""
+
+import dataclasses
+
+from agent.intake import wire
+
+
+@dataclasses.dataclass(frozen=True)
+class IntakeParams:
+    """Bounds and timings of the latency intake; see :mod:`agent.conf.latency` for each."""
+
+    probe_socket_path: str | None = None
+    max_message_bytes: int = 512
+    rate_limit_per_s: float = 20.0
+    rate_burst: int = 40
+    window_reports: int = 16
+    freshness_s: float = 3.0
+    plausible_max_us: float = 10_000_000.0
+    max_samples_per_report: int = 1_000_000
+    log_interval_s: float = 60.0
+    channel_retry_s: float = 2.0
+    max_probe_clients: int = 32
+
+    def __post_init__(self):
+        if self.max_message_bytes < 64:
+            raise ValueError("max_message_bytes must be >= 64")
+        if not self.rate_limit_per_s > 0 or self.rate_burst < 1:
+            raise ValueError("rate_limit_per_s must be > 0 and rate_burst >= 1")
+        if self.window_reports < 1 or not self.freshness_s > 0:
+            raise ValueError("window_reports must be >= 1 and freshness_s > 0")
+        if not self.plausible_max_us > 0 or self.max_samples_per_report < 1:
+            raise ValueError("plausible_max_us and max_samples_per_report must be positive")
+        if not self.channel_retry_s > 0 or self.max_probe_clients < 1:
+            raise ValueError("channel_retry_s must be > 0 and max_probe_clients >= 1")
+
+    @property
+    def limits(self):
+        return wire.Limits(max_bytes=self.max_message_bytes,
+                           plausible_max_us=self.plausible_max_us,
+                           max_n=self.max_samples_per_report)
+
+    @classmethod
+    def from_conf(cls, conf):
+        """Read ``conf.latency`` (the group must be registered)."""
+        grp = conf.latency
+        return cls(
+            probe_socket_path=grp.probe_socket_path or None,
+            max_message_bytes=grp.max_message_bytes,
+            rate_limit_per_s=grp.rate_limit_per_s,
+            rate_burst=grp.rate_burst,
+            window_reports=grp.window_reports,
+            freshness_s=grp.freshness_s,
+            plausible_max_us=grp.plausible_max_us,
+            max_samples_per_report=grp.max_samples_per_report,
+            log_interval_s=grp.log_interval_s,
+            channel_retry_s=grp.channel_retry_s,
+            max_probe_clients=grp.max_probe_clients,
+        )

@@ -1,0 +1,29 @@
+"""A token bucket: the per-VM, per-source report rate limit.
+
+``rate`` tokens per second refill a bucket of ``burst`` tokens; a report
+takes one. The clock is passed in (``now``, seconds, monotonic) so the
+bucket is deterministic under test.
+"""
+
+
+class TokenBucket:
+    __slots__ = ("rate", "burst", "_tokens", "_last")
+
+    def __init__(self, rate, burst, now):
+        if not rate > 0 or burst < 1:
+            raise ValueError("rate must be > 0 and burst >= 1")
+        self.rate = float(rate)
+        self.burst = float(burst)
+        self._tokens = float(burst)
+        self._last = now
+
+    def take(self, now):
+        """Take one token; ``False`` when the bucket is empty."""
+        elapsed = now - self._last
+        if elapsed > 0:
+            self._tokens = min(self.burst, self._tokens + elapsed * self.rate)
+            self._last = now
+        if self._tokens >= 1.0:
+            self._tokens -= 1.0
+            return True
+        return False

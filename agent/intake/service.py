@@ -1,0 +1,358 @@
+"""The latency intake: Unix sockets in, per-VM latency windows out.
+
+Two ways in (issue 5, paper Section IV: BenchEx "continuously report[s] the
+observed server-side latencies" to an agent that forwards them to ResEx):
+
+* **Per-VM channel.** Operators give a latency-sensitive domain a
+  virtio-serial channel::
+
+      <channel type='unix'>
+        <source mode='bind' path='/var/lib/libvirt/qemu/channel/target/NAME.org.resex.latency.0'/>
+        <target type='virtio' name='org.resex.latency.0'/>
+      </channel>
+
+  QEMU binds (listens on) the host path, the guest writes reports into
+  ``/dev/virtio-ports/org.resex.latency.0``, and the agent *connects* to the
+  host path (``VMInfo.latency_channel``). Whatever arrives on that
+  connection belongs to that VM: the channel is the identity, and a ``vm``
+  field in a channel message is rejected (:mod:`agent.intake.wire`). QEMU's
+  socket chardev serves one client at a time, so nothing else on the host
+  can inject into a VM's channel while the agent holds it. When the VM stops
+  (EOF) or the socket is not there yet, the agent retries every
+  ``channel_retry_s``.
+* **Host probe socket.** One Unix stream socket the agent creates (bound,
+  set to mode 0600, and only then listening, so no one can connect before
+  the mode is set). Probes on the host that measure a VM from outside name
+  the VM by UUID in each message. The socket's permissions are the trust
+  boundary; as defence in depth the agent reads the peer's credentials
+  (``SO_PEERCRED``, unix(7)) and closes connections whose uid is neither 0
+  nor its own.
+
+One native thread multiplexes every socket with :mod:`selectors` (no
+eventlet). It reads at most ``_READ_BYTES`` per readable socket per round,
+so one flooding tenant cannot starve the others, and frames lines with a
+bounded buffer (:mod:`agent.intake.framing`). Validation, rate limits,
+windows and counters live in :class:`~agent.intake.store.ReportStore`.
+"""
+
+import errno
+import logging
+import os
+import selectors
+import socket
+import stat
+import struct
+import threading
+import time
+
+from agent.intake import framing
+from agent.intake import params as params_mod
+from agent.intake import store as store_mod
+from agent.intake import wire
+from resex_libvirt import exceptions
+
+LOG = logging.getLogger(__name__)
+
+_READ_BYTES = 4096
+_UCRED = struct.Struct("3i")
+_CONNECT_RETRY_ERRNOS = (errno.ENOENT, errno.ECONNREFUSED, errno.EAGAIN, errno.EACCES,
+                         errno.ENOTSOCK, errno.ENOTDIR, errno.EPERM)
+
+
+class _Conn:
+    """One socket the selector watches: a channel, a probe client, the listener, the waker."""
+
+    __slots__ = ("kind", "sock", "vm", "framer")
+
+    def __init__(self, kind, sock, vm=None, framer=None):
+        self.kind = kind
+        self.sock = sock
+        self.vm = vm
+        self.framer = framer
+
+
+class LatencyIntake:
+    """Latency reports from tenants and host probes, kept in bounded per-VM windows.
+
+    ``LatencyIntake(conf_or_params, clock=time.monotonic)``: ``conf_or_params``
+    is an oslo.config ``ConfigOpts`` with ``[latency]`` registered
+    (:func:`agent.conf.latency.register_opts`) or an
+    :class:`~agent.intake.params.IntakeParams`. ``clock`` (seconds,
+    monotonic) stamps reports for the freshness horizon and the rate limits.
+
+    The agent loop calls :meth:`start` once, :meth:`sync` with every fresh
+    ``{uuid: VMInfo}``, :meth:`windows` each interval, and :meth:`close` at
+    the end.
+    """
+
+    def __init__(self, conf_or_params=None, clock=time.monotonic):
+        if conf_or_params is None:
+            params = params_mod.IntakeParams()
+        elif isinstance(conf_or_params, params_mod.IntakeParams):
+            params = conf_or_params
+        else:
+            params = params_mod.IntakeParams.from_conf(conf_or_params)
+        self.params = params
+        self.store = store_mod.ReportStore(params, clock)
+        self._lock = threading.Lock()
+        self._wanted = {}
+        self._channels = {}
+        self._retry_at = {}
+        self._probe_clients = set()
+        self._selector = None
+        self._thread = None
+        self._stop = threading.Event()
+        self._waker_r = self._waker_w = None
+        self._listener = None
+        self._probe_inode = None
+
+    # -- the interface the agent loop calls ------------------------------------------
+    def start(self):
+        """Create the probe socket (if configured) and start the selector thread."""
+        if self._thread is not None:
+            return
+        self._selector = selectors.DefaultSelector()
+        self._waker_r, self._waker_w = socket.socketpair()
+        self._waker_r.setblocking(False)
+        self._waker_w.setblocking(False)
+        self._selector.register(self._waker_r, selectors.EVENT_READ, _Conn("waker", self._waker_r))
+        if self.params.probe_socket_path:
+            try:
+                self._listener = self._bind_probe_socket(self.params.probe_socket_path)
+            except BaseException:
+                self._selector.close()
+                self._waker_r.close()
+                self._waker_w.close()
+                raise
+            self._selector.register(self._listener, selectors.EVENT_READ,
+                                    _Conn("listener", self._listener))
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="latency-intake", daemon=True)
+        self._thread.start()
+
+    def sync(self, vms):
+        """Follow the VMs on the host: ``{uuid: VMInfo}``.
+
+        Opens a channel for each VM whose ``latency_channel`` is set, closes
+        the channels of VMs that left or lost it, and learns which VMs have a
+        latency SLA (``VMInfo.sla.sensitive``).
+        """
+        self.store.set_vms({uuid: info.sla for uuid, info in vms.items()})
+        wanted = {uuid: info.latency_channel for uuid, info in vms.items()
+                  if info.latency_channel}
+        with self._lock:
+            changed = wanted != self._wanted
+            self._wanted = wanted
+        if changed:
+            self._wake()
+
+    def windows(self):
+        """``{uuid: LatencyWindow}`` of the sensitive VMs with fresh reports."""
+        return self.store.windows()
+
+    def stats(self):
+        """Accepted and rejected report counters per VM and reason (see ReportStore.stats)."""
+        return self.store.stats()
+
+    def channels(self):
+        """UUIDs of the VMs whose channel is connected now."""
+        with self._lock:
+            return set(self._channels)
+
+    def close(self):
+        """Stop the thread, close every socket, remove the probe socket we created."""
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            self._stop.set()
+            self._wake()
+            thread.join()
+        for conn in list(self._channels.values()) + list(self._probe_clients):
+            conn.sock.close()
+        self._channels.clear()
+        self._probe_clients.clear()
+        if self._selector is not None:
+            self._selector.close()
+            self._selector = None
+        for sock in (self._waker_r, self._waker_w):
+            if sock is not None:
+                sock.close()
+        self._waker_r = self._waker_w = None
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+            self._unlink_probe_socket()
+
+    # -- the probe socket -------------------------------------------------------------
+    def _bind_probe_socket(self, path):
+        directory = os.path.dirname(path) or "."
+        try:
+            os.makedirs(directory, mode=0o755, exist_ok=True)
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                pass
+            else:
+                if not stat.S_ISSOCK(st.st_mode):
+                    raise exceptions.ConfigError(
+                        "probe_socket_path %s exists and is not a socket" % path)
+                os.unlink(path)
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.bind(path)
+                os.chmod(path, 0o600)
+                sock.listen(16)
+                sock.setblocking(False)
+                self._probe_inode = os.stat(path).st_ino
+            except BaseException:
+                sock.close()
+                raise
+        except OSError as exc:
+            raise exceptions.ConfigError("cannot create probe socket %s: %s" % (path, exc)) \
+                from exc
+        LOG.info("latency probe socket listening on %s (mode 0600)", path)
+        return sock
+
+    def _unlink_probe_socket(self):
+        path = self.params.probe_socket_path
+        try:
+            if os.stat(path).st_ino == self._probe_inode:
+                os.unlink(path)
+        except OSError:
+            pass
+
+    def _accept(self):
+        try:
+            sock, _addr = self._listener.accept()
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            LOG.warning("latency probe socket accept failed: %s", exc)
+            return
+        try:
+            _pid, uid, _gid = _UCRED.unpack(
+                sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size))
+        except OSError:
+            uid = -1
+        if uid not in (0, os.geteuid()):
+            sock.close()
+            self.store.reject(store_mod.UNATTRIBUTED, wire.PEER_NOT_ALLOWED)
+            return
+        if len(self._probe_clients) >= self.params.max_probe_clients:
+            sock.close()
+            self.store.reject(store_mod.UNATTRIBUTED, wire.TOO_MANY_CLIENTS)
+            return
+        sock.setblocking(False)
+        conn = _Conn("probe", sock, framer=framing.LineFramer(self.params.max_message_bytes))
+        self._probe_clients.add(conn)
+        self._selector.register(sock, selectors.EVENT_READ, conn)
+
+    # -- channels -----------------------------------------------------------------------
+    def _reconcile(self, now):
+        with self._lock:
+            wanted = dict(self._wanted)
+        for vm, conn in list(self._channels.items()):
+            if wanted.get(vm) != conn.framer_path:
+                self._drop_channel(vm, "VM left or its channel changed")
+        for vm in [v for v in self._retry_at if v not in wanted]:
+            del self._retry_at[vm]
+        for vm, path in wanted.items():
+            if vm in self._channels or self._retry_at.get(vm, 0.0) > now:
+                continue
+            self._connect_channel(vm, path, now)
+
+    def _connect_channel(self, vm, path, now):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        try:
+            sock.connect(path)
+        except OSError as exc:
+            sock.close()
+            if exc.errno not in _CONNECT_RETRY_ERRNOS:
+                LOG.warning("latency channel of VM %s at %s: %s", vm, path, exc)
+            else:
+                LOG.debug("latency channel of VM %s at %s not ready: %s", vm, path, exc)
+            self._retry_at[vm] = now + self.params.channel_retry_s
+            return
+        conn = _ChannelConn(sock, vm, path, framing.LineFramer(self.params.max_message_bytes))
+        self._selector.register(sock, selectors.EVENT_READ, conn)
+        with self._lock:
+            self._channels[vm] = conn
+        self._retry_at.pop(vm, None)
+        LOG.info("latency channel of VM %s connected (%s)", vm, path)
+
+    def _drop_channel(self, vm, why):
+        with self._lock:
+            conn = self._channels.pop(vm, None)
+        if conn is None:
+            return
+        self._selector.unregister(conn.sock)
+        conn.sock.close()
+        self._retry_at[vm] = time.monotonic() + self.params.channel_retry_s
+        LOG.info("latency channel of VM %s closed: %s", vm, why)
+
+    # -- the selector thread ------------------------------------------------------------
+    def _wake(self):
+        waker = self._waker_w
+        if waker is None:
+            return
+        try:
+            waker.send(b"\0")
+        except (BlockingIOError, OSError):
+            pass
+
+    def _next_timeout(self, now):
+        if not self._retry_at:
+            return 1.0
+        return max(0.0, min(1.0, min(self._retry_at.values()) - now))
+
+    def _run(self):
+        while not self._stop.is_set():
+            try:
+                self._round()
+            except Exception:
+                LOG.exception("latency intake round failed; continuing")
+                self._stop.wait(0.1)
+
+    def _round(self):
+        now = time.monotonic()
+        self._reconcile(now)
+        for key, _events in self._selector.select(self._next_timeout(now)):
+            conn = key.data
+            if conn.kind == "waker":
+                try:
+                    while conn.sock.recv(4096):
+                        pass
+                except (BlockingIOError, InterruptedError):
+                    pass
+            elif conn.kind == "listener":
+                self._accept()
+            else:
+                self._read(conn)
+
+    def _read(self, conn):
+        try:
+            data = conn.sock.recv(_READ_BYTES)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            data = b""
+            LOG.debug("latency %s of %s: %s", conn.kind, conn.vm, exc)
+        if not data:
+            if conn.kind == "channel":
+                self._drop_channel(conn.vm, "end of stream")
+            else:
+                self._selector.unregister(conn.sock)
+                conn.sock.close()
+                self._probe_clients.discard(conn)
+            return
+        source = wire.SOURCE_CHANNEL if conn.kind == "channel" else wire.SOURCE_PROBE
+        for line in conn.framer.feed(data):
+            self.store.offer(source, line, vm=conn.vm)
+
+
+class _ChannelConn(_Conn):
+    __slots__ = ("framer_path",)
+
+    def __init__(self, sock, vm, path, framer):
+        super().__init__("channel", sock, vm=vm, framer=framer)
+        self.framer_path = path

@@ -1,0 +1,61 @@
+"""A VM's recent reports, pooled into the market's latency window.
+
+Each report summarises ``n`` latencies (mean, standard deviation, p99). The
+fresh reports of a VM are pooled exactly for count, mean and population
+variance (sum of ``n x (std^2 + mean^2)`` over the total, minus the pooled
+mean squared), which is what IOShares uses (paper Section VI-C: "the average
+and standard deviation of the values"). The pooled p99 is the largest
+reported p99: an exact p99 cannot be rebuilt from summaries, and the largest
+one is an upper bound that the market does not act on (it only reads the
+mean and the standard deviation).
+"""
+
+import collections
+import math
+
+from resex_libvirt.market import records
+
+
+class ReportWindow:
+    """The last ``size`` reports of one VM through one source, with arrival times."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, size):
+        if size < 1:
+            raise ValueError("size must be >= 1")
+        self._items = collections.deque(maxlen=size)
+
+    def __len__(self):
+        return len(self._items)
+
+    def add(self, ts, report):
+        self._items.append((ts, report))
+
+    def expire(self, now, horizon):
+        """Drop reports older than ``horizon`` seconds; return how many remain."""
+        items = self._items
+        while items and now - items[0][0] > horizon:
+            items.popleft()
+        return len(items)
+
+    def reports(self):
+        return [r for _ts, r in self._items]
+
+
+def pool(reports):
+    """One :class:`~resex_libvirt.market.records.LatencyWindow` of ``reports``, or ``None``."""
+    total = 0
+    s1 = 0.0
+    s2 = 0.0
+    p99 = 0.0
+    for r in reports:
+        total += r.n
+        s1 += r.n * r.mean_us
+        s2 += r.n * (r.std_us * r.std_us + r.mean_us * r.mean_us)
+        p99 = max(p99, r.p99_us)
+    if total == 0:
+        return None
+    mean = s1 / total
+    var = max(0.0, s2 / total - mean * mean)
+    return records.LatencyWindow(count=total, mean_us=mean, std_us=math.sqrt(var), p99_us=p99)

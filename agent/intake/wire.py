@@ -1,0 +1,194 @@
+"""The latency report wire format, version 1 (``doc/source/latency.rst``).
+
+One report is one line of JSON (UTF-8, ended by ``\\n``) summarising the
+latencies an application saw over a short window, in microseconds::
+
+    {"v":1,"n":250,"mean_us":212.5,"std_us":9.8,"p99_us":240.0}
+
+On the host probe socket the report also names the VM it measured::
+
+    {"v":1,"vm":"6f2b...-...","n":250,"mean_us":212.5,"std_us":9.8,"p99_us":240.0}
+
+Why summaries and not raw samples: IOShares only needs a window's mean and
+standard deviation (paper Section VI-C, Algorithm 2 line 6: "computes the
+average and standard deviation of the values"), a summary costs the agent
+one small parse per window whatever the request rate (BenchEx can run
+hundreds of thousands of requests per second), a fixed-size record is easy
+to bound and to produce from a static C program in a busybox guest, and a
+count lets windows from several reports be pooled exactly.
+
+Validation is strict, because reports are untrusted tenant input that
+decides how other tenants are throttled: exactly these keys, ``v`` equal to
+1, ``n`` an integer in [1, max_n], the three latencies JSON numbers that are
+finite, ``mean_us`` and ``p99_us`` > 0, ``std_us`` >= 0, all of them at most
+the plausibility bound (default 10 s). No NaN/Infinity literals, no
+duplicate keys. A ``vm`` key on a per-VM channel is **rejected**
+(``vm_field_in_channel``): a VM's identity is the channel it writes to, and a
+message that tries to name another VM is an attempt worth counting.
+"""
+
+import dataclasses
+import json
+import math
+import re
+
+from resex_libvirt import exceptions
+
+VERSION = 1
+
+#: The virtio-serial port name (``<target type='virtio' name=...>``).
+CHANNEL_NAME = "org.resex.latency.0"
+#: Where the guest sees that port.
+GUEST_DEVICE = "/dev/virtio-ports/" + CHANNEL_NAME
+
+#: The two ways a report arrives.
+SOURCE_CHANNEL = "channel"
+SOURCE_PROBE = "probe"
+SOURCES = (SOURCE_CHANNEL, SOURCE_PROBE)
+
+# Rejection reasons: a closed set, so counters and log throttles stay bounded.
+TOO_LONG = "too_long"
+NOT_UTF8 = "not_utf8"
+NOT_JSON = "not_json"
+NOT_OBJECT = "not_object"
+VERSION_UNSUPPORTED = "version"
+SCHEMA = "schema"
+NOT_FINITE = "not_finite"
+OUT_OF_RANGE = "out_of_range"
+VM_FIELD_IN_CHANNEL = "vm_field_in_channel"
+UNKNOWN_VM = "unknown_vm"
+NO_LATENCY_SLA = "no_latency_sla"
+RATE_LIMITED = "rate_limited"
+PEER_NOT_ALLOWED = "peer_not_allowed"
+TOO_MANY_CLIENTS = "too_many_clients"
+REASONS = (TOO_LONG, NOT_UTF8, NOT_JSON, NOT_OBJECT, VERSION_UNSUPPORTED, SCHEMA, NOT_FINITE,
+           OUT_OF_RANGE, VM_FIELD_IN_CHANNEL, UNKNOWN_VM, NO_LATENCY_SLA, RATE_LIMITED,
+           PEER_NOT_ALLOWED, TOO_MANY_CLIENTS)
+
+_LATENCY_KEYS = ("mean_us", "std_us", "p99_us")
+_CHANNEL_KEYS = frozenset(("v", "n") + _LATENCY_KEYS)
+_PROBE_KEYS = _CHANNEL_KEYS | {"vm"}
+_UUID = re.compile(r"\A[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
+
+
+class Rejected(exceptions.ReportRejected):
+    """A report failed validation; ``reason`` is one of :data:`REASONS`."""
+
+    def __init__(self, reason, detail=""):
+        self.reason = reason
+        self.detail = detail
+        super().__init__("%s%s" % (reason, (": " + detail) if detail else ""))
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """The bounds every report is checked against (``[latency]`` options)."""
+
+    max_bytes: int = 512
+    plausible_max_us: float = 10_000_000.0
+    max_n: int = 1_000_000
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Report:
+    """A validated report. ``vm`` is set only for probe-socket reports."""
+
+    n: int
+    mean_us: float
+    std_us: float
+    p99_us: float
+    vm: str | None = None
+
+
+def _reject_constant(name):
+    raise Rejected(NOT_FINITE, name)
+
+
+def _unique_object(pairs):
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise Rejected(SCHEMA, "duplicate key")
+    return out
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, object_pairs_hook=_unique_object)
+
+
+def canonical_uuid(value):
+    """``value`` as a lower-case canonical UUID string, or ``None`` if it is not one."""
+    if not isinstance(value, str) or len(value) != 36:
+        return None
+    value = value.lower()
+    return value if _UUID.match(value) else None
+
+
+def parse(line, source, limits=Limits()):
+    """Validate one report line (bytes, without or with its newline).
+
+    Returns a :class:`Report`; raises :class:`Rejected` with the reason.
+    ``source`` is :data:`SOURCE_CHANNEL` (a ``vm`` key is rejected) or
+    :data:`SOURCE_PROBE` (a ``vm`` key is required).
+    """
+    if len(line) > limits.max_bytes:
+        raise Rejected(TOO_LONG)
+    try:
+        text = bytes(line).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Rejected(NOT_UTF8) from exc
+    try:
+        obj = _DECODER.decode(text)
+    except Rejected:
+        raise
+    except (ValueError, RecursionError) as exc:
+        raise Rejected(NOT_JSON) from exc
+    if not isinstance(obj, dict):
+        raise Rejected(NOT_OBJECT)
+    version = obj.get("v")
+    if type(version) is not int or version != VERSION:
+        raise Rejected(VERSION_UNSUPPORTED, repr(version)[:20])
+    keys = obj.keys()
+    vm = None
+    if source == SOURCE_CHANNEL:
+        if "vm" in keys:
+            raise Rejected(VM_FIELD_IN_CHANNEL)
+        if keys != _CHANNEL_KEYS:
+            raise Rejected(SCHEMA, "keys")
+    else:
+        if keys != _PROBE_KEYS:
+            raise Rejected(SCHEMA, "keys")
+        vm = canonical_uuid(obj["vm"])
+        if vm is None:
+            raise Rejected(SCHEMA, "vm is not a UUID")
+    n = obj["n"]
+    if type(n) is not int:
+        raise Rejected(SCHEMA, "n is not an integer")
+    if not 1 <= n <= limits.max_n:
+        raise Rejected(OUT_OF_RANGE, "n")
+    values = []
+    for key in _LATENCY_KEYS:
+        raw = obj[key]
+        if type(raw) not in (int, float):
+            raise Rejected(SCHEMA, "%s is not a number" % key)
+        try:
+            value = float(raw)
+        except OverflowError as exc:
+            raise Rejected(OUT_OF_RANGE, key) from exc
+        if not math.isfinite(value):
+            raise Rejected(NOT_FINITE, key)
+        if value < 0 or value > limits.plausible_max_us:
+            raise Rejected(OUT_OF_RANGE, key)
+        values.append(value)
+    mean_us, std_us, p99_us = values
+    if mean_us <= 0 or p99_us <= 0:
+        raise Rejected(OUT_OF_RANGE, "latency must be > 0")
+    return Report(n=n, mean_us=mean_us, std_us=std_us, p99_us=p99_us, vm=vm)
+
+
+def encode(n, mean_us, std_us, p99_us, vm=None):
+    """One report line (bytes, newline-terminated) in the v1 format."""
+    obj = {"v": VERSION}
+    if vm is not None:
+        obj["vm"] = vm
+    obj.update(n=int(n), mean_us=round(float(mean_us), 3), std_us=round(float(std_us), 3),
+               p99_us=round(float(p99_us), 3))
+    return (json.dumps(obj, separators=(",", ":"), allow_nan=False) + "\n").encode("ascii")
