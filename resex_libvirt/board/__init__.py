@@ -1,0 +1,50 @@
+"""The price board: host reports, their stores, and the scheduler's cached reader.
+
+:func:`open_board` picks the backend from the URL's scheme (two real
+implementations, so a small table, not a plugin framework: STYLE.md item 8):
+
+``sqlite:///path``
+    :class:`~resex_libvirt.board.sqlite.SQLiteBoard`, one file (all-in-one).
+``etcd3+http://host:port``, ``etcd3+https://host:port``
+    :class:`~resex_libvirt.board.etcd.EtcdBoard`, etcd v3 through etcd3gw.
+"""
+
+import importlib
+import urllib.parse
+
+from resex_libvirt import exceptions
+
+#: URL scheme -> (module, class). Modules are imported on use, so a host
+#: with the SQLite board never needs etcd3gw.
+BACKENDS = {
+    "sqlite": ("resex_libvirt.board.sqlite", "SQLiteBoard"),
+    "etcd3+http": ("resex_libvirt.board.etcd", "EtcdBoard"),
+    "etcd3+https": ("resex_libvirt.board.etcd", "EtcdBoard"),
+}
+
+
+def open_board(url, **opts):
+    """Open the board at ``url``; ``opts`` go to the backend (timeout, prefix, lease_ttl...).
+
+    Raises :class:`~resex_libvirt.exceptions.ConfigError` for an unknown
+    scheme or a malformed URL and
+    :class:`~resex_libvirt.exceptions.BoardUnavailable` when the store
+    cannot be opened.
+    """
+    scheme = urllib.parse.urlsplit(url or "").scheme
+    if scheme not in BACKENDS:
+        raise exceptions.ConfigError(
+            "unknown board URL scheme in %r; known: %s" % (url, ", ".join(sorted(BACKENDS))))
+    module, cls = BACKENDS[scheme]
+    return getattr(importlib.import_module(module), cls)(url, **opts)
+
+
+def redact(url):
+    """``url`` without any user:password part (for logs and the CLI)."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    netloc = parts.hostname or ""
+    if parts.port:
+        netloc += ":%d" % parts.port
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))

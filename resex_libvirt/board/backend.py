@@ -1,0 +1,68 @@
+"""The price board's interface: publish one host's report, read everyone's.
+
+Two implementations, chosen by URL scheme in :func:`resex_libvirt.board.open_board`:
+:mod:`~resex_libvirt.board.sqlite` (one file, the all-in-one default) and
+:mod:`~resex_libvirt.board.etcd` (etcd v3, for a fleet). Every error of the
+store underneath becomes :class:`~resex_libvirt.exceptions.BoardUnavailable`
+with the cause chained (STYLE.md item 4). A record that does not validate is
+dropped by :meth:`Board.snapshot` (logged at debug), never returned and never
+raised: one bad agent must not blind the scheduler to the rest of the fleet.
+Freshness is the reader's business (by ``ts``): a board returns what it holds.
+"""
+
+import abc
+import logging
+
+from resex_libvirt.board import report as report_mod
+
+LOG = logging.getLogger(__name__)
+
+
+class Board(metaclass=abc.ABCMeta):
+    """A store of one :class:`~resex_libvirt.board.report.HostReport` per host."""
+
+    #: The URL the board was opened with (credentials never included).
+    url = None
+
+    @abc.abstractmethod
+    def publish(self, report):
+        """Store ``report`` as its host's current record (replacing the previous one)."""
+
+    @abc.abstractmethod
+    def snapshot(self):
+        """Every valid record the board holds, as ``{host: HostReport}``."""
+
+    @abc.abstractmethod
+    def count(self):
+        """How many hosts have a record (valid or not): the fleet's size."""
+
+    @abc.abstractmethod
+    def close(self):
+        """Release connections; the board must not be used afterwards."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def decode_records(rows, source):
+    """``{host: HostReport}`` from ``(host, raw_json)`` rows; invalid rows dropped.
+
+    A row whose record names another host than its key is dropped too (a
+    copy-paste or a corrupt write must not shadow a real host).
+    """
+    out = {}
+    for host, raw in rows:
+        try:
+            rec = report_mod.HostReport.from_json(raw)
+        except report_mod.InvalidReport as exc:
+            LOG.debug("dropping the board record of %s from %s: %s", host, source, exc)
+            continue
+        if rec.host != host:
+            LOG.debug("dropping the board record under %s from %s: it names host %s",
+                      host, source, rec.host)
+            continue
+        out[host] = rec
+    return out
