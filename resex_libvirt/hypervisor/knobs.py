@@ -1,0 +1,187 @@
+"""Scheduler knobs per libvirt driver: the market's cap and weight as schedinfo.
+
+The market speaks Xen's credit-scheduler convention (DESIGN.md, seed 002):
+a *cap* in percent of ONE physical CPU for the whole VM (a 2-vCPU VM may use
+up to 200) and a *weight* on Xen's scale (default 256). Each mapping here turns
+that into the raw scheduler parameters of one libvirt driver, reads them back,
+and writes them with the flags that driver accepts. The mapping is chosen from
+``virDomainGetSchedulerType()`` when a VM is adopted (:func:`discover`), never
+assumed from the URI.
+
+Xen ``credit``/``credit2`` (libxl)
+    ``cap`` (uint): percent of one pCPU for the whole domain, ``0`` = no cap,
+    at most ``100 x vCPUs``; ``weight`` (uint) 1..65535, default 256. libxl
+    accepts only flags 0 and changes are live only, so parameters are written
+    with ``virDomainSetSchedulerParameters`` (no flags). A requested cap is
+    rounded to a whole percent and never below 1: a cap of 0 would *remove*
+    the cap, the opposite of what a market asking for ~0 means.
+
+QEMU ``posix`` (cgroup CPU controller)
+    The cap goes to ``global_period``/``global_quota``: libvirt writes them to
+    the domain's own cgroup (``cpu.cfs_period_us``/``cpu.cfs_quota_us`` on
+    cgroup v1, ``cpu.max`` on v2), which holds every vCPU thread, so the quota
+    bounds the VM as a whole exactly as Xen's cap does (one busy vCPU of a
+    2-vCPU VM may take the whole cap). ``vcpu_quota`` would be per vCPU and
+    would split the cap evenly, which Xen does not do. ``quota = period x
+    cap / 100``; the kernel and libvirt refuse quotas below 1000 us, so for
+    caps under 1% of the default 100 ms period the period is lengthened (up
+    to libvirt's 1 s maximum), which keeps every cap >= 0.1% exact. ``-1``
+    means no cap; ``0`` is never written (libvirt silently ignores it). The
+    weight goes to ``cpu_shares`` (2..262144) on cgroup's scale: Xen's
+    default 256 is cgroup's default 1024, so ``shares = 4 x weight``.
+    Parameters are written with ``VIR_DOMAIN_AFFECT_LIVE`` only: the market's
+    caps are transient and must not outlive the agent in the persistent XML.
+
+Anything else (the test driver's ``fair``, LXC, ...)
+    Monitor-only: the VM is sampled and reported, never actuated.
+"""
+
+import abc
+
+import libvirt
+
+from resex_libvirt.hypervisor import base
+
+#: Xen credit scheduler: weight bounds and default (xl sched-credit(1)).
+XEN_WEIGHT_MIN = 1
+XEN_WEIGHT_MAX = 65535
+XEN_WEIGHT_DEFAULT = 256
+
+#: cgroup cpu.shares bounds accepted by libvirt's ``cpu_shares``.
+CGROUP_SHARES_MIN = 2
+CGROUP_SHARES_MAX = 262144
+#: cgroup default shares (1024) / Xen default weight (256).
+SHARES_PER_WEIGHT = 4
+
+#: CFS bandwidth bounds enforced by libvirt for ``*_period``/``*_quota`` (us).
+CFS_PERIOD_DEFAULT_US = 100000
+CFS_PERIOD_MAX_US = 1000000
+CFS_QUOTA_MIN_US = 1000
+
+#: The smallest cap a QEMU VM can be given exactly: 1000 us of a 1 s period.
+QEMU_MIN_CAP_PCT = 100.0 * CFS_QUOTA_MIN_US / CFS_PERIOD_MAX_US
+
+
+def _clamp(value, low, high):
+    return max(low, min(high, value))
+
+
+class KnobMapping(abc.ABC):
+    """Raw scheduler parameters of one driver for the market's cap and weight."""
+
+    #: ``base.Knobs`` this mapping offers.
+    knobs = base.MONITOR_ONLY
+    #: The raw parameter names :meth:`read` keeps and :meth:`apply` writes.
+    names = ()
+    #: The raw parameter names that carry the weight.
+    weight_names = ()
+
+    @abc.abstractmethod
+    def params_for(self, cap_pct, weight, vcpus):
+        """Raw parameters for a cap (``None`` = none) and weight (``None`` = keep)."""
+
+    @abc.abstractmethod
+    def cap_of(self, params, vcpus):
+        """The cap in percent of one pCPU that ``params`` express (``None`` = none)."""
+
+    @abc.abstractmethod
+    def weight_of(self, params):
+        """The weight on Xen's scale that ``params`` express."""
+
+    def read(self, all_params):
+        """The subset of ``schedulerParameters()`` this mapping controls."""
+        return {name: all_params[name] for name in self.names if name in all_params}
+
+    @abc.abstractmethod
+    def apply(self, dom, params):
+        """Write ``params`` to the libvirt domain ``dom``."""
+
+
+class XenCreditMapping(KnobMapping):
+    """Xen credit/credit2 ``cap``/``weight`` through libxl (see module docstring)."""
+
+    names = ("cap", "weight")
+    weight_names = ("weight",)
+
+    def __init__(self, sched_type="credit"):
+        self.knobs = base.Knobs(driver="xen-%s" % sched_type, cap=True, weight=True)
+
+    def params_for(self, cap_pct, weight, vcpus):
+        params = {}
+        if cap_pct is None:
+            params["cap"] = 0
+        else:
+            params["cap"] = int(_clamp(round(cap_pct), 1, 100 * max(1, int(vcpus))))
+        if weight is not None:
+            params["weight"] = int(_clamp(round(weight), XEN_WEIGHT_MIN, XEN_WEIGHT_MAX))
+        return params
+
+    def cap_of(self, params, vcpus):
+        cap = params.get("cap", 0)
+        return None if not cap else float(cap)
+
+    def weight_of(self, params):
+        return int(params.get("weight", XEN_WEIGHT_DEFAULT))
+
+    def apply(self, dom, params):
+        # libxl rejects every flag (FIELD-NOTES); the flag-less call is flags 0.
+        dom.setSchedulerParameters(dict(params))
+
+
+class QemuPosixMapping(KnobMapping):
+    """QEMU cgroup ``global_period``/``global_quota`` and ``cpu_shares``."""
+
+    knobs = base.Knobs(driver="qemu-posix", cap=True, weight=True)
+    names = ("global_period", "global_quota", "cpu_shares")
+    weight_names = ("cpu_shares",)
+
+    def params_for(self, cap_pct, weight, vcpus):
+        params = {}
+        if cap_pct is None:
+            params["global_period"] = CFS_PERIOD_DEFAULT_US
+            params["global_quota"] = -1
+        else:
+            cap = _clamp(float(cap_pct), QEMU_MIN_CAP_PCT, 100.0 * max(1, int(vcpus)))
+            period = CFS_PERIOD_DEFAULT_US
+            quota = int(round(period * cap / 100.0))
+            if quota < CFS_QUOTA_MIN_US:
+                period = min(CFS_PERIOD_MAX_US,
+                             int(round(CFS_QUOTA_MIN_US * 100.0 / cap)))
+                quota = max(CFS_QUOTA_MIN_US, int(round(period * cap / 100.0)))
+            params["global_period"] = period
+            params["global_quota"] = quota
+        if weight is not None:
+            params["cpu_shares"] = int(_clamp(round(weight * SHARES_PER_WEIGHT),
+                                              CGROUP_SHARES_MIN, CGROUP_SHARES_MAX))
+        return params
+
+    def cap_of(self, params, vcpus):
+        quota = int(params.get("global_quota", -1))
+        period = int(params.get("global_period", CFS_PERIOD_DEFAULT_US)) or CFS_PERIOD_DEFAULT_US
+        # 0 and negative quotas both mean "no limit" to libvirt.
+        if quota <= 0:
+            return None
+        return 100.0 * quota / period
+
+    def weight_of(self, params):
+        return int(params.get("cpu_shares", 1024)) / SHARES_PER_WEIGHT
+
+    def apply(self, dom, params):
+        params = dict(params)
+        if params.get("global_quota") == 0:
+            raise ValueError("a global_quota of 0 is ignored by libvirt; use -1 for none")
+        dom.setSchedulerParametersFlags(params, libvirt.VIR_DOMAIN_AFFECT_LIVE)
+
+
+def discover(sched_type, params):
+    """The :class:`KnobMapping` for a VM, or ``None`` for monitor-only.
+
+    ``sched_type`` is the first element of ``virDomain.schedulerType()`` and
+    ``params`` the VM's ``schedulerParameters()``: a mapping is chosen only
+    when the driver reports the scheduler and offers the parameters it needs.
+    """
+    if sched_type in ("credit", "credit2") and "cap" in params and "weight" in params:
+        return XenCreditMapping(sched_type)
+    if sched_type == "posix" and "global_quota" in params and "global_period" in params:
+        return QemuPosixMapping()
+    return None

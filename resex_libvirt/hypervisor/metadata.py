@@ -1,0 +1,164 @@
+"""What the agent reads from a libvirt domain's XML.
+
+SLA metadata
+    The project's own element inside the domain's ``<metadata>`` (libvirt
+    "formatdomain: General metadata": applications put their own XML there,
+    one element per namespace). Namespace :data:`NAMESPACE`, element ``sla``,
+    one child per ``resex:`` key named after the key without its prefix::
+
+        <metadata>
+          <resex:sla xmlns:resex="http://resex-libvirt.org/xmlns/sla/1.0">
+            <resex:latency_sla_us>200</resex:latency_sla_us>
+            <resex:io_class>bulk</resex:io_class>
+          </resex:sla>
+        </metadata>
+
+    Plain libvirt users set it with::
+
+        virsh metadata DOMAIN --uri http://resex-libvirt.org/xmlns/sla/1.0 \\
+            --key resex --set '<sla><latency_sla_us>200</latency_sla_us></sla>'
+
+    The values are parsed by the one shared schema, :func:`resex_libvirt.sla.parse`.
+
+Latency channel
+    A ``<channel type='unix'>`` whose ``<target type='virtio'
+    name='org.resex.latency.0'/>`` carries the VM's latency reports; its
+    ``<source mode='bind' path='...'/>`` is the host socket.
+
+Interfaces and host devices
+    ``<interface>``'s ``<target dev='...'/>`` (tap names) and ``<hostdev
+    type='pci'>``'s ``<source><address domain= bus= slot= function=/>``
+    (PCI addresses ``dddd:bb:ss.f``), for the fabric monitors.
+"""
+
+import dataclasses
+import xml.etree.ElementTree as ET
+
+from resex_libvirt import sla as sla_mod
+
+#: The XML namespace of the project's domain metadata (fixed; not configurable).
+NAMESPACE = "http://resex-libvirt.org/xmlns/sla/1.0"
+#: The prefix ``virsh metadata --key`` and :func:`sla_xml` use.
+PREFIX = "resex"
+#: The root element's local name.
+ELEMENT = "sla"
+#: The virtio-serial port name of the latency channel.
+LATENCY_CHANNEL_NAME = "org.resex.latency.0"
+
+
+@dataclasses.dataclass(frozen=True)
+class DomainFacts:
+    """The parts of a domain's XML the agent uses."""
+
+    uuid: str
+    name: str
+    vcpus: int
+    sla_specs: dict
+    latency_channel: str | None
+    interfaces: tuple
+    hostdevs: tuple
+
+
+def _local(tag):
+    return tag.rsplit("}", 1)[-1]
+
+
+def sla_specs(element):
+    """``{resex:key: raw text}`` from a parsed ``sla`` element in :data:`NAMESPACE`.
+
+    Children in another namespace are ignored; unknown local names are kept
+    (as ``resex:<name>``) so that :func:`resex_libvirt.sla.parse` reports them.
+    """
+    specs = {}
+    if element is None:
+        return specs
+    for child in element:
+        if not isinstance(child.tag, str):
+            continue
+        if child.tag.startswith("{") and not child.tag.startswith("{%s}" % NAMESPACE):
+            continue
+        specs[sla_mod.PREFIX + _local(child.tag)] = (child.text or "").strip()
+    return specs
+
+
+def parse_sla_xml(text):
+    """``{resex:key: raw}`` from the XML that ``virDomain.metadata()`` returns."""
+    if not text:
+        return {}
+    root = ET.fromstring(text)
+    if _local(root.tag) != ELEMENT:
+        return {}
+    return sla_specs(root)
+
+
+def sla_xml(specs):
+    """The ``<sla>`` XML for ``virDomain.setMetadata(..., key=PREFIX, uri=NAMESPACE)``.
+
+    ``specs`` maps ``resex:`` keys (or bare names) to values.
+    """
+    root = ET.Element(ELEMENT)
+    for key, value in specs.items():
+        name = key[len(sla_mod.PREFIX):] if key.startswith(sla_mod.PREFIX) else key
+        ET.SubElement(root, name).text = str(value)
+    return ET.tostring(root, encoding="unicode")
+
+
+def _pci_address(addr):
+    try:
+        dom = int(addr.get("domain", "0"), 0)
+        bus = int(addr.get("bus"), 0)
+        slot = int(addr.get("slot"), 0)
+        func = int(addr.get("function"), 0)
+    except (TypeError, ValueError):
+        return None
+    return "%04x:%02x:%02x.%x" % (dom, bus, slot, func)
+
+
+def parse_domain_xml(text):
+    """:class:`DomainFacts` of a domain XML (``virDomain.XMLDesc(0)``).
+
+    Raises ``xml.etree.ElementTree.ParseError`` on malformed XML.
+    """
+    root = ET.fromstring(text)
+    vcpu = root.find("vcpu")
+    vcpus = 1
+    if vcpu is not None:
+        try:
+            vcpus = int(vcpu.get("current") or (vcpu.text or "1").strip())
+        except ValueError:
+            vcpus = 1
+    sla_el = root.find("metadata/{%s}%s" % (NAMESPACE, ELEMENT))
+    channel = None
+    interfaces = []
+    hostdevs = []
+    devices = root.find("devices")
+    if devices is not None:
+        for chan in devices.findall("channel"):
+            target = chan.find("target")
+            source = chan.find("source")
+            if (chan.get("type") == "unix" and target is not None
+                    and target.get("type") == "virtio"
+                    and target.get("name") == LATENCY_CHANNEL_NAME
+                    and source is not None and source.get("path")):
+                channel = source.get("path")
+                break
+        for iface in devices.findall("interface"):
+            target = iface.find("target")
+            if target is not None and target.get("dev"):
+                interfaces.append(target.get("dev"))
+        for hostdev in devices.findall("hostdev"):
+            if hostdev.get("type") != "pci":
+                continue
+            addr = hostdev.find("source/address")
+            pci = _pci_address(addr) if addr is not None else None
+            if pci:
+                hostdevs.append(pci)
+    return DomainFacts(
+        uuid=(root.findtext("uuid") or "").strip(),
+        name=(root.findtext("name") or "").strip(),
+        vcpus=max(1, vcpus),
+        sla_specs=sla_specs(sla_el),
+        latency_channel=channel,
+        interfaces=tuple(interfaces),
+        hostdevs=tuple(hostdevs),
+    )

@@ -1,0 +1,160 @@
+"""SLA extra specs from Nova, looked up without ever blocking the agent loop.
+
+On an OpenStack compute node the libvirt domain UUID is the Nova instance
+UUID. Since compute API microversion 2.47 ``GET /servers/{id}`` embeds the
+server's flavor, including its ``extra_specs`` (nova api-ref, "Show Server
+Details": ``flavor.extra_specs``, "New in version 2.47"), so one request per
+VM gives its ``resex:`` keys even if the flavor was later deleted or changed.
+
+:class:`NovaSLASource` answers :meth:`~NovaSLASource.lookup` from a cache at
+once; a missing or expired entry is queued for a background thread that asks
+Nova through openstacksdk (``conn.compute.get_server(uuid)``) with a request
+timeout. Until the answer arrives the caller uses what it has (metadata or
+configured defaults); listeners are told when a VM's answer arrives so the
+caller can re-resolve that VM's SLA. A failed lookup is cached for a shorter
+time and logged; a 404 (not a Nova instance: a plain libvirt VM on the same
+host) is cached like an answer with no specs.
+"""
+
+import logging
+import queue
+import threading
+import time
+
+from resex_libvirt import sla as sla_mod
+
+LOG = logging.getLogger(__name__)
+
+#: The microversion that embeds ``flavor.extra_specs`` in a server.
+MIN_MICROVERSION = "2.47"
+
+
+def connect_from_cloud(cloud=None, timeout=5.0):
+    """An openstacksdk connection from ``clouds.yaml``/``OS_*`` (``cloud`` names the entry).
+
+    The compute API version is pinned to at least :data:`MIN_MICROVERSION`
+    and ``timeout`` bounds every HTTP request (keystoneauth session).
+    """
+    import openstack
+
+    return openstack.connect(cloud=cloud, compute_api_version=MIN_MICROVERSION,
+                             timeout=timeout)
+
+
+def extra_specs_of(server):
+    """``{key: value}`` of the flavor embedded in an openstacksdk ``Server``."""
+    flavor = getattr(server, "flavor", None)
+    if flavor is None:
+        return {}
+    specs = flavor.get("extra_specs") if hasattr(flavor, "get") else None
+    if specs is None:
+        specs = getattr(flavor, "extra_specs", None)
+    return dict(specs or {})
+
+
+class NovaSLASource:
+    """Cached, asynchronous ``resex:`` extra specs of Nova instances.
+
+    ``connect`` is a zero-argument callable returning an openstacksdk
+    ``Connection`` (called lazily on the worker thread, so a slow Keystone
+    never delays the caller); ``ttl`` is how long an answer is trusted,
+    ``failure_ttl`` how long a failure is remembered before asking again.
+    """
+
+    def __init__(self, connect, ttl=600.0, failure_ttl=30.0, clock=time.monotonic):
+        self._connect = connect
+        self._conn = None
+        self.ttl = float(ttl)
+        self.failure_ttl = float(failure_ttl)
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._cache = {}          # uuid -> (expires, specs or None on failure)
+        self._pending = set()
+        self._queue = queue.Queue()
+        self._listeners = []
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._work, name="nova-sla", daemon=True)
+        self._thread.start()
+
+    def subscribe(self, listener):
+        """Call ``listener(uuid)`` (on the worker thread) when an answer arrives."""
+        self._listeners.append(listener)
+
+    def lookup(self, uuid):
+        """The ``resex:`` specs Nova gave for ``uuid``, or ``None`` if not known (yet).
+
+        Never blocks: a missing or expired entry is queued for the worker and
+        the last known answer (if any) is returned meanwhile.
+        """
+        now = self._clock()
+        with self._lock:
+            entry = self._cache.get(uuid)
+            if (entry is None or entry[0] <= now) and uuid not in self._pending:
+                self._pending.add(uuid)
+                self._queue.put(uuid)
+        if entry is None:
+            return None
+        return entry[1]
+
+    def forget(self, uuid):
+        with self._lock:
+            self._cache.pop(uuid, None)
+
+    def wait_idle(self, timeout=None):
+        """Block until every queued lookup is answered (for tests and tools)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._lock:
+                if not self._pending:
+                    return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+
+    def _fetch(self, uuid):
+        import openstack.exceptions as os_exc
+
+        if self._conn is None:
+            self._conn = self._connect()
+        try:
+            server = self._conn.compute.get_server(uuid)
+        except os_exc.NotFoundException:
+            LOG.debug("instance %s unknown to Nova: no flavor extra specs", uuid)
+            return {}
+        specs = extra_specs_of(server)
+        return {k: v for k, v in specs.items() if str(k).startswith(sla_mod.PREFIX)}
+
+    def _work(self):
+        while not self._stopped.is_set():
+            try:
+                uuid = self._queue.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            if uuid is None:
+                break
+            try:
+                specs = self._fetch(uuid)
+                ttl = self.ttl
+            except Exception as exc:
+                # Any failure (Keystone, timeout, 5xx, bad catalogue) is isolated per VM.
+                LOG.warning("Nova lookup of instance %s failed: %s", uuid, exc)
+                specs, ttl = None, self.failure_ttl
+            with self._lock:
+                if specs is None:
+                    old = self._cache.get(uuid)
+                    # Keep serving the last good answer; retry after failure_ttl.
+                    specs = old[1] if old is not None else None
+                self._cache[uuid] = (self._clock() + ttl, specs)
+                self._pending.discard(uuid)
+            if specs is not None:
+                for listener in list(self._listeners):
+                    try:
+                        listener(uuid)
+                    except Exception:
+                        LOG.exception("Nova SLA listener failed for %s", uuid)
+
+    def close(self):
+        """Stop the worker thread."""
+        self._stopped.set()
+        self._queue.put(None)
+        self._thread.join(5.0)
