@@ -1,6 +1,5 @@
 """``resex-agent``: the per-host daemon."""
 
-import json
 import logging
 import signal
 import sys
@@ -8,9 +7,9 @@ import sys
 from oslo_config import cfg
 from oslo_log import log as oslo_log
 
-import resex_libvirt
 from agent import conf as agent_conf
 from agent import service
+import resex_libvirt
 from resex_libvirt import exceptions
 
 LOG = logging.getLogger(__name__)

@@ -9,17 +9,21 @@ GETMTUS, GETCPUPERCENT). Counter resets and wraps never give negative usage
 (:class:`~resex_libvirt.counters.DeltaTracker`).
 """
 
-from resex_libvirt import counters as counters_mod
 from resex_libvirt.market import records
 
 
 class Sampler:
-    """Turns sweeps of cumulative readings into :class:`Sample` records."""
+    """Turns sweeps of cumulative readings into :class:`Sample` records.
+
+    A reading below the previous one is a reset (VM rebooted, counter
+    re-plugged) and counts from zero, as in
+    :class:`~resex_libvirt.counters.DeltaTracker`; wraps of narrow counters
+    are the fabric monitors' business (they report 64-bit totals). This is
+    on the control loop's hot path, so the per-VM work is inlined.
+    """
 
     def __init__(self):
-        self._cpu = counters_mod.DeltaTracker()
-        self._tx = counters_mod.DeltaTracker()
-        self._rx = counters_mod.DeltaTracker()
+        self._last = {}
         self._last_ts = None
 
     def sample(self, ts, cpu_times, io_counters, mtu):
@@ -31,22 +35,26 @@ class Sampler:
         sample yet; a VM with CPU time but no I/O counters sent nothing we
         can see.
         """
-        last, self._last_ts = self._last_ts, ts
+        last_ts, self._last_ts = self._last_ts, ts
+        dt = (ts - last_ts) if last_ts is not None else 0.0
+        scale = 100.0 / (dt * 1e9) if dt > 0 else None
+        last_all = self._last
+        if len(last_all) != len(cpu_times) or any(k not in cpu_times for k in last_all):
+            for key in [k for k in last_all if k not in cpu_times]:
+                del last_all[key]
         out = {}
-        dt = (ts - last) if last is not None else None
+        sample_cls = records.Sample
         for uuid, ns in cpu_times.items():
-            d_cpu = self._cpu.update(uuid, ns)
             io = io_counters.get(uuid)
-            d_tx = self._tx.update(uuid, io.tx_bytes) if io is not None else 0
-            d_rx = self._rx.update(uuid, io.rx_bytes) if io is not None else 0
-            if d_cpu is None or dt is None or dt <= 0:
+            tx, rx = (io.tx_bytes, io.rx_bytes) if io is not None else (0, 0)
+            last = last_all.get(uuid)
+            last_all[uuid] = (ns, tx, rx)
+            if last is None or scale is None:
                 continue
-            d_tx = d_tx or 0
-            d_rx = d_rx or 0
-            out[uuid] = records.Sample(
-                vm=uuid, ts=ts, cpu_pct=100.0 * d_cpu / (dt * 1e9),
-                tx_bytes=d_tx, tx_mtus=-(-d_tx // mtu), rx_bytes=d_rx, rx_mtus=-(-d_rx // mtu))
-        seen = set(cpu_times)
-        for tracker in (self._cpu, self._tx, self._rx):
-            tracker.retain(seen)
+            l_ns, l_tx, l_rx = last
+            d_cpu = ns - l_ns if ns >= l_ns else ns
+            d_tx = tx - l_tx if tx >= l_tx else tx
+            d_rx = rx - l_rx if rx >= l_rx else rx
+            out[uuid] = sample_cls(uuid, ts, d_cpu * scale, d_tx, -(-d_tx // mtu), d_rx,
+                                   -(-d_rx // mtu))
         return out

@@ -72,9 +72,9 @@ class Key:
             if self.type is int:
                 if isinstance(raw, float) and not raw.is_integer():
                     raise ValueError(raw)
-                value = int(str(raw).strip()) if not isinstance(raw, (int, float)) else int(raw)
+                value = int(raw if isinstance(raw, (int, float)) else str(raw).strip())
             else:
-                value = float(str(raw).strip()) if not isinstance(raw, (int, float)) else float(raw)
+                value = float(raw if isinstance(raw, (int, float)) else str(raw).strip())
         except (TypeError, ValueError, OverflowError) as exc:
             raise exceptions.SLAError(
                 self.name, raw, "must be a%s %s" % (

@@ -4,5 +4,13 @@
 feed it one interval at a time and apply what it decides.
 """
 
-from resex_libvirt.market.market import EpochSummary, Market, MarketParams  # noqa: F401
-from resex_libvirt.market.records import Decision, LatencyWindow, Sample, VMSpec  # noqa: F401
+from resex_libvirt.market import market as _market
+from resex_libvirt.market import records as _records
+
+EpochSummary = _market.EpochSummary
+Market = _market.Market
+MarketParams = _market.MarketParams
+Decision = _records.Decision
+LatencyWindow = _records.LatencyWindow
+Sample = _records.Sample
+VMSpec = _records.VMSpec

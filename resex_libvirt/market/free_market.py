@@ -28,23 +28,52 @@ class FreeMarket(policy.Policy):
         self.epoch_left = epoch_left
         self.step = step
         self._caps = {}
+        self._restore = set()
 
     def balance_cap(self, view, vm):
         """Algorithm 1's GETCPUCAP: the cap after this interval's charge."""
-        spec = view.specs[vm]
-        cap = self._caps.get(vm, spec.limit_pct)
-        if (vm in view.ledger and view.ledger.fraction_left(vm) < self.low_balance
-                and view.epoch_fraction_left > self.epoch_left):
-            cap *= 1.0 - self.step
-        cap = view.clamp(vm, cap)
+        cap = self._caps.get(vm)
+        if cap is None:
+            cap = view.bounds[vm][1]
+        if (view.epoch_fraction_left > self.epoch_left
+                and view.ledger.fraction_left(vm) < self.low_balance):
+            cap = view.clamp(vm, cap * (1.0 - self.step))
         self._caps[vm] = cap
         return cap
 
+    def lowered(self, view):
+        """``{vm: cap}`` of the VMs whose cap Algorithm 1 lowers this interval.
+
+        Only those: a VM whose Resos last, or any VM in the last
+        ``epoch_left`` of the epoch, keeps the cap it has.
+        """
+        out = {}
+        if self._restore:
+            for vm in self._restore:
+                if vm in view.bounds:
+                    out[vm] = view.bounds[vm][1]
+            self._restore = set()
+        if not view.epoch_fraction_left > self.epoch_left:
+            return out
+        low, keep, caps = self.low_balance, 1.0 - self.step, self._caps
+        for vm, acct in view.ledger.accounts():
+            if acct.allocation > 0 and acct.balance < low * acct.allocation:
+                cap = caps.get(vm)
+                if cap is None:
+                    cap = view.bounds[vm][1]
+                new = view.clamp(vm, cap * keep)
+                if new != cap:
+                    caps[vm] = out[vm] = new
+        return out
+
     def decide(self, view):
-        return {vm: (self.balance_cap(view, vm), 1.0) for vm in view.specs}
+        return {vm: (cap, 1.0) for vm, cap in self.lowered(view).items()}
 
     def start_epoch(self, view):
+        """Caps reset when the Resos are replenished (Alg. 1)."""
+        self._restore = {vm for vm, cap in self._caps.items() if cap != view.bounds[vm][1]}
         self._caps.clear()
 
     def forget(self, vm):
         self._caps.pop(vm, None)
+        self._restore.discard(vm)

@@ -56,18 +56,22 @@ class IOShares(free_market.FreeMarket):
         self.max_rate = max_rate
         self.use_balance = use_balance
         self._rates = {}
+        self._taxed = set()
         self._taxes = []
 
     def _decay_factor(self, view):
         intervals = max(1e-9, self.decay_half_life * view.intervals_per_epoch)
         return math.pow(0.5, 1.0 / intervals)
 
-    def find_interferer(self, view, victim):
-        """Alg. 2 line 7: the largest recent MTU sender other than ``victim``."""
-        best, best_rate = None, 0.0
-        for vm, rate in view.mtu_rate.items():
-            if vm != victim and vm in view.specs and rate > best_rate:
-                best, best_rate = vm, rate
+    def find_interferer(self, view, victim, top=None):
+        """Alg. 2 line 7: the largest recent MTU sender other than ``victim``.
+
+        ``top`` is the two largest senders, ``[(rate, vm), ...]``, when the
+        caller has them (one pass for all victims instead of one per victim).
+        """
+        if top is None:
+            top = _top_two(view)
+        best_rate, best = next(((r, vm) for r, vm in top if vm != victim), (0.0, None))
         own = view.mtu_rate.get(victim, 0.0)
         if best is None or best_rate <= 0.0 or best_rate < self.heavier * own:
             return None
@@ -76,17 +80,23 @@ class IOShares(free_market.FreeMarket):
     def decide(self, view):
         self._taxes = []
         named = set()
-        total_mtus = sum(view.mtu_rate.get(vm, 0.0) for vm in view.specs)
-        for victim, spec in view.specs.items():
-            if not spec.sla.sensitive:
+        mtu_rate = view.mtu_rate
+        rates = self._rates
+        total_mtus = 0.0
+        top = None
+        for victim, intf in view.interference.items():
+            spec = view.specs.get(victim)
+            if spec is None or not spec.sla.sensitive:
                 continue
-            intf = view.interference.get(victim, 0.0)
             if intf <= spec.sla.interference_threshold_pct:
                 continue
-            culprit = self.find_interferer(view, victim)
+            if top is None:
+                top = _top_two(view)
+                total_mtus = sum(mtu_rate.get(vm, 0.0) for vm in view.specs)
+            culprit = self.find_interferer(view, victim, top)
             if culprit is None or total_mtus <= 0:
                 continue
-            ioshare = view.mtu_rate[culprit] / total_mtus
+            ioshare = mtu_rate[culprit] / total_mtus
             increase = ioshare * intf / 100.0
             rate = self._rates.get(culprit, 1.0)
             self._rates[culprit] = min(self.max_rate, rate + increase)
@@ -94,19 +104,32 @@ class IOShares(free_market.FreeMarket):
             self._taxes.append({"victim": victim, "interferer": culprit,
                                 "interference_pct": intf, "io_share": ioshare,
                                 "rate_increase": increase, "rate": self._rates[culprit]})
-        factor = self._decay_factor(view)
         out = {}
-        for vm, spec in view.specs.items():
-            rate = self._rates.get(vm, 1.0)
-            if vm not in named and rate != 1.0:
+        if self.use_balance:
+            for vm, cap in self.lowered(view).items():
+                out[vm] = (cap, rates.get(vm, 1.0))
+        factor = None
+        for vm in list(self._taxed | named):
+            rate = rates.get(vm, 1.0)
+            if vm not in named:
+                if factor is None:
+                    factor = self._decay_factor(view)
                 rate = 1.0 + (rate - 1.0) * factor
                 if rate < 1.0 + 1e-6:
                     rate = 1.0
-                self._rates[vm] = rate
-            cap = view.clamp(vm, spec.limit_pct / rate)
+                rates[vm] = rate
+            limit = view.bounds[vm][1]
+            cap = limit if rate == 1.0 else view.clamp(vm, limit / rate)
             if self.use_balance:
-                cap = min(cap, self.balance_cap(view, vm))
+                balance_cap = self._caps.get(vm, limit)
+                if balance_cap < cap:
+                    cap = balance_cap
             out[vm] = (cap, rate)
+            if rate == 1.0:
+                self._taxed.discard(vm)
+                rates.pop(vm, None)
+            else:
+                self._taxed.add(vm)
         return out
 
     def rate(self, vm):
@@ -118,3 +141,18 @@ class IOShares(free_market.FreeMarket):
     def forget(self, vm):
         super().forget(vm)
         self._rates.pop(vm, None)
+        self._taxed.discard(vm)
+
+
+def _top_two(view):
+    """The two largest recent MTU senders as ``[(rate, vm), ...]``."""
+    first = second = (0.0, None)
+    specs = view.specs
+    for vm, rate in view.mtu_rate.items():
+        if vm not in specs:
+            continue
+        if rate > first[0]:
+            first, second = (rate, vm), first
+        elif rate > second[0]:
+            second = (rate, vm)
+    return [first, second]

@@ -91,6 +91,10 @@ class Ledger:
     def __iter__(self):
         return iter(self._accounts)
 
+    def accounts(self):
+        """``(vm, Account)`` pairs, read-only by convention."""
+        return self._accounts.items()
+
     def account(self, vm):
         return self._accounts[vm]
 

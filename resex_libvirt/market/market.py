@@ -75,8 +75,11 @@ def weight_of(shares):
 
 @dataclasses.dataclass
 class _Tally:
-    intervals: int = 0
-    cap_sum: float = 0.0
+    """Per-VM epoch statistics; the cap is integrated over ticks on change."""
+
+    since: int = 0
+    since_start: int = 0
+    cap_area: float = 0.0
     cap_min: float = float("inf")
     cpu_sum: float = 0.0
     tx_mtus: int = 0
@@ -139,6 +142,9 @@ class Market:
         self.policy = policy if policy is not None else policy_mod.NoControl()
         self.ledger = ledger_mod.Ledger(params.cpu_supply, params.io_supply)
         self.specs = {}
+        self._bounds = {}
+        self._weights = {}
+        self._decisions = {}
         self.tick = 0
         self.epoch = 0
         self._caps = {}
@@ -154,25 +160,40 @@ class Market:
         n = mtu_ewma_intervals or max(1.0, params.intervals_per_epoch / 20.0)
         self._alpha = 1.0 / n
         self.last_interference = {}
+        self._specs_ro = types.MappingProxyType(self.specs)
+        self._mtu_rate_ro = types.MappingProxyType(self._mtu_rate)
+        self._caps_ro = types.MappingProxyType(self._caps)
+        self._rates_ro = types.MappingProxyType(self._rates)
+        self._bounds_ro = types.MappingProxyType(self._bounds)
 
     # -- membership -----------------------------------------------------------
+    def _bounds_of(self, spec):
+        limit = spec.limit_pct
+        floor = max(spec.reservation_pct, min(self.params.min_cap_pct, limit))
+        return (floor, limit)
+
     def add(self, spec):
         """Adopt a VM (or update its SLA); new VMs get the rest of this epoch's Resos."""
-        if spec.vm in self.specs:
-            self.specs[spec.vm] = spec
-            self.ledger.set_shares(spec.vm, spec.sla.shares)
-            self._caps[spec.vm] = min(spec.limit_pct, max(spec.reservation_pct,
-                                                          self._caps[spec.vm]))
-            return
-        self.specs[spec.vm] = spec
-        left = (self.params.intervals_per_epoch - self.tick) / self.params.intervals_per_epoch
-        self.ledger.open(spec.vm, spec.sla.shares, fraction_left=left)
-        self._caps[spec.vm] = spec.limit_pct
-        self._rates[spec.vm] = 1.0
-        self._mtu_rate[spec.vm] = 0.0
-        self._tally[spec.vm] = _Tally()
+        vm = spec.vm
+        self.specs[vm] = spec
+        self._bounds[vm] = floor, limit = self._bounds_of(spec)
+        self._weights[vm] = weight_of(spec.sla.shares)
+        if vm in self.ledger:
+            self.ledger.set_shares(vm, spec.sla.shares)
+            self._caps[vm] = min(limit, max(floor, self._caps[vm]))
+        else:
+            left = (self.params.intervals_per_epoch - self.tick) / self.params.intervals_per_epoch
+            self.ledger.open(vm, spec.sla.shares, fraction_left=left)
+            self._caps[vm] = limit
+            self._rates[vm] = 1.0
+            self._mtu_rate[vm] = 0.0
+            self._tally[vm] = _Tally(since=self.tick, since_start=self.tick, cap_min=limit)
         if spec.sla.sensitive:
-            self._baselines[spec.vm] = latency.BaselineTracker()
+            self._baselines.setdefault(vm, latency.BaselineTracker())
+        else:
+            self._baselines.pop(vm, None)
+        self._decisions[vm] = records.Decision(self._caps[vm], self._weights[vm],
+                                               self._rates[vm])
 
     def remove(self, vm):
         """Forget a VM that left the host."""
@@ -181,14 +202,22 @@ class Market:
         del self.specs[vm]
         self.ledger.close(vm)
         for table in (self._caps, self._rates, self._mtu_rate, self._baselines, self._tally,
-                      self.last_interference):
+                      self._bounds, self._weights, self._decisions, self.last_interference):
             table.pop(vm, None)
         self.policy.forget(vm)
 
     def decision(self, vm):
         """The decision in force for ``vm``."""
-        return records.Decision(cap_pct=self._caps[vm], weight=weight_of(self.specs[vm].sla.shares),
-                                rate=self._rates[vm])
+        return self._decisions[vm]
+
+    def _view(self, tick, samples, windows, interference):
+        return policy_mod.MarketView(
+            tick=tick, intervals_per_epoch=self.params.intervals_per_epoch,
+            specs=self._specs_ro, samples=types.MappingProxyType(samples),
+            windows=types.MappingProxyType(windows),
+            interference=types.MappingProxyType(interference),
+            mtu_rate=self._mtu_rate_ro, caps=self._caps_ro, rates=self._rates_ro,
+            ledger=self.ledger, bounds=self._bounds_ro, min_cap_pct=self.params.min_cap_pct)
 
     # -- one interval -----------------------------------------------------------
     def step(self, samples, windows=None):
@@ -200,71 +229,79 @@ class Market:
         """
         windows = windows or {}
         p = self.params
+        cpu_price, io_price = p.cpu_price, p.io_price
+        rates, tally, charge = self._rates, self._tally, self.ledger.charge
+        alpha, mtu_rate = self._alpha, self._mtu_rate
+        charged_cpu = charged_io = cpu_units = 0.0
+        mtu_units = seen = 0
         for vm, s in samples.items():
-            if vm not in self.specs:
+            t = tally.get(vm)
+            if t is None:
                 continue
-            cpu = max(0.0, float(s.cpu_pct))
-            mtus = max(0, int(s.tx_mtus))
-            rate = self._rates[vm]
-            cpu_resos = cpu * p.cpu_price * rate
-            io_resos = mtus * p.io_price * rate
-            self.ledger.charge(vm, cpu_resos, io_resos)
-            self._charged_cpu += cpu_resos
-            self._charged_io += io_resos
-            self._cpu_units += cpu
-            self._mtu_units += mtus
-            t = self._tally[vm]
+            seen += 1
+            cpu = s.cpu_pct if s.cpu_pct > 0.0 else 0.0
+            mtus = s.tx_mtus if s.tx_mtus > 0 else 0
+            rate = rates[vm]
+            cpu_resos = cpu * cpu_price * rate
+            io_resos = mtus * io_price * rate
+            charge(vm, cpu_resos, io_resos)
+            charged_cpu += cpu_resos
+            charged_io += io_resos
+            cpu_units += cpu
+            mtu_units += mtus
             t.cpu_sum += cpu
             t.tx_mtus += mtus
-            t.tx_bytes += max(0, int(s.tx_bytes))
-        for vm in self.specs:
-            mtus = samples[vm].tx_mtus if vm in samples else 0
-            self._mtu_rate[vm] += self._alpha * (max(0, mtus) - self._mtu_rate[vm])
+            t.tx_bytes += s.tx_bytes if s.tx_bytes > 0 else 0
+            r = mtu_rate[vm]
+            mtu_rate[vm] = r + alpha * (mtus - r)
+        if seen != len(mtu_rate):
+            # VMs without a sample this interval sent nothing we saw.
+            for vm, r in mtu_rate.items():
+                if vm not in samples:
+                    mtu_rate[vm] = r - alpha * r
+        self._charged_cpu += charged_cpu
+        self._charged_io += charged_io
+        self._cpu_units += cpu_units
+        self._mtu_units += mtu_units
 
         interference = {}
         for vm, tracker in self._baselines.items():
-            spec = self.specs[vm]
             win = windows.get(vm)
             if win is None:
                 continue
-            base_std = tracker.observe(win, spec.sla.latency_sla_us,
-                                       spec.sla.interference_threshold_pct)
-            interference[vm] = latency.interference_pct(win, spec.sla.latency_sla_us, base_std)
-            t = self._tally[vm]
-            t.intf_sum += interference[vm]
+            vm_sla = self.specs[vm].sla
+            base_std = tracker.observe(win, vm_sla.latency_sla_us,
+                                       vm_sla.interference_threshold_pct)
+            interference[vm] = value = latency.interference_pct(
+                win, vm_sla.latency_sla_us, base_std)
+            t = tally[vm]
+            t.intf_sum += value
             t.intf_n += 1
         self.last_interference = interference
 
-        view = policy_mod.MarketView(
-            tick=self.tick,
-            intervals_per_epoch=p.intervals_per_epoch,
-            specs=types.MappingProxyType(self.specs),
-            samples=types.MappingProxyType(dict(samples)),
-            windows=types.MappingProxyType(dict(windows)),
-            interference=types.MappingProxyType(interference),
-            mtu_rate=types.MappingProxyType(self._mtu_rate),
-            caps=types.MappingProxyType(self._caps),
-            rates=types.MappingProxyType(self._rates),
-            ledger=self.ledger,
-            min_cap_pct=p.min_cap_pct,
-        )
+        view = self._view(self.tick, samples, windows, interference)
         answers = self.policy.decide(view)
         self._taxes.extend(self.policy.explain())
-        out = {}
-        for vm in self.specs:
-            cap, rate = answers.get(vm, (self._caps[vm], self._rates[vm]))
-            cap = view.clamp(vm, float(cap))
-            rate = max(0.0, float(rate))
-            self._caps[vm] = cap
-            self._rates[vm] = rate
-            t = self._tally[vm]
-            t.intervals += 1
-            t.cap_sum += cap
-            t.cap_min = min(t.cap_min, cap)
-            out[vm] = records.Decision(cap_pct=cap, weight=weight_of(self.specs[vm].sla.shares),
-                                       rate=rate)
+        caps, bounds, decisions, tick = self._caps, self._bounds, self._decisions, self.tick + 1
+        for vm, (cap, rate) in answers.items():
+            t = tally.get(vm)
+            if t is None:
+                continue
+            floor, limit = bounds[vm]
+            cap = limit if cap >= limit else (floor if cap <= floor else float(cap))
+            rate = float(rate) if rate > 0.0 else 0.0
+            old = caps[vm]
+            if cap != old or rate != rates[vm]:
+                # The old cap was in force up to the interval just charged.
+                t.cap_area += old * (tick - t.since)
+                t.since = tick
+                if cap < t.cap_min:
+                    t.cap_min = cap
+                caps[vm] = cap
+                rates[vm] = rate
+                decisions[vm] = records.Decision(cap, self._weights[vm], rate)
         self.tick += 1
-        return out
+        return dict(decisions)
 
     # -- the epoch ----------------------------------------------------------------
     def end_epoch(self):
@@ -274,12 +311,15 @@ class Market:
         for vm, spec in self.specs.items():
             acct = self.ledger.account(vm)
             t = self._tally[vm]
+            cap = self._caps[vm]
+            span = self.tick - t.since_start
+            area = t.cap_area + cap * (self.tick - t.since)
             vms.append(VMEpoch(
                 vm=vm, allocation=acct.allocation, spent_cpu=acct.spent_cpu,
                 spent_io=acct.spent_io, balance=acct.balance, rate=self._rates[vm],
-                cap_mean=(t.cap_sum / t.intervals) if t.intervals else self._caps[vm],
-                cap_min=t.cap_min if t.intervals else self._caps[vm],
-                cpu_pct_mean=(t.cpu_sum / t.intervals) if t.intervals else 0.0,
+                cap_mean=(area / span) if span > 0 else cap,
+                cap_min=min(t.cap_min, cap),
+                cpu_pct_mean=(t.cpu_sum / span) if span > 0 else 0.0,
                 tx_mtus=t.tx_mtus, tx_bytes=t.tx_bytes,
                 interference_pct=(t.intf_sum / t.intf_n) if t.intf_n else None,
                 sensitive=spec.sla.sensitive, io_class=spec.sla.io_class))
@@ -304,14 +344,8 @@ class Market:
         self._mtu_units = 0
         self._taxes = []
         for vm in self.specs:
-            self._tally[vm] = _Tally()
-        view = policy_mod.MarketView(
-            tick=0, intervals_per_epoch=p.intervals_per_epoch,
-            specs=types.MappingProxyType(self.specs), samples=types.MappingProxyType({}),
-            windows=types.MappingProxyType({}), interference=types.MappingProxyType({}),
-            mtu_rate=types.MappingProxyType(self._mtu_rate),
-            caps=types.MappingProxyType(self._caps), rates=types.MappingProxyType(self._rates),
-            ledger=self.ledger, min_cap_pct=p.min_cap_pct)
+            self._tally[vm] = _Tally(cap_min=self._caps[vm])
+        view = self._view(0, {}, {}, {})
         self.policy.start_epoch(view)
         return summary
 

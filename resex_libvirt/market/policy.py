@@ -24,7 +24,8 @@ class MarketView:
     ``mtu_rate`` is each VM's recent MTUs per interval (an exponentially
     weighted mean), the usage that IOShares compares. ``interference`` is
     each latency-sensitive VM's interference percentage, from
-    :func:`resex_libvirt.market.latency.interference_pct`.
+    :func:`resex_libvirt.market.latency.interference_pct`. ``bounds`` is each
+    VM's ``(floor, limit)``: the cap range the market will enforce.
     """
 
     tick: int
@@ -37,6 +38,7 @@ class MarketView:
     caps: types.MappingProxyType
     rates: types.MappingProxyType
     ledger: object
+    bounds: types.MappingProxyType
     min_cap_pct: float = 1.0
 
     @property
@@ -46,9 +48,11 @@ class MarketView:
 
     def clamp(self, vm, cap):
         """``cap`` bounded by the VM's reservation, limit and the minimum cap."""
-        spec = self.specs[vm]
-        floor = max(spec.reservation_pct, min(self.min_cap_pct, spec.limit_pct))
-        return min(spec.limit_pct, max(floor, cap))
+        floor, limit = self.bounds[vm]
+        return limit if cap >= limit else (floor if cap <= floor else cap)
+
+    def limit(self, vm):
+        return self.bounds[vm][1]
 
 
 class Policy:
@@ -57,7 +61,11 @@ class Policy:
     name = None
 
     def decide(self, view):
-        """Return ``{vm: (cap_pct, rate)}`` for the VMs in ``view.specs``."""
+        """Return ``{vm: (cap_pct, rate)}`` for the VMs whose cap or rate changes.
+
+        A VM left out keeps the cap and rate it has (the control loop runs
+        every millisecond in the paper's setting, so answers are sparse).
+        """
         raise NotImplementedError
 
     def start_epoch(self, view):
@@ -80,11 +88,14 @@ class NoControl(Policy):
     name = "none"
 
     def decide(self, view):
-        return {vm: (spec.limit_pct, 1.0) for vm, spec in view.specs.items()}
+        caps = view.caps
+        return {vm: (limit, 1.0) for vm, (_floor, limit) in view.bounds.items()
+                if caps[vm] != limit}
 
 
 def _builtin():
-    from resex_libvirt.market import free_market, io_shares
+    from resex_libvirt.market import free_market
+    from resex_libvirt.market import io_shares
     return {"none": NoControl, "free_market": free_market.FreeMarket,
             "io_shares": io_shares.IOShares}
 

@@ -7,19 +7,19 @@ can all produce them without importing each other.
 
 import dataclasses
 import math
+import typing
 
 from resex_libvirt import sla as sla_mod
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Sample:
+class Sample(typing.NamedTuple):
     """What one VM used during one control interval.
 
     ``cpu_pct`` is percent of one pCPU over the interval (may exceed 100 for
     a VM with several vCPUs). ``tx_mtus`` is the number of link MTUs the VM
     sent (paper Section V-A: "we track the number of MTUs sent"). ``ts`` is
     the monotonic time at the end of the interval, in seconds; the market
-    itself never reads it.
+    itself never reads it. A named tuple: one is made per VM per interval.
     """
 
     vm: str
@@ -66,8 +66,7 @@ class VMSpec:
         return self.sla.effective_reservation(self.vcpus)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Decision:
+class Decision(typing.NamedTuple):
     """The market's verdict for one VM for the next interval.
 
     ``cap_pct`` is percent of one pCPU for the whole VM, always within the

@@ -2,7 +2,8 @@
 
 import unittest
 
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from resex_libvirt import counters
 

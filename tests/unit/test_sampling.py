@@ -2,8 +2,8 @@
 
 import unittest
 
-from resex_libvirt import sampling
 from resex_libvirt.fabric import base
+from resex_libvirt import sampling
 
 
 class SamplerTest(unittest.TestCase):

@@ -2,10 +2,10 @@
 
 import unittest
 
-from resex_libvirt import sla
 from resex_libvirt.market import free_market
 from resex_libvirt.market import market as market_mod
 from resex_libvirt.market import records
+from resex_libvirt import sla
 
 
 def make_market(ipe=100, reservation=0.0, limit=None):

@@ -2,10 +2,10 @@
 
 import unittest
 
-from resex_libvirt import sla
 from resex_libvirt.market import io_shares
 from resex_libvirt.market import market as market_mod
 from resex_libvirt.market import records
+from resex_libvirt import sla
 
 
 def make_market(policy=None, ipe=1000, interferer_sla=None):

@@ -3,7 +3,8 @@
 import math
 import unittest
 
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from resex_libvirt.market import latency
 from resex_libvirt.market import records

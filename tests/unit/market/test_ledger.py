@@ -2,7 +2,9 @@
 
 import unittest
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given
+from hypothesis import settings
+from hypothesis import strategies as st
 
 from resex_libvirt.market import ledger as ledger_mod
 from resex_libvirt.market import market as market_mod

@@ -2,12 +2,14 @@
 
 import unittest
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given
+from hypothesis import settings
+from hypothesis import strategies as st
 
-from resex_libvirt import sla
 from resex_libvirt.market import market as market_mod
 from resex_libvirt.market import policy as policy_mod
 from resex_libvirt.market import records
+from resex_libvirt import sla
 
 
 def sla_strategy():

@@ -1,0 +1,1 @@
+"""Benchmarks that print figures (``tox -e bench``, ``make bench``). Never assertions."""

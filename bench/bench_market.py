@@ -1,0 +1,70 @@
+"""Cost of one control interval: sample, charge, decide (issue 2).
+
+Target: at most 100 us at 64 VMs, so that the paper's 1 ms interval costs at
+most 10% of a core. The readings are synthetic cumulative counters (what the
+adapters return), so this measures the agent's own work, not the adapters'.
+Half the VMs are latency-sensitive and report a window every interval, the
+worst case for IOShares.
+"""
+
+import argparse
+import random
+import statistics
+import time
+
+from resex_libvirt.fabric import base as fabric_base
+from resex_libvirt.market import market as market_mod
+from resex_libvirt.market import policy as policy_mod
+from resex_libvirt.market import records
+from resex_libvirt import sampling
+from resex_libvirt import sla
+
+
+def one_run(n_vms, policy, intervals, seed=1):
+    rng = random.Random(seed)
+    params = market_mod.MarketParams(interval_s=0.001, intervals_per_epoch=1000, pcpus=n_vms)
+    market = market_mod.Market(params, policy_mod.load(policy))
+    names = ["vm-%04d" % i for i in range(n_vms)]
+    for i, name in enumerate(names):
+        vm_sla = sla.SLA(latency_sla_us=200.0) if i % 2 == 0 else sla.SLA()
+        market.add(records.VMSpec(name, sla=vm_sla))
+    sampler = sampling.Sampler()
+    cpu = {n: 0 for n in names}
+    tx = {n: 0 for n in names}
+    windows = {n: records.LatencyWindow(16, 200.0 + rng.random() * 100, 5.0, 300.0)
+               for n in names[::2]}
+    costs = []
+    for k in range(intervals):
+        for n in names:
+            cpu[n] += rng.randrange(0, 1_000_000)
+            tx[n] += rng.randrange(0, 1_000_000)
+        io = {n: fabric_base.IOCounters(tx[n]) for n in names}
+        t0 = time.perf_counter_ns()
+        samples = sampler.sample(k * 0.001, cpu, io, 1024)
+        market.step(samples, windows)
+        costs.append(time.perf_counter_ns() - t0)
+        if market.tick == params.intervals_per_epoch:
+            market.end_epoch()
+    return costs[10:]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m bench market")
+    parser.add_argument("--intervals", type=int, default=2000)
+    args = parser.parse_args(argv)
+    print("control interval cost (sample + charge + decide), microseconds")
+    print("%-12s %6s %10s %10s %10s %12s" % ("policy", "VMs", "median", "p99", "mean",
+                                             "% of 1 ms"))
+    for policy in ("free_market", "io_shares"):
+        for n in (8, 64, 256):
+            costs = one_run(n, policy, args.intervals)
+            med = statistics.median(costs) / 1000.0
+            p99 = sorted(costs)[int(0.99 * len(costs))] / 1000.0
+            mean = statistics.fmean(costs) / 1000.0
+            print("%-12s %6d %10.1f %10.1f %10.1f %11.1f%%" % (policy, n, med, p99, mean,
+                                                               mean / 10.0))
+    return 0
+
+
+if __name__ == "__main__":
+    main()
