@@ -1,0 +1,72 @@
+"""Nova API validators for the ``resex:`` flavor extra specs.
+
+Loaded by nova-api through the ``nova.api.extra_spec_validators`` entry point
+(``resex = nova_filter.extra_specs``, setup.cfg). Once the ``resex``
+namespace is registered, nova also rejects unknown ``resex:`` keys (API
+microversion 2.86 and later), so a typo fails at ``openstack flavor set``
+instead of silently meaning nothing.
+
+One validator per key of :data:`resex_libvirt.sla.KEYS`, the single source
+of the keys' types and ranges: a value the API accepts is a value the agent
+accepts. Nova's ``ExtraSpecValidator`` supports only ``int``, ``str`` and
+``bool`` values (``nova/api/validation/extra_specs/base.py``): integer keys
+use nova's ``int`` checks with the key's min/max, choice keys an ``enum``,
+and the float keys a ``str`` with a decimal-number ``pattern``; every value
+is then also parsed by the key's own :meth:`~resex_libvirt.sla.Key.parse`
+(ranges of the float keys), whose message becomes the API's 400 answer.
+"""
+
+from nova.api.validation.extra_specs import base
+from nova import exception
+
+from resex_libvirt import exceptions
+from resex_libvirt import sla
+
+#: A decimal number as ``Key.parse`` reads it (no inf/nan, no hex).
+NUMBER_PATTERN = r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?"
+
+
+class SLAKeyValidator(base.ExtraSpecValidator):
+    """Nova's validator, plus the key's own range check from ``resex_libvirt.sla``."""
+
+    def validate(self, name, value):
+        super().validate(name, value)
+        try:
+            sla.KEYS[name].parse(value)
+        except exceptions.SLAError as exc:
+            raise exception.ValidationError("Validation failed; %s" % exc) from exc
+
+
+def _value_of(key):
+    if key.type is int:
+        value = {"type": int}
+        if key.min is not None:
+            value["min"] = int(key.min)
+        if key.max is not None:
+            value["max"] = int(key.max)
+    elif key.choices:
+        value = {"type": str, "enum": list(key.choices)}
+    else:
+        value = {"type": str, "pattern": NUMBER_PATTERN}
+    return value
+
+
+def _description(key):
+    text = key.description
+    if key.type is float:
+        bounds = []
+        if key.min is not None:
+            bounds.append(">= %g" % key.min)
+        if key.max is not None:
+            bounds.append("<= %g" % key.max)
+        if bounds:
+            text += " A number %s." % " and ".join(bounds)
+    if key.default is not None:
+        text += " Default: %s." % key.default
+    return text
+
+
+def register():
+    """Nova's hook: one validator per ``resex:`` key."""
+    return [SLAKeyValidator(name=key.name, description=_description(key), value=_value_of(key))
+            for key in sla.KEYS.values()]

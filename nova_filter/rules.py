@@ -1,0 +1,94 @@
+"""What a request asks of a host's congestion, and what a host allows: shared by
+the filter and the weigher.
+
+* A **latency-sensitive** request (flavor extra spec ``resex:latency_sla_us``)
+  must not land where its SLA is already broken: the host's congestion index
+  (:func:`resex_libvirt.board.report.congestion_index`, the expected latency
+  inflation of a newcomer) must not exceed the request's
+  ``resex:interference_threshold_pct``, the very threshold above which the
+  host's market would start taxing its neighbours (paper Algorithm 2), or,
+  when the flavor does not set one, the operator's ``congestion_threshold``.
+* A **heavy I/O** request (``resex:io_class=bulk``) is kept away from hosts
+  with latency-sensitive tenants (the weigher always; the filter past
+  ``bulk_max_sensitive_vms``).
+* Any other request is not this plugin's business.
+
+Invalid ``resex:`` values in an old flavor (the API validates new ones) are
+ignored with a debug line: the filter never raises.
+"""
+
+import dataclasses
+import logging
+
+from nova.scheduler.filters import utils as filters_utils
+
+from nova_filter import conf as conf_mod
+from resex_libvirt.board import reader as reader_mod
+from resex_libvirt import sla as sla_mod
+
+LOG = logging.getLogger(__name__)
+
+SENSITIVE = "sensitive"
+BULK = "bulk"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Request:
+    """A request as this plugin sees it: its kind and, if sensitive, its SLA threshold."""
+
+    kind: str | None
+    threshold_pct: float | None = None
+
+
+OTHER = Request(None)
+
+
+def _extra_specs(spec_obj):
+    try:
+        flavor = spec_obj.flavor
+        if not flavor.obj_attr_is_set("extra_specs"):
+            return {}
+        return flavor.extra_specs or {}
+    except (AttributeError, NotImplementedError, KeyError):
+        return {}
+
+
+def classify(spec_obj):
+    """The :class:`Request` of a nova ``RequestSpec``."""
+    specs = _extra_specs(spec_obj)
+    if not any(isinstance(k, str) and k.startswith(sla_mod.PREFIX) for k in specs):
+        return OTHER
+
+    def ignore(exc):
+        LOG.debug("ResEx ignores an invalid flavor extra spec: %s", exc)
+
+    sla = sla_mod.parse(specs, on_error=ignore)
+    if sla.sensitive:
+        explicit = sla_mod.INTERFERENCE_THRESHOLD_PCT.name in specs
+        return Request(SENSITIVE, sla.interference_threshold_pct if explicit else None)
+    if sla.io_class == BULK:
+        return Request(BULK)
+    return OTHER
+
+
+def aggregate_value(host_state, option, default, cast):
+    """``option``'s per-aggregate override for ``host_state`` (minimum wins), or ``default``."""
+    if not host_state.aggregates:
+        return default
+    key = conf_mod.AGGREGATE_KEYS[option]
+    values = filters_utils.aggregate_values_from_key(host_state, key)
+    try:
+        return filters_utils.validate_num_values(values, default, cast_to=cast)
+    except ValueError as exc:
+        LOG.warning("Could not decode aggregate metadata %s: %s", key, exc)
+        return default
+
+
+def board_reader(conf):
+    """The process's shared, started board reader for ``conf.resex``."""
+    opts = conf.resex
+    return reader_mod.shared(
+        opts.board_url, max_age=opts.max_age, refresh_interval=opts.refresh_interval,
+        load_timeout=opts.first_load_timeout,
+        board_opts={"timeout": opts.board_timeout, "prefix": opts.etcd_prefix,
+                    "ca_cert": opts.board_ca_cert})
