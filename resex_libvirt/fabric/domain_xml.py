@@ -1,0 +1,111 @@
+"""What a libvirt domain XML says about a VM's network devices.
+
+The fabric monitors attribute traffic to VMs through two facts of the
+domain XML (libvirt's "Domain XML format", devices section):
+
+* the host PCI address of every device passed through to the guest. Nova
+  writes SR-IOV ports either as ``<hostdev mode='subsystem' type='pci'>``
+  (``vnic_type=direct-physical`` and flavor PCI aliases) or as
+  ``<interface type='hostdev'>`` (``vnic_type=direct``); both carry the
+  host address in ``<source><address domain= bus= slot= function=/>``.
+  The ``<address>`` that is a direct child of the device is the guest-side
+  address and is ignored.
+* the host-side name of every tap device (``<interface>`` with
+  ``<target dev=.../>``), which libvirt's interface statistics are keyed by.
+
+Addresses come back in the kernel's sysfs spelling ``dddd:bb:ss.f``
+(lower-case hex), the basename of ``/sys/bus/pci/devices/*`` and of the
+``virtfnN`` links, so they compare equal to what the monitors read there.
+"""
+
+import xml.etree.ElementTree as ElementTree
+
+from resex_libvirt import exceptions
+
+
+def pci_address(domain, bus, slot, function):
+    """``dddd:bb:ss.f`` from the four attributes (ints or ``0x``-prefixed strings)."""
+    try:
+        parts = [int(v, 0) if isinstance(v, str) else int(v)
+                 for v in (domain, bus, slot, function)]
+    except (TypeError, ValueError) as exc:
+        raise exceptions.ConfigError(
+            "bad PCI address %r" % ((domain, bus, slot, function),)) from exc
+    dom, bus_n, slot_n, func = parts
+    if not (0 <= dom <= 0xFFFF and 0 <= bus_n <= 0xFF and 0 <= slot_n <= 0x1F
+            and 0 <= func <= 0x7):
+        raise exceptions.ConfigError("PCI address out of range: %r" % (parts,))
+    return "%04x:%02x:%02x.%x" % (dom, bus_n, slot_n, func)
+
+
+def normalize_pci_address(text):
+    """Canonical ``dddd:bb:ss.f`` of ``text`` (``81:00.2`` gets domain 0000)."""
+    try:
+        text = text.strip().lower()
+        if text.count(":") == 1:
+            text = "0000:" + text
+        dom, bus, rest = text.split(":")
+        slot, func = rest.split(".")
+        return pci_address(int(dom, 16), int(bus, 16), int(slot, 16), int(func, 16))
+    except (AttributeError, ValueError) as exc:
+        raise exceptions.ConfigError("bad PCI address %r" % (text,)) from exc
+
+
+def _parse(xml):
+    try:
+        return ElementTree.fromstring(xml)
+    except ElementTree.ParseError as exc:
+        raise exceptions.ConfigError("unparsable domain XML: %s" % exc) from exc
+
+
+def _source_pci(device):
+    address = device.find("source/address")
+    if address is None or address.get("type", "pci") != "pci":
+        return None
+    try:
+        return pci_address(address.get("domain", "0"), address.get("bus"),
+                           address.get("slot"), address.get("function"))
+    except exceptions.ConfigError:
+        return None
+
+
+def hostdev_addresses(xml):
+    """Host PCI addresses of the devices passed through to the domain, in XML order.
+
+    Covers ``<hostdev mode='subsystem' type='pci'>`` and
+    ``<interface type='hostdev'>``; a source without a PCI address (USB,
+    SCSI, mediated devices) is skipped.
+    """
+    root = _parse(xml)
+    found = []
+    for device in root.iterfind("devices/*"):
+        if device.tag == "hostdev":
+            if device.get("type", "pci") != "pci":
+                continue
+        elif device.tag == "interface":
+            if device.get("type") != "hostdev":
+                continue
+        else:
+            continue
+        address = _source_pci(device)
+        if address is not None and address not in found:
+            found.append(address)
+    return tuple(found)
+
+
+def interface_targets(xml):
+    """Host-side tap names (``<target dev>``) of the domain's interfaces, in XML order.
+
+    ``<interface type='hostdev'>`` has no tap and is skipped; an interface
+    without a target (an inactive domain) is skipped too.
+    """
+    root = _parse(xml)
+    found = []
+    for iface in root.iterfind("devices/interface"):
+        if iface.get("type") == "hostdev":
+            continue
+        target = iface.find("target")
+        if target is None or not target.get("dev"):
+            continue
+        found.append(target.get("dev"))
+    return tuple(found)
