@@ -33,6 +33,7 @@ SLA
 """
 
 import dataclasses
+import functools
 import logging
 import threading
 import time
@@ -41,16 +42,32 @@ import xml.etree.ElementTree as ET
 import libvirt
 
 from resex_libvirt import exceptions
-from resex_libvirt import sla as sla_mod
 from resex_libvirt.hypervisor import base
 from resex_libvirt.hypervisor import connection as connection_mod
 from resex_libvirt.hypervisor import knobs as knobs_mod
 from resex_libvirt.hypervisor import metadata as metadata_mod
+from resex_libvirt.hypervisor import nova_sla as nova_sla_mod
+from resex_libvirt import sla as sla_mod
 
 LOG = logging.getLogger(__name__)
 
 DEFAULT_URI = "qemu:///system"
 XEN_URI = "xen:///system"
+
+
+def sla_defaults_from_conf(conf):
+    """The :class:`SLA` of the ``[sla]`` group (options named like the keys).
+
+    Raises :class:`~resex_libvirt.exceptions.SLAError` (a ``ConfigError``)
+    when the defaults contradict each other (limit below reservation).
+    """
+    group = conf.sla
+    specs = {}
+    for key in sla_mod.KEYS:
+        value = getattr(group, key[len(sla_mod.PREFIX):], None)
+        if value is not None:
+            specs[key] = value
+    return sla_mod.parse(specs)
 
 
 @dataclasses.dataclass
@@ -98,11 +115,39 @@ class LibvirtHypervisor(base.Hypervisor):
         self._bulk_stats = None
         self._per_domain_cpu_stats = True
         self._pcpus = None
+        self._owned_nova = None
         self._conn.on_domain_event(libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE, self._on_event)
         self._conn.on_domain_event(libvirt.VIR_DOMAIN_EVENT_ID_METADATA_CHANGE, self._on_event)
         self._conn.on_reconnect(self._on_reconnect)
         if nova_sla is not None:
             nova_sla.subscribe(self._on_event)
+
+    @classmethod
+    def from_conf(cls, conf):
+        """The hypervisor ``[libvirt]`` and ``[sla]`` describe (see ``agent/conf/hypervisor.py``).
+
+        With ``[libvirt] nova_lookup`` a :class:`NovaSLASource` is created
+        and closed with the hypervisor.
+        """
+        group = conf.libvirt
+        nova = None
+        if group.nova_lookup:
+            nova = nova_sla_mod.NovaSLASource(
+                functools.partial(nova_sla_mod.connect_from_cloud, group.nova_cloud,
+                                  group.nova_timeout),
+                ttl=group.nova_cache_ttl)
+        try:
+            hyp = cls(group.connection_uri, sla_defaults=sla_defaults_from_conf(conf),
+                      nova_sla=nova, deadband_pct=group.deadband_pct,
+                      backoff_min=group.reconnect_backoff_min,
+                      backoff_max=group.reconnect_backoff_max, events=group.events,
+                      refresh_s=group.metadata_refresh_interval)
+        except BaseException:
+            if nova is not None:
+                nova.close()
+            raise
+        hyp._owned_nova = nova
+        return hyp
 
     @property
     def connection(self):
@@ -360,3 +405,6 @@ class LibvirtHypervisor(base.Hypervisor):
 
     def close(self):
         self._conn.close()
+        if self._owned_nova is not None:
+            self._owned_nova.close()
+            self._owned_nova = None

@@ -1,0 +1,227 @@
+"""Options of the libvirt hypervisor: groups ``[libvirt]`` and ``[sla]``.
+
+``[libvirt]`` says which libvirt the agent controls and how it reacts to it
+going away; ``[sla]`` holds the configured defaults of every ``resex:`` key
+(:data:`resex_libvirt.sla.KEYS`), the lowest layer under Nova flavor extra
+specs and the domain's own metadata. The metadata namespace is fixed
+(``http://resex-libvirt.org/xmlns/sla/1.0``), not an option.
+"""
+
+from oslo_config import cfg
+
+from resex_libvirt import sla as sla_mod
+
+GROUP = "libvirt"
+SLA_GROUP = "sla"
+
+libvirt_group = cfg.OptGroup(
+    GROUP, title="libvirt hypervisor",
+    help="The libvirt daemon whose VMs the agent samples and caps "
+         "(used when ``[agent] host_driver = libvirt``).")
+sla_group = cfg.OptGroup(
+    SLA_GROUP, title="Default SLA",
+    help="The SLA and mClock controls of a VM that says nothing about them in its "
+         "libvirt metadata or Nova flavor extra specs.")
+
+LIBVIRT_OPTS = [
+    cfg.StrOpt(
+        "connection_uri",
+        default="qemu:///system",
+        help="""
+libvirt connection URI of the hypervisor on this host.
+
+Possible values:
+
+* ``qemu:///system``: QEMU/KVM (caps through cgroup ``global_quota``, weight
+  through ``cpu_shares``)
+* ``xen:///system``: Xen through libxl (credit scheduler ``cap``/``weight``)
+* ``test:///default`` or ``test:///ABS/PATH/node.xml``: libvirt's test driver
+  (monitor-only: sampled, never actuated)
+
+Related options:
+
+* ``[agent] host_driver``
+"""),
+    cfg.FloatOpt(
+        "reconnect_backoff_min",
+        default=1.0, min=0.01, max=3600.0,
+        help="""
+Seconds to wait before the second attempt to reopen a lost libvirt connection.
+
+The first reopen is immediate; each failed one doubles the wait up to
+``reconnect_backoff_max``. The loop never sleeps on it: while waiting, VMs
+keep their knobs and the loop holds.
+
+Related options:
+
+* ``reconnect_backoff_max``
+"""),
+    cfg.FloatOpt(
+        "reconnect_backoff_max",
+        default=60.0, min=0.01, max=3600.0,
+        help="""
+Longest wait (seconds) between two attempts to reopen the libvirt connection.
+
+Must be >= ``reconnect_backoff_min``.
+
+Related options:
+
+* ``reconnect_backoff_min``
+"""),
+    cfg.FloatOpt(
+        "deadband_pct",
+        default=0.5, min=0.0, max=100.0,
+        help="""
+Smallest cap change, in percentage points of one pCPU, written to libvirt.
+
+A smaller change is skipped (each scheduler call costs milliseconds and sends
+a TUNABLE event). Adding or removing a cap and any weight change are always
+written.
+
+Possible values:
+
+* 0: write every change
+* a positive number of percentage points
+
+Related options:
+
+* ``[agent] deadband_pct`` (the loop's own deadband, applied first)
+"""),
+    cfg.BoolOpt(
+        "events",
+        default=True,
+        help="""
+Use libvirt domain events (lifecycle, metadata change) and keepalive.
+
+With events a VM's metadata is re-read as soon as it changes and a dead
+libvirtd is noticed between calls; without, changes are seen within
+``metadata_refresh_interval``.
+
+Related options:
+
+* ``metadata_refresh_interval``
+"""),
+    cfg.FloatOpt(
+        "metadata_refresh_interval",
+        default=60.0, min=1.0, max=86400.0,
+        help="""
+Seconds after which a VM's domain XML (SLA metadata, devices) is read again
+even without an event.
+
+Related options:
+
+* ``events``
+"""),
+    cfg.BoolOpt(
+        "nova_lookup",
+        default=False,
+        help="""
+Look up each VM's flavor extra specs in Nova (OpenStack compute nodes).
+
+The domain UUID is the instance UUID; ``GET /servers/{uuid}`` at compute API
+microversion 2.47 or later embeds the flavor's ``extra_specs``. Lookups run
+on a background thread: the loop uses metadata/defaults until the answer
+arrives. Credentials come from ``clouds.yaml``/``OS_*`` variables.
+
+Related options:
+
+* ``nova_cloud``, ``nova_timeout``, ``nova_cache_ttl``
+"""),
+    cfg.StrOpt(
+        "nova_cloud",
+        help="""
+Name of the ``clouds.yaml`` entry used for Nova lookups.
+
+Possible values:
+
+* unset: ``OS_CLOUD`` or the ``OS_*`` environment variables
+* a cloud name from ``clouds.yaml``
+
+Related options:
+
+* ``nova_lookup``
+"""),
+    cfg.FloatOpt(
+        "nova_timeout",
+        default=5.0, min=0.1, max=300.0,
+        help="""
+Timeout (seconds) of each HTTP request to Keystone and Nova.
+
+Related options:
+
+* ``nova_lookup``
+"""),
+    cfg.FloatOpt(
+        "nova_cache_ttl",
+        default=600.0, min=1.0, max=86400.0,
+        help="""
+Seconds a VM's Nova extra specs are trusted before they are fetched again
+(a failed lookup is retried after 30 s, keeping the last good answer).
+
+Related options:
+
+* ``nova_lookup``
+"""),
+]
+
+
+def _key_opt(key, opt_cls, name, **kwargs):
+    help_text = """
+Default ``%s`` of a VM whose metadata and flavor do not set it.
+
+%s
+
+Possible values:
+
+* %s
+
+Related options:
+
+* ``[libvirt] nova_lookup`` (flavor extra specs override this)
+""" % (key.name, key.description, _range(key))
+    if key.min is not None and opt_cls is not cfg.StrOpt:
+        kwargs["min"] = key.min
+    if key.max is not None and opt_cls is not cfg.StrOpt:
+        kwargs["max"] = key.max
+    return opt_cls(name, default=key.default, help=help_text, **kwargs)
+
+
+def _range(key):
+    if key.choices:
+        return "one of: %s" % ", ".join(key.choices)
+    low = "%g" % key.min if key.min is not None else "-inf"
+    high = "%g" % key.max if key.max is not None else "inf"
+    extra = "" if key.default is not None else "; unset: none"
+    return "%s %s..%s%s" % ("an integer" if key.type is int else "a number", low, high, extra)
+
+
+SLA_OPTS = [
+    _key_opt(sla_mod.LATENCY_SLA_US, cfg.FloatOpt, "latency_sla_us"),
+    _key_opt(sla_mod.INTERFERENCE_THRESHOLD_PCT, cfg.FloatOpt, "interference_threshold_pct"),
+    _key_opt(sla_mod.CPU_RESERVATION_PCT, cfg.FloatOpt, "cpu_reservation_pct"),
+    _key_opt(sla_mod.CPU_LIMIT_PCT, cfg.FloatOpt, "cpu_limit_pct"),
+    _key_opt(sla_mod.SHARES, cfg.IntOpt, "shares"),
+    _key_opt(sla_mod.IO_CLASS, cfg.StrOpt, "io_class",
+             choices=list(sla_mod.IO_CLASSES)),
+]
+
+#: ``[sla]`` option name -> ``resex:`` key.
+SLA_KEY_OF_OPT = {
+    "latency_sla_us": sla_mod.LATENCY_SLA_US.name,
+    "interference_threshold_pct": sla_mod.INTERFERENCE_THRESHOLD_PCT.name,
+    "cpu_reservation_pct": sla_mod.CPU_RESERVATION_PCT.name,
+    "cpu_limit_pct": sla_mod.CPU_LIMIT_PCT.name,
+    "shares": sla_mod.SHARES.name,
+    "io_class": sla_mod.IO_CLASS.name,
+}
+
+
+def register_opts(conf):
+    conf.register_group(libvirt_group)
+    conf.register_opts(LIBVIRT_OPTS, group=libvirt_group)
+    conf.register_group(sla_group)
+    conf.register_opts(SLA_OPTS, group=sla_group)
+
+
+def list_opts():
+    return [(libvirt_group, LIBVIRT_OPTS), (sla_group, SLA_OPTS)]
