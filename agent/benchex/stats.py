@@ -1,0 +1,47 @@
+"""The client's latency summary: the figures BenchEx prints (p50, p99, p99.9, mean, std)."""
+
+import json
+import math
+
+#: The keys of a summary, in print order; the C program prints the same ones.
+KEYS = ("requests", "errors", "fcfs_violations", "elapsed_s", "throughput_rps", "mean_us",
+        "std_us", "min_us", "p50_us", "p99_us", "p999_us", "max_us")
+
+
+def percentile(ordered, q):
+    """Nearest-rank percentile ``q`` (0..100) of an ascending list."""
+    if not ordered:
+        return 0.0
+    rank = max(1, math.ceil(q / 100.0 * len(ordered)))
+    return ordered[min(len(ordered), rank) - 1]
+
+
+def summarize(latencies_us, elapsed_s, errors=0, fcfs_violations=0):
+    ordered = sorted(latencies_us)
+    n = len(ordered)
+    mean = math.fsum(ordered) / n if n else 0.0
+    var = math.fsum((v - mean) ** 2 for v in ordered) / n if n else 0.0
+    return {
+        "requests": n,
+        "errors": errors,
+        "fcfs_violations": fcfs_violations,
+        "elapsed_s": round(elapsed_s, 6),
+        "throughput_rps": round(n / elapsed_s, 3) if elapsed_s > 0 else 0.0,
+        "mean_us": round(mean, 3),
+        "std_us": round(math.sqrt(var), 3),
+        "min_us": round(ordered[0], 3) if n else 0.0,
+        "p50_us": round(percentile(ordered, 50), 3),
+        "p99_us": round(percentile(ordered, 99), 3),
+        "p999_us": round(percentile(ordered, 99.9), 3),
+        "max_us": round(ordered[-1], 3) if n else 0.0,
+    }
+
+
+def render(summary, as_json=False):
+    if as_json:
+        return json.dumps(summary, sort_keys=False)
+    return ("requests %(requests)d  errors %(errors)d  fcfs_violations %(fcfs_violations)d\n"
+            "throughput %(throughput_rps).1f req/s over %(elapsed_s).3f s\n"
+            "latency us: mean %(mean_us).1f  std %(std_us).1f  min %(min_us).1f  "
+            "p50 %(p50_us).1f  p99 %(p99_us).1f  p99.9 %(p999_us).1f  max %(max_us).1f"
+            % summary)
