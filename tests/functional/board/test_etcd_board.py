@@ -1,0 +1,152 @@
+"""The etcd board against a real etcd (Debian's etcd-server) on loopback."""
+
+import logging
+import socket
+import time
+import unittest
+
+from etcd3gw import exceptions as etcd_exc
+import testtools
+
+from resex_libvirt import board as board_mod
+from resex_libvirt.board import etcd as etcd_board
+from resex_libvirt.board import reader as reader_mod
+from resex_libvirt import exceptions
+from tests.functional.board import etcd_server
+from tests.unit.board import reports
+
+
+def wait_until(predicate, timeout=30.0, step=0.1):
+    """Poll ``predicate`` until true; False if it never became true (no timing asserted)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(step)
+    return False
+
+
+@unittest.skipUnless(etcd_server.EtcdServer.available(),
+                     "needs /usr/bin/etcd (Debian package etcd-server)")
+class EtcdBoardTest(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.etcd = self.useFixture(etcd_server.EtcdServer())
+        self.board = board_mod.open_board(self.etcd.url, prefix="/test/board/", timeout=2,
+                                          lease_ttl=60)
+        self.addCleanup(self.board.close)
+
+    def test_open_board_picks_etcd_by_scheme(self):
+        self.assertIsInstance(self.board, etcd_board.EtcdBoard)
+        self.assertEqual("/test/board/", self.board.prefix)
+        self.assertEqual(2.0, self.board._client.timeout)
+
+    def test_publish_then_one_snapshot_returns_every_host(self):
+        for i in range(5):
+            self.board.publish(reports.make("c%d" % i, link_utilisation=i / 10.0))
+        self.board.publish(reports.make("c3", link_utilisation=0.9))
+        snap = self.board.snapshot()
+        self.assertEqual({"c0", "c1", "c2", "c3", "c4"}, set(snap))
+        self.assertEqual(0.9, snap["c3"].link_utilisation)
+        self.assertEqual(5, self.board.count())
+
+    def test_keys_outside_the_prefix_and_corrupt_values_are_ignored(self):
+        self.board.publish(reports.make("c1"))
+        client = self.board._client
+        client.put("/test/board/bad", "{\"version\": 7}")
+        client.put("/test/board/liar", reports.make("c1").to_json())
+        client.put("/test/boardx/c9", reports.make("c9").to_json())
+        self.assertEqual({"c1"}, set(self.board.snapshot()))
+
+    def test_url_query_overrides_prefix_timeout_and_ttl(self):
+        board = board_mod.open_board(self.etcd.url + "?prefix=/q&timeout=0.5&lease_ttl=7")
+        self.addCleanup(board.close)
+        self.assertEqual(("/q/", 0.5, 7), (board.prefix, board.timeout, board.lease_ttl))
+        board.publish(reports.make("q1"))
+        self.assertEqual({"q1"}, set(board.snapshot()))
+        self.assertEqual({}, self.board.snapshot())
+
+    def test_a_key_outliving_its_agent_is_stale_by_ts(self):
+        now = time.time()
+        self.board.publish(reports.make("old", ts=now - 600))
+        self.board.publish(reports.make("new", ts=now))
+        reader = reader_mod.BoardReader(self.etcd.url, max_age=60, refresh_interval=3600,
+                                        board_opts={"prefix": "/test/board/"})
+        self.addCleanup(reader.stop)
+        reader.start()
+        self.assertIn("old", self.board.snapshot())  # the key exists...
+        self.assertIsNone(reader.get("old"))       # ...but the report is stale
+        self.assertEqual({"new"}, set(reader.snapshot()))
+
+    def test_the_lease_collects_the_key_of_a_dead_agent(self):
+        board = board_mod.open_board(self.etcd.url, prefix="/test/board/", lease_ttl=1)
+        self.addCleanup(board.close)
+        board.publish(reports.make("dies"))
+        self.assertIn("dies", self.board.snapshot())
+        # The agent dies: nobody refreshes its lease.
+        self.assertTrue(wait_until(lambda: "dies" not in self.board.snapshot()))
+
+    def test_a_lost_lease_is_granted_again_on_publish(self):
+        self.board.publish(reports.make("c1"))
+        lost = self.board._lease.id
+        self.board._lease.revoke()  # behind the board's back: the key goes too
+        self.assertEqual({}, self.board.snapshot())
+        self.board.publish(reports.make("c1"))
+        self.assertNotEqual(lost, self.board._lease.id)
+        self.assertIn("c1", self.board.snapshot())
+
+    def test_withdraw_removes_the_hosts_key_now(self):
+        self.board.publish(reports.make("c1"))
+        self.board.withdraw()
+        self.assertEqual({}, self.board.snapshot())
+
+    def test_outage_raises_board_unavailable_and_recovers(self):
+        self.board.publish(reports.make("c1"))
+        self.etcd.kill()
+        for call in (self.board.snapshot, lambda: self.board.publish(reports.make("c1")),
+                     self.board.count):
+            with testtools.ExpectedException(exceptions.BoardUnavailable):
+                call()
+        try:
+            self.board.snapshot()
+        except exceptions.BoardUnavailable as exc:
+            self.assertIsInstance(exc.__cause__, etcd_exc.Etcd3Exception)
+        self.etcd.start()
+        self.assertEqual({"c1"}, set(self.board.snapshot()))  # data and lease survived
+        self.board.publish(reports.make("c2"))
+        self.assertEqual({"c1", "c2"}, set(self.board.snapshot()))
+
+    def test_the_reader_serves_the_last_snapshot_through_an_outage(self):
+        self.board.publish(reports.make("c1", sensitive_vms=3))
+        reader = reader_mod.BoardReader(self.etcd.url, max_age=600, refresh_interval=3600,
+                                        board_opts={"prefix": "/test/board/", "timeout": 1})
+        self.addCleanup(reader.stop)
+        reader.start()
+        self.etcd.kill()
+        with self.assertLogs(reader_mod.LOG, logging.WARNING) as logs:
+            self.assertFalse(reader.refresh())
+            self.assertFalse(reader.refresh())
+        self.assertEqual(1, len(logs.records))
+        self.assertEqual(3, reader.get("c1").sensitive_vms)
+        self.etcd.start()
+        self.board.publish(reports.make("c1", sensitive_vms=4))
+        self.assertTrue(reader.refresh())
+        self.assertEqual(4, reader.get("c1").sensitive_vms)
+
+    def test_every_call_has_a_timeout(self):
+        # A server that accepts connections and never answers.
+        with socket.socket() as silent:
+            silent.bind(("127.0.0.1", 0))
+            silent.listen(16)
+            url = "etcd3+http://127.0.0.1:%d" % silent.getsockname()[1]
+            board = board_mod.open_board(url, timeout=0.3)
+            self.addCleanup(board.close)
+            for call in (board.snapshot, lambda: board.publish(reports.make("c1")),
+                         board.count):
+                with testtools.ExpectedException(exceptions.BoardUnavailable):
+                    call()
+
+    def test_a_malformed_etcd_url_is_a_config_error(self):
+        for url in ("etcd3+http://", "etcd3+http://h:notaport", "etcd3+http://h?timeout=x"):
+            self.assertRaises(exceptions.ConfigError, board_mod.open_board, url)

@@ -1,0 +1,45 @@
+"""When the agent publishes: every epoch in a small fleet, on change in a large one."""
+
+import unittest
+
+from resex_libvirt.board import publish_policy
+from tests.unit.board import reports
+
+
+class PublishPolicyTest(unittest.TestCase):
+
+    def setUp(self):
+        self.policy = publish_policy.PublishPolicy(on_change_fleet_size=100, max_interval_s=20)
+        self.base = reports.make(link_utilisation=0.2, sensitive_vms=1)
+
+    def test_a_small_fleet_publishes_every_epoch(self):
+        self.policy.observe_fleet(99)
+        self.policy.published(self.base, 0.0)
+        self.assertTrue(self.policy.should_publish(self.base, 1.0))
+
+    def test_a_large_fleet_publishes_the_first_report(self):
+        self.policy.observe_fleet(100)
+        self.assertTrue(self.policy.should_publish(self.base, 0.0))
+
+    def test_a_large_fleet_skips_an_unchanged_report_until_the_max_interval(self):
+        self.policy.observe_fleet(5000)
+        self.policy.published(self.base, 0.0)
+        same = reports.make(link_utilisation=0.22, sensitive_vms=1, io_price=1.05)
+        self.assertFalse(self.policy.should_publish(same, 19.9))
+        self.assertTrue(self.policy.should_publish(same, 20.0))
+
+    def test_meaningful_changes_are_published_at_once(self):
+        self.policy.observe_fleet(5000)
+        self.policy.published(self.base, 0.0)
+        for change in (dict(sensitive_vms=2), dict(heavy_io_vms=1),
+                       dict(link_utilisation=0.26),
+                       dict(latency_inflation_pct=30.0),
+                       dict(io_price=1.2), dict(cpu_price=0.8)):
+            new = reports.make(**dict(dict(link_utilisation=0.2, sensitive_vms=1), **change))
+            self.assertTrue(self.policy.should_publish(new, 1.0), change)
+
+    def test_a_zero_fleet_threshold_means_always_every_epoch(self):
+        policy = publish_policy.PublishPolicy(on_change_fleet_size=0)
+        policy.observe_fleet(10 ** 6)
+        policy.published(self.base, 0.0)
+        self.assertTrue(policy.should_publish(self.base, 0.1))

@@ -1,0 +1,103 @@
+"""The scheduler-side reader: one shared snapshot, fresh by ts, kept through outages."""
+
+import logging
+import os
+import tempfile
+import unittest
+
+from resex_libvirt import board as board_mod
+from resex_libvirt.board import reader as reader_mod
+from tests.unit.board import reports
+
+NOW = 1_800_000_000.0
+
+
+class ReaderTest(unittest.TestCase):
+
+    def setUp(self):
+        tmp = tempfile.TemporaryDirectory(prefix="resex-reader-")
+        self.addCleanup(tmp.cleanup)
+        self.path = os.path.join(tmp.name, "board.sqlite")
+        self.url = "sqlite://" + self.path
+        self.board = board_mod.open_board(self.url)
+        self.addCleanup(self.board.close)
+        self.now = NOW
+        self.reader = reader_mod.BoardReader(self.url, max_age=30, refresh_interval=3600,
+                                             load_timeout=10, clock=lambda: self.now)
+        self.addCleanup(self.reader.stop)
+
+    def test_start_returns_after_the_first_load(self):
+        self.board.publish(reports.make("c1", ts=NOW))
+        self.reader.start()
+        self.assertTrue(self.reader.running)
+        self.assertEqual("c1", self.reader.get("c1").host)
+        self.assertEqual(NOW, self.reader.loaded_at)
+
+    def test_records_older_than_max_age_are_dropped_at_read_time(self):
+        self.board.publish(reports.make("old", ts=NOW - 31))
+        self.board.publish(reports.make("new", ts=NOW - 29))
+        self.reader.refresh()
+        self.assertIsNone(self.reader.get("old"))
+        self.assertIsNotNone(self.reader.get("new"))
+        self.assertEqual({"new"}, set(self.reader.snapshot()))
+        # The same snapshot, read later: "new" has aged out too, no refresh needed.
+        self.now += 2
+        self.assertIsNone(self.reader.get("new"))
+        self.assertEqual({}, self.reader.snapshot())
+
+    def test_an_unknown_host_is_none(self):
+        self.reader.refresh()
+        self.assertIsNone(self.reader.get("nowhere"))
+
+    def test_the_last_good_snapshot_is_served_through_an_outage_and_logged_once(self):
+        self.board.publish(reports.make("c1", ts=NOW))
+        self.assertTrue(self.reader.refresh())
+        # The outage: the file is replaced by garbage (a real SQLite error).
+        self.board.close()
+        self.reader._board.close()
+        self.reader._board = None
+        os.replace(self.path, self.path + ".bak")
+        for suffix in ("-wal", "-shm"):
+            if os.path.exists(self.path + suffix):
+                os.unlink(self.path + suffix)
+        with open(self.path, "wb") as f:
+            f.write(b"garbage" * 1000)
+        with self.assertLogs(reader_mod.LOG, logging.WARNING) as logs:
+            self.assertFalse(self.reader.refresh())
+            self.assertFalse(self.reader.refresh())
+            reader_mod.LOG.warning("marker")
+        self.assertEqual(2, len(logs.records))  # one outage line + the marker
+        self.assertTrue(self.reader.failing)
+        self.assertEqual("c1", self.reader.get("c1").host)
+        # Recovery.
+        os.replace(self.path + ".bak", self.path)
+        with self.assertLogs(reader_mod.LOG, logging.INFO) as logs:
+            self.assertTrue(self.reader.refresh())
+        self.assertIn("is back", logs.output[0])
+        self.assertFalse(self.reader.failing)
+
+    def test_a_board_that_cannot_open_leaves_the_reader_empty_not_raising(self):
+        reader = reader_mod.BoardReader("redis://nowhere", load_timeout=5)
+        self.addCleanup(reader.stop)
+        with self.assertLogs(reader_mod.LOG, logging.WARNING):
+            reader.start()
+        self.assertIsNone(reader.get("c1"))
+        self.assertEqual({}, reader.snapshot())
+
+    def test_stop_ends_the_thread(self):
+        self.reader.start()
+        thread = self.reader._thread
+        self.reader.stop()
+        self.assertFalse(thread.is_alive())
+        self.assertFalse(self.reader.running)
+
+    def test_one_shared_reader_per_url(self):
+        self.addCleanup(reader_mod.stop_all)
+        a = reader_mod.shared(self.url, max_age=30, refresh_interval=3600)
+        b = reader_mod.shared(self.url, max_age=45)
+        self.assertIs(a, b)
+        self.assertEqual(45.0, a.max_age)
+        self.assertTrue(a.running)
+        reader_mod.stop_all()
+        self.assertFalse(a.running)
+        self.assertIsNot(a, reader_mod.shared(self.url))

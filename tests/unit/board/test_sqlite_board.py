@@ -1,0 +1,118 @@
+"""The SQLite board, on a temporary file."""
+
+import os
+import sqlite3
+import tempfile
+import threading
+import unittest
+
+from resex_libvirt import board as board_mod
+from resex_libvirt.board import sqlite as sqlite_board
+from resex_libvirt import exceptions
+from tests.unit.board import reports
+
+
+class SQLiteBoardTest(unittest.TestCase):
+
+    def setUp(self):
+        tmp = tempfile.TemporaryDirectory(prefix="resex-board-")
+        self.addCleanup(tmp.cleanup)
+        self.dir = tmp.name
+        self.path = os.path.join(self.dir, "sub", "board.sqlite")
+        self.url = "sqlite://" + self.path
+        self.board = board_mod.open_board(self.url, ttl=3600)
+        self.addCleanup(self.board.close)
+
+    def test_open_board_picks_sqlite_by_scheme_and_creates_the_directory(self):
+        self.assertIsInstance(self.board, sqlite_board.SQLiteBoard)
+        self.assertTrue(os.path.exists(self.path))
+
+    def test_the_url_path_is_the_absolute_file_path(self):
+        self.assertEqual("/var/lib/resex/b.sqlite",
+                         sqlite_board.path_of("sqlite:///var/lib/resex/b.sqlite"))
+        self.assertEqual("/var/lib/resex/b.sqlite",
+                         sqlite_board.path_of("sqlite:////var/lib/resex/b.sqlite"))
+        for bad in ("sqlite://host/x", "sqlite:///", "file:///x"):
+            self.assertRaises(exceptions.ConfigError, sqlite_board.path_of, bad)
+
+    def test_wal_normal_sync_and_a_journal_size_limit_are_set(self):
+        conn = self.board._conn
+        self.assertEqual("wal", conn.execute("PRAGMA journal_mode").fetchone()[0])
+        self.assertEqual(1, conn.execute("PRAGMA synchronous").fetchone()[0])  # NORMAL
+        self.assertEqual(sqlite_board.JOURNAL_SIZE_LIMIT,
+                         conn.execute("PRAGMA journal_size_limit").fetchone()[0])
+
+    def test_a_publish_replaces_the_hosts_row(self):
+        self.board.publish(reports.make("c1", link_utilisation=0.1))
+        self.board.publish(reports.make("c2"))
+        self.board.publish(reports.make("c1", link_utilisation=0.7))
+        snap = self.board.snapshot()
+        self.assertEqual({"c1", "c2"}, set(snap))
+        self.assertEqual(0.7, snap["c1"].link_utilisation)
+        self.assertEqual(2, self.board.count())
+
+    def test_another_process_sees_the_published_report(self):
+        self.board.publish(reports.make("c1", sensitive_vms=2))
+        with board_mod.open_board(self.url) as reader:
+            self.assertEqual(2, reader.snapshot()["c1"].sensitive_vms)
+
+    def test_corrupt_and_misfiled_rows_are_dropped_not_raised(self):
+        self.board.publish(reports.make("good"))
+        with sqlite3.connect(self.path) as conn:
+            conn.execute("INSERT INTO host_report VALUES ('bad', 1, '{\"version\": 99}')")
+            conn.execute("INSERT INTO host_report VALUES ('nan', 1, '{\"ts\": NaN}')")
+            conn.execute("INSERT INTO host_report VALUES ('other', 1, ?)",
+                         (reports.make("good").to_json(),))
+        self.assertEqual({"good"}, set(self.board.snapshot()))
+        self.assertEqual(4, self.board.count())
+
+    def test_rows_older_than_the_ttl_are_collected_at_publish(self):
+        now = 1_000_000.0
+        board = sqlite_board.SQLiteBoard(self.url, ttl=60, clock=lambda: now)
+        self.addCleanup(board.close)
+        board.publish(reports.make("gone", ts=now - 61))
+        board.publish(reports.make("kept", ts=now - 59))
+        board.publish(reports.make("new", ts=now))
+        self.assertEqual({"kept", "new"}, set(board.snapshot()))
+
+    def test_threads_may_share_one_board(self):
+        errors = []
+
+        def publish(i):
+            try:
+                for n in range(20):
+                    self.board.publish(reports.make("c%d" % i, epoch=n))
+                    self.board.snapshot()
+            except Exception as exc:  # noqa: B902 - collected for the assertion
+                errors.append(exc)
+
+        threads = [threading.Thread(target=publish, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual([], errors)
+        snap = self.board.snapshot()
+        self.assertEqual(8, len(snap))
+        self.assertEqual({19}, {r.epoch for r in snap.values()})
+
+    def test_a_closed_board_raises_board_unavailable(self):
+        self.board.close()
+        self.assertRaises(exceptions.BoardUnavailable, self.board.snapshot)
+        self.assertRaises(exceptions.BoardUnavailable, self.board.publish, reports.make())
+
+    def test_a_file_that_is_not_a_database_becomes_board_unavailable(self):
+        path = os.path.join(self.dir, "garbage.sqlite")
+        with open(path, "wb") as f:
+            f.write(b"this is not a database" * 100)
+        with self.assertRaises(exceptions.BoardUnavailable) as ctx:
+            board_mod.open_board("sqlite://" + path).snapshot()
+        self.assertIsInstance(ctx.exception.__cause__, sqlite3.Error)
+
+    def test_an_unknown_scheme_is_a_config_error(self):
+        self.assertRaises(exceptions.ConfigError, board_mod.open_board, "redis://x")
+        self.assertRaises(exceptions.ConfigError, board_mod.open_board, "")
+
+    def test_credentials_never_reach_logs(self):
+        self.assertEqual("etcd3+https://etcd.example:2379/x",
+                         board_mod.redact("etcd3+https://user:secret@etcd.example:2379/x"))
