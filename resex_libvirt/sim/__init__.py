@@ -1,0 +1,19 @@
+"""The simulated ResEx testbed (paper Section VII), runnable anywhere.
+
+The paper's testbed is two Xen hosts with Mellanox HCAs on a 1 GiB/s
+InfiniBand link, one VM per pCPU, each running a BenchEx server (Section IV).
+This package models it closely enough to run the Reso market against it:
+
+* :mod:`~resex_libvirt.sim.model` -- the model's calibrated, frozen parameters;
+* :mod:`~resex_libvirt.sim.link` -- the shared link, processor sharing among
+  the transfers in flight (the HCA's arbitration among queue pairs);
+* :mod:`~resex_libvirt.sim.credit` -- a Xen credit-scheduler-like CPU cap;
+* :mod:`~resex_libvirt.sim.benchex` -- a BenchEx-like server per VM;
+* :mod:`~resex_libvirt.sim.testbed` -- the discrete-event engine tying them;
+* :mod:`~resex_libvirt.sim.scenario` -- scenarios as TOML data;
+* :mod:`~resex_libvirt.sim.host` -- the adapter the agent drives
+  (``Hypervisor`` + ``FabricMonitor`` + latency source + clock);
+* :mod:`~resex_libvirt.sim.runner` -- the fast runner (market, no agent);
+* :mod:`~resex_libvirt.sim.paper` -- the paper's evaluation as a set of runs;
+* :mod:`~resex_libvirt.sim.cli` -- ``resex-sim``.
+"""

@@ -1,0 +1,205 @@
+"""``resex-sim``: run scenarios on the simulated testbed and reproduce the paper.
+
+Commands::
+
+    resex-sim list
+    resex-sim run SCENARIO --policy {none,free_market,io_shares} [--json] [--out DIR]
+    resex-sim paper [--json] [--out DIR] [--duration S]
+    resex-sim calibrate [--json] [--duration S]
+
+``SCENARIO`` is a packaged scenario's name (``resex-sim list``) or a TOML
+file. ``--json`` prints, per VM (and policy): latency mean, p50, p99 and
+standard deviation (us), throughput (MB/s, 10^6 bytes), mean and minimum
+CPU cap. ``--out DIR`` writes the same data as JSON, with the time series,
+plus PNG plots (matplotlib).
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+from resex_libvirt import exceptions
+from resex_libvirt.market import policy as policy_mod
+from resex_libvirt.sim import report
+
+
+def _vm_rows(result):
+    rows = []
+    for name, v in result.vms.items():
+        rows.append([name, report.fmt(v.latency_mean_us), report.fmt(v.latency_p50_us),
+                     report.fmt(v.latency_p99_us), report.fmt(v.latency_std_us),
+                     "%.1f" % v.throughput_mb_s, "%.1f" % v.cpu_pct,
+                     report.fmt(v.cap_mean_pct), report.fmt(v.cap_min_pct)])
+    return rows
+
+
+def format_run(result):
+    lines = [report.table(
+        "%s under %s (%.1f s simulated in %.1f s)" % (
+            result.scenario, result.policy,
+            len(result.series["t_s"]) * result.series_every * result.interval_s,
+            result.wall_s),
+        ["VM", "mean us", "p50 us", "p99 us", "std us", "MB/s", "CPU %", "cap mean %",
+         "cap min %"], _vm_rows(result))]
+    if result.epochs:
+        names = list(result.vms)
+        rows = []
+        for e in result.epochs:
+            row = ["%d" % (e["epoch"] + 1), "%.0f" % (100.0 * e["link_utilisation"]),
+                   "%.1f" % e["latency_inflation_pct"]]
+            for n in names:
+                v = e["vms"].get(n)
+                row.append("-" if v is None else "%.0f/%.0f" % (v["cap_mean_pct"],
+                                                                v["cap_min_pct"]))
+            rows.append(row)
+        lines += ["", report.table("Per epoch", ["epoch", "link %", "inflation %"] +
+                                   ["%s cap mean/min" % n for n in names], rows)]
+    return "\n".join(lines)
+
+
+def _summary(result):
+    return {"scenario": result.scenario, "policy": result.policy,
+            "policy_kwargs": result.policy_kwargs,
+            "vms": {n: v.to_dict() for n, v in result.vms.items()}}
+
+
+def _policy_arg(text):
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError("expected KEY=VALUE, got %r" % text)
+    for convert in (int, float):
+        try:
+            return key, convert(value)
+        except ValueError:
+            pass
+    if value.lower() in ("true", "false"):
+        return key, value.lower() == "true"
+    raise argparse.ArgumentTypeError("%s: value must be a number or true/false" % key)
+
+
+def _prepare_out(path):
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise exceptions.ConfigError("cannot create --out %s: %s" % (path, exc)) from exc
+
+
+def cmd_list(args):
+    from resex_libvirt.sim import scenario as scenario_mod
+    for name in scenario_mod.names():
+        sc = scenario_mod.load(name)
+        print("%-24s %s" % (name, sc.description))
+    return 0
+
+
+def cmd_run(args):
+    from resex_libvirt.sim import runner
+    from resex_libvirt.sim import scenario as scenario_mod
+    sc = scenario_mod.load(args.scenario)
+    if args.duration is not None:
+        sc = sc.with_duration(args.duration)
+    if args.seed is not None:
+        sc = sc.with_seed(args.seed)
+    try:
+        result = runner.run(sc, args.policy, **dict(args.policy_arg or ()))
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, exceptions.ResexError):
+            raise
+        raise exceptions.ConfigError("policy %s: %s" % (args.policy, exc)) from exc
+    if args.json:
+        print(json.dumps(_summary(result), indent=1, sort_keys=True))
+    else:
+        print(format_run(result))
+    if args.out:
+        _prepare_out(args.out)
+        base = os.path.join(args.out, "%s-%s" % (sc.name, result.policy))
+        report.write_json(base + ".json", result.to_dict())
+        report.plot_run(result, base + ".png")
+        if not args.json:
+            print("\nwrote %s.json and %s.png" % (base, base))
+    return 0
+
+
+def cmd_paper(args):
+    from resex_libvirt.sim import paper
+
+    def progress(msg):
+        print("  ran " + msg, file=sys.stderr, flush=True)
+    started = time.monotonic()
+    ev = paper.Evaluation(duration_s=args.duration,
+                          progress=None if args.json else progress)
+    data = ev.evaluate()
+    data["wall_s"] = time.monotonic() - started
+    if args.json:
+        print(json.dumps({"runs": data["runs"]}, indent=1, sort_keys=True))
+    else:
+        print(paper.format_tables(data))
+        print("\n%d runs in %.1f s" % (len(data["runs"]), data["wall_s"]))
+    if args.out:
+        _prepare_out(args.out)
+        report.write_json(os.path.join(args.out, "paper.json"), data)
+        paper.write_plots(data, ev, args.out)
+        if not args.json:
+            print("wrote paper.json and fig5_7.png, fig6.png, fig8.png, fig9.png to %s"
+                  % args.out)
+    return 0
+
+
+def cmd_calibrate(args):
+    from resex_libvirt.sim import calibration
+    data = calibration.measure(duration_s=args.duration)
+    if args.json:
+        print(json.dumps(data, indent=1, sort_keys=True))
+    else:
+        print(calibration.format_table(data))
+    return 0
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="resex-sim", description="Run the ResEx market on the simulated testbed.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("list", help="list the packaged scenarios")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("run", help="run one scenario under one policy")
+    p.add_argument("scenario", help="packaged scenario name or TOML file")
+    p.add_argument("--policy", required=True, choices=policy_mod.names())
+    p.add_argument("--policy-arg", action="append", type=_policy_arg, metavar="KEY=VALUE",
+                   help="a policy parameter, e.g. decay_half_life=0.2 (repeatable)")
+    p.add_argument("--duration", type=float, help="override the run length (s)")
+    p.add_argument("--seed", type=int, help="override the scenario's seed")
+    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.add_argument("--out", metavar="DIR", help="write JSON (with time series) and a plot")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("paper", help="reproduce the paper's evaluation (Figs. 5-9)")
+    p.add_argument("--duration", type=float,
+                   help="override every run's length (s); default: the scenarios' own")
+    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.add_argument("--out", metavar="DIR", help="write paper.json and the figures as PNG")
+    p.set_defaults(func=cmd_paper)
+
+    p = sub.add_parser("calibrate", help="print the model's calibration figures")
+    p.add_argument("--duration", type=float, default=5.0, help="length of each run (s)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.set_defaults(func=cmd_calibrate)
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except exceptions.ResexError as exc:
+        print("resex-sim: error: %s" % exc, file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,269 @@
+"""The simulated host as the agent sees it.
+
+:class:`SimHost` runs a :class:`~resex_libvirt.sim.scenario.Scenario` on the
+:class:`~resex_libvirt.sim.testbed.Testbed` and presents it through the
+same narrow interfaces as the real adapters, so the agent loop (and the
+fast runner) drive it exactly as they drive libvirt:
+
+* :class:`~resex_libvirt.hypervisor.base.Hypervisor`: the scenario's VMs
+  that are alive now (each on its own pCPU, as in the paper), their
+  cumulative CPU time, and a Xen-like ``cap``/``weight`` knob;
+* :class:`~resex_libvirt.fabric.base.FabricMonitor`: cumulative transmit
+  counters per VM (bytes and MTU-sized packets) and the link;
+* a latency source (``sync(vms)``, ``windows()``): every completed request's
+  server-side latency, as BenchEx reports it, summarised over the last
+  ``window_size`` requests that are at most ``freshness_s`` old in
+  simulated time (:class:`~resex_libvirt.market.latency.LatencyBuffer`);
+* :meth:`clock`: a :class:`SimClock` whose ``sleep_until`` advances the
+  model, optionally paced against the wall clock.
+"""
+
+import math
+import threading
+import time
+
+from resex_libvirt import exceptions
+from resex_libvirt.fabric import base as fabric_base
+from resex_libvirt.hypervisor import base as hyp_base
+from resex_libvirt.market import latency
+from resex_libvirt.sim import testbed as testbed_mod
+
+KNOBS = hyp_base.Knobs(driver="simulated", cap=True, weight=True)
+
+#: Xen's default credit-scheduler weight.
+DEFAULT_WEIGHT = 256
+
+_NS = 1_000_000_000
+
+
+class SimClock:
+    """Simulated time for the agent loop.
+
+    ``now()`` is the model's time in seconds; ``sleep_until(deadline)``
+    advances the model to ``deadline``, and when the scenario's ``realtime``
+    factor is above zero also waits until ``realtime x`` the simulated
+    time has passed on the wall clock since the clock was made (1.0: real
+    time), waking early if ``stop_event`` is set. ``finished`` turns true
+    once the run length is reached.
+    """
+
+    def __init__(self, host, realtime=0.0, sleep=None):
+        self._host = host
+        self.realtime = float(realtime)
+        self._origin_real = time.monotonic()
+        self._origin_sim = host.now()
+        self._sleep = sleep
+
+    def now(self):
+        return self._host.now()
+
+    @property
+    def finished(self):
+        return self._host.finished
+
+    def sleep_until(self, deadline, stop_event=None):
+        """Advance the model to ``deadline``; False if ``stop_event`` cut the pacing short."""
+        self._host.advance_to(deadline)
+        if self.realtime <= 0:
+            return True
+        target = self._origin_real + (deadline - self._origin_sim) * self.realtime
+        delay = target - time.monotonic()
+        if delay <= 0:
+            return True
+        if stop_event is not None:
+            return not stop_event.wait(delay)
+        (self._sleep or time.sleep)(delay)
+        return True
+
+
+class SimHost(hyp_base.Hypervisor, fabric_base.FabricMonitor):
+    """A scenario running on the simulated testbed (see the module docstring)."""
+
+    def __init__(self, scenario, model=None, window_size=64, freshness_s=0.05):
+        self.scenario = scenario
+        self.testbed = testbed_mod.Testbed(scenario.link_bytes_per_s, seed=scenario.seed,
+                                           model=model)
+        self._lock = threading.RLock()
+        self._defs = {}
+        self._by_name = {}
+        self._buffers = {}
+        self._seen = {}
+        self._window_size = window_size
+        self.freshness_s = freshness_s
+        for vm in scenario.vms:
+            stop = None if vm.stop_s is None else round(vm.stop_s * _NS)
+            self.testbed.add_vm(vm.uuid, vm.workload, start_ns=round(vm.start_s * _NS),
+                                stop_ns=stop)
+            self._defs[vm.uuid] = vm
+            self._by_name[vm.name] = vm.uuid
+            self._buffers[vm.uuid] = latency.LatencyBuffer(window_size, max_age=freshness_s)
+            self._seen[vm.uuid] = 0
+        self._end_ns = round(scenario.duration_s * _NS)
+        self.testbed.run_until(0)
+
+    # -- time -------------------------------------------------------------------
+    def now(self):
+        return self.testbed.now_ns / _NS
+
+    @property
+    def finished(self):
+        return self.testbed.now_ns >= self._end_ns
+
+    def advance_to(self, t_s):
+        """Run the model up to ``t_s`` simulated seconds (never past the run's end)."""
+        if not math.isfinite(t_s):
+            raise ValueError("t_s must be finite")
+        with self._lock:
+            self.testbed.run_until(min(self._end_ns, max(0, round(t_s * _NS))))
+            self._collect()
+
+    def clock(self, sleep=None):
+        return SimClock(self, self.scenario.realtime, sleep=sleep)
+
+    def uuid_of(self, name):
+        return self._by_name[name]
+
+    def name_of(self, uuid):
+        return self._defs[uuid].name
+
+    def _vm(self, uuid):
+        vm = self.testbed.vms.get(uuid)
+        if vm is None or not vm.active:
+            raise exceptions.VMGone("VM %s is not running on the simulated host" % uuid)
+        return vm
+
+    # -- Hypervisor ---------------------------------------------------------------
+    def vms(self):
+        with self._lock:
+            out = {}
+            for uuid, vm in self.testbed.vms.items():
+                if not vm.active:
+                    continue
+                d = self._defs[uuid]
+                out[uuid] = hyp_base.VMInfo(uuid=uuid, name=d.name, vcpus=d.vcpus, sla=d.sla,
+                                            knobs=KNOBS, sla_source="scenario")
+            return out
+
+    def cpu_times(self):
+        with self._lock:
+            return {uuid: vm.cpu_ns for uuid, vm in self.testbed.vms.items() if vm.active}
+
+    def set_knobs(self, uuid, cap_pct, weight):
+        with self._lock:
+            vm = self._vm(uuid)
+            full = 100.0 * max(1, self._defs[uuid].vcpus)
+            if cap_pct is not None:
+                if not math.isfinite(cap_pct) or cap_pct <= 0:
+                    raise exceptions.HypervisorError(
+                        "cap must be a positive percentage, got %r" % (cap_pct,))
+                if cap_pct >= full:
+                    cap_pct = None
+            if weight is not None:
+                weight = int(weight)
+                if not 1 <= weight <= 65535:
+                    raise exceptions.HypervisorError("weight must be in 1..65535, got %r"
+                                                     % (weight,))
+                vm.weight = weight
+            vm.sched.set_cap(cap_pct)
+
+    def get_knobs(self, uuid):
+        """Xen credit's raw parameters: ``cap`` (0 = uncapped) and ``weight``."""
+        with self._lock:
+            vm = self._vm(uuid)
+            cap = vm.sched.cap_pct
+            return {"cap": 0 if cap is None else cap, "weight": vm.weight}
+
+    def restore_knobs(self, uuid, params):
+        try:
+            cap = float(params.get("cap", 0))
+            weight = int(params.get("weight", DEFAULT_WEIGHT))
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise exceptions.HypervisorError("bad saved knobs %r" % (params,)) from exc
+        self.set_knobs(uuid, None if cap <= 0 else cap, weight)
+
+    def pcpus(self):
+        """One pCPU per VM of the scenario (paper Section VII)."""
+        return len(self.scenario.vms)
+
+    # -- FabricMonitor ------------------------------------------------------------
+    def counters(self, vms):
+        with self._lock:
+            mtu = self.scenario.mtu
+            out = {}
+            for uuid in vms:
+                vm = self.testbed.vms.get(uuid)
+                if vm is None or not vm.active:
+                    continue
+                sent = int(vm.tx_bytes)
+                out[uuid] = fabric_base.IOCounters(tx_bytes=sent, tx_packets=-(-sent // mtu))
+            return out
+
+    def link(self):
+        return fabric_base.LinkInfo("sim0", self.scenario.link_bytes_per_s, self.scenario.mtu)
+
+    # -- latency source -------------------------------------------------------------
+    def sync(self, vms):
+        """Nothing to attach: every simulated VM reports through the model."""
+
+    def _collect(self):
+        for uuid, vm in self.testbed.vms.items():
+            lat = vm.server.latencies
+            start = self._seen[uuid]
+            if start == len(lat):
+                continue
+            buf = self._buffers[uuid]
+            for done_ns, lat_ns in lat[start:]:
+                buf.add(lat_ns / 1000.0, done_ns / _NS)
+            self._seen[uuid] = len(lat)
+
+    def windows(self):
+        """``{uuid: LatencyWindow}`` of the running VMs with fresh reports."""
+        with self._lock:
+            now = self.now()
+            out = {}
+            for uuid, vm in self.testbed.vms.items():
+                if not vm.active:
+                    continue
+                win = self._buffers[uuid].window(now)
+                if win is not None:
+                    out[uuid] = win
+            return out
+
+    # -- results --------------------------------------------------------------------
+    def results(self):
+        """Per VM (by name): latency samples (us) after the warm-up, throughput, counters."""
+        with self._lock:
+            warm_ns = round(self.scenario.warmup_s * _NS)
+            out = {}
+            for uuid, vm in self.testbed.vms.items():
+                d = self._defs[uuid]
+                start = max(vm.start_ns, warm_ns)
+                end = self.testbed.now_ns if vm.stop_ns is None else min(vm.stop_ns,
+                                                                         self.testbed.now_ns)
+                alive_s = max(0.0, (end - vm.start_ns) / _NS)
+                samples = [lat / 1000.0 for done, lat in vm.server.latencies if done >= start]
+                out[d.name] = {
+                    "uuid": uuid,
+                    "latencies_us": samples,
+                    "completed": vm.server.completed,
+                    "dropped": vm.server.dropped,
+                    "tx_bytes": int(vm.tx_bytes),
+                    "cpu_ns": vm.cpu_ns,
+                    "alive_s": alive_s,
+                    "throughput_mb_s": (vm.tx_bytes / alive_s / 1e6) if alive_s > 0 else 0.0,
+                    "cpu_pct": (100.0 * vm.cpu_ns / (alive_s * _NS)) if alive_s > 0 else 0.0,
+                }
+            return out
+
+    def format_results(self):
+        """The final table of a simulated run (for ``resex-agent``'s exit)."""
+        from resex_libvirt.sim import report
+        rows = []
+        for name, r in self.results().items():
+            stats = report.latency_stats(r["latencies_us"])
+            rows.append([name, report.fmt(stats["mean_us"]), report.fmt(stats["p50_us"]),
+                         report.fmt(stats["p99_us"]), report.fmt(stats["std_us"]),
+                         "%.1f" % r["throughput_mb_s"], "%.1f" % r["cpu_pct"]])
+        return report.table(
+            "Simulated run of %s (%.1f s)" % (self.scenario.name, self.now()),
+            ["VM", "mean us", "p50 us", "p99 us", "std us", "MB/s", "CPU %"], rows)

@@ -1,0 +1,89 @@
+"""Statistics, text tables, JSON and plots of simulated runs.
+
+Latency percentiles are nearest-rank (the same rule as
+:func:`resex_libvirt.market.latency.summarize`); the standard deviation is
+the population one. Plots use matplotlib's ``Agg`` backend, imported only
+when a plot is written, so the rest works without matplotlib.
+"""
+
+import json
+import math
+import os
+
+
+def percentile(ordered, q):
+    """Nearest-rank ``q`` percentile (0..100) of an ascending list."""
+    if not ordered:
+        return None
+    rank = max(0, min(len(ordered) - 1, math.ceil(q / 100.0 * len(ordered)) - 1))
+    return ordered[rank]
+
+
+def latency_stats(values):
+    """count, mean, p50, p99 and population std of ``values`` (us); ``None`` when empty."""
+    n = len(values)
+    if n == 0:
+        return {"count": 0, "mean_us": None, "p50_us": None, "p99_us": None, "std_us": None}
+    mean = math.fsum(values) / n
+    std = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / n)
+    ordered = sorted(values)
+    return {"count": n, "mean_us": mean, "p50_us": percentile(ordered, 50),
+            "p99_us": percentile(ordered, 99), "std_us": std}
+
+
+def fmt(value, spec="%.1f"):
+    return "-" if value is None else spec % value
+
+
+def table(title, headers, rows):
+    """A plain-text table: title, header, rule, rows (right-aligned but the first column)."""
+    cells = [list(map(str, headers))] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = [title] if title else []
+    for k, row in enumerate(cells):
+        parts = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:])]
+        lines.append("  ".join(parts).rstrip())
+        if k == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def write_json(path, data):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def pyplot():
+    """matplotlib's pyplot on the ``Agg`` backend (imported lazily)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+    return plt
+
+
+def plot_run(result, path):
+    """Caps and Reso balances over time, and the latency histogram, of one run."""
+    plt = pyplot()
+    fig, axes = plt.subplots(3, 1, figsize=(8, 9))
+    t = result.series["t_s"]
+    for name, caps in result.series["cap_pct"].items():
+        axes[0].plot(t, caps, label=name)
+    axes[0].set_ylabel("CPU cap (%)")
+    axes[0].legend(loc="best")
+    for name, bal in result.series["balance"].items():
+        axes[1].plot(t, bal, label=name)
+    axes[1].set_ylabel("Resos left")
+    axes[1].set_xlabel("simulated time (s)")
+    for name, lat in result.latencies_us.items():
+        if lat:
+            axes[2].hist(lat, bins=80, histtype="step", label=name)
+    axes[2].set_xlabel("server latency (us)")
+    axes[2].set_ylabel("requests")
+    axes[2].legend(loc="best")
+    fig.suptitle("%s, policy %s" % (result.scenario, result.policy))
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -1,0 +1,177 @@
+"""The fast runner: a scenario under one policy, market in the loop, no agent.
+
+Per control interval (paper Alg. 1 and 2): advance the testbed by one
+interval, sample each VM's CPU and I/O with the same
+:class:`~resex_libvirt.sampling.Sampler` the agent uses, take the latency
+windows, ``market.step(samples, windows)``, and apply each decision's cap
+to the model (``None`` when the cap is the VM's full size); every
+``intervals_per_epoch`` intervals, ``market.end_epoch()``. No wall clock is
+involved: a run is as fast as the model, and deterministic for the
+scenario's seed.
+
+The market's parameters are the paper's (Section VI-A): the scenario's
+interval and epoch, one pCPU per VM, and the link's capacity and MTU.
+"""
+
+import dataclasses
+import time
+
+from resex_libvirt import market as market_mod
+from resex_libvirt.market import policy as policy_mod
+from resex_libvirt import sampling
+from resex_libvirt.sim import host as host_mod
+from resex_libvirt.sim import report
+
+
+@dataclasses.dataclass
+class VMResult:
+    """One VM's outcome: latency (us) after the warm-up, throughput, caps."""
+
+    name: str
+    uuid: str
+    sensitive: bool
+    count: int
+    latency_mean_us: float | None
+    latency_p50_us: float | None
+    latency_p99_us: float | None
+    latency_std_us: float | None
+    throughput_mb_s: float
+    cpu_pct: float
+    cap_mean_pct: float | None
+    cap_min_pct: float | None
+    dropped: int = 0
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class RunResult:
+    """What :func:`run` measured.
+
+    ``series`` holds time series sampled every ``series_every`` intervals:
+    ``t_s``, and per VM name ``balance`` (Resos left), ``allocation`` (per
+    epoch), ``cap_pct`` and ``rate``. ``epochs`` has one compact dict per
+    epoch and VM. ``latencies_us`` keeps every VM's latency samples.
+    """
+
+    scenario: str
+    policy: str
+    policy_kwargs: dict
+    vms: dict
+    series: dict
+    epochs: list
+    latencies_us: dict
+    interval_s: float
+    intervals_per_epoch: int
+    series_every: int
+    wall_s: float
+
+    def vm(self, name):
+        return self.vms[name]
+
+    def to_dict(self, latencies=False):
+        out = {
+            "scenario": self.scenario, "policy": self.policy,
+            "policy_kwargs": dict(self.policy_kwargs),
+            "vms": {name: r.to_dict() for name, r in self.vms.items()},
+            "series": self.series, "epochs": self.epochs,
+            "interval_s": self.interval_s, "intervals_per_epoch": self.intervals_per_epoch,
+            "series_every": self.series_every, "wall_s": self.wall_s,
+        }
+        if latencies:
+            out["latencies_us"] = self.latencies_us
+        return out
+
+
+def run(scenario, policy_name, model=None, series_every=None, **policy_kwargs):
+    """Run ``scenario`` under the policy registered as ``policy_name``."""
+    started = time.monotonic()
+    policy = policy_mod.load(policy_name, **policy_kwargs)
+    host = host_mod.SimHost(scenario, model=model)
+    link = host.link()
+    ipe = scenario.intervals_per_epoch
+    params = market_mod.MarketParams(
+        interval_s=scenario.interval_s, intervals_per_epoch=ipe, pcpus=host.pcpus(),
+        link_bytes_per_s=link.capacity_bytes_per_s, mtu=link.mtu)
+    market = market_mod.Market(params, policy)
+    sampler = sampling.Sampler()
+    every = series_every or max(1, ipe // 100)
+    names = {vm.uuid: vm.name for vm in scenario.vms}
+    series = {"t_s": [], "balance": {n: [] for n in names.values()},
+              "allocation": {n: [] for n in names.values()},
+              "cap_pct": {n: [] for n in names.values()},
+              "rate": {n: [] for n in names.values()}}
+    tally = {uuid: [0, 0.0, float("inf")] for uuid in names}   # intervals, cap sum, cap min
+    applied = {}
+    epochs = []
+    present = {}
+
+    vms = host.vms()
+    sampler.sample(host.now(), host.cpu_times(), host.counters(vms), link.mtu)
+    for i in range(1, scenario.intervals + 1):
+        t = i * scenario.interval_s
+        host.advance_to(t)
+        vms = host.vms()
+        for uuid in list(present):
+            if uuid not in vms:
+                del present[uuid]
+                market.remove(uuid)
+        for uuid, info in vms.items():
+            if uuid not in present:
+                present[uuid] = info
+                market.add(market_mod.VMSpec(vm=uuid, vcpus=info.vcpus, sla=info.sla))
+        samples = sampler.sample(host.now(), host.cpu_times(), host.counters(vms), link.mtu)
+        windows = {u: w for u, w in host.windows().items() if u in market.specs}
+        decisions = market.step(samples, windows)
+        for uuid, d in decisions.items():
+            full = 100.0 * max(1, present[uuid].vcpus)
+            cap = None if d.cap_pct >= full - 1e-9 else d.cap_pct
+            if applied.get(uuid, "unset") != cap:
+                host.set_knobs(uuid, cap, d.weight)
+                applied[uuid] = cap
+            rec = tally[uuid]
+            rec[0] += 1
+            rec[1] += d.cap_pct
+            rec[2] = min(rec[2], d.cap_pct)
+        if i % every == 0:
+            series["t_s"].append(round(t, 9))
+            for uuid, name in names.items():
+                on = uuid in market.specs
+                series["balance"][name].append(market.ledger.balance(uuid) if on else None)
+                series["allocation"][name].append(
+                    market.ledger.allocation(uuid) if on else None)
+                d = decisions.get(uuid)
+                series["cap_pct"][name].append(d.cap_pct if d else None)
+                series["rate"][name].append(d.rate if d else None)
+        if i % ipe == 0:
+            summary = market.end_epoch()
+            epochs.append({
+                "epoch": summary.epoch, "link_utilisation": summary.link_utilisation,
+                "latency_inflation_pct": summary.latency_inflation_pct,
+                "vms": {names[v.vm]: {"cap_mean_pct": v.cap_mean, "cap_min_pct": v.cap_min,
+                                      "rate": v.rate, "cpu_pct_mean": v.cpu_pct_mean,
+                                      "spent_cpu": v.spent_cpu, "spent_io": v.spent_io,
+                                      "allocation": v.allocation,
+                                      "interference_pct": v.interference_pct}
+                        for v in summary.vms}})
+
+    results = host.results()
+    vm_results = {}
+    latencies = {}
+    for vm in scenario.vms:
+        r = results[vm.name]
+        stats = report.latency_stats(r["latencies_us"])
+        n, cap_sum, cap_min = tally[vm.uuid]
+        vm_results[vm.name] = VMResult(
+            name=vm.name, uuid=vm.uuid, sensitive=vm.sla.sensitive, count=stats["count"],
+            latency_mean_us=stats["mean_us"], latency_p50_us=stats["p50_us"],
+            latency_p99_us=stats["p99_us"], latency_std_us=stats["std_us"],
+            throughput_mb_s=r["throughput_mb_s"], cpu_pct=r["cpu_pct"],
+            cap_mean_pct=(cap_sum / n) if n else None, cap_min_pct=cap_min if n else None,
+            dropped=r["dropped"])
+        latencies[vm.name] = r["latencies_us"]
+    return RunResult(scenario=scenario.name, policy=policy.name, policy_kwargs=policy_kwargs,
+                     vms=vm_results, series=series, epochs=epochs, latencies_us=latencies,
+                     interval_s=scenario.interval_s, intervals_per_epoch=ipe,
+                     series_every=every, wall_s=time.monotonic() - started)
