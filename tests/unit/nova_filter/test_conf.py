@@ -1,0 +1,33 @@
+"""The [resex] options: registration and the config generator's view."""
+
+import unittest
+
+from oslo_config import cfg
+
+from nova_filter import conf
+
+
+class ConfTest(unittest.TestCase):
+
+    def test_register_opts_is_idempotent_and_defaults_are_safe(self):
+        c = cfg.ConfigOpts()
+        conf.register_opts(c)
+        conf.register_opts(c)
+        c([])
+        self.assertEqual("pass", c.resex.unknown_host_policy)
+        self.assertEqual("sqlite:///var/lib/resex/board.sqlite", c.resex.board_url)
+        self.assertEqual(-1, c.resex.bulk_max_sensitive_vms)
+
+    def test_list_opts_names_the_resex_group_and_every_option(self):
+        [(group, opts)] = conf.list_opts()
+        self.assertEqual("resex", group.name)
+        names = {o.name for o in opts}
+        self.assertLessEqual(set(conf.AGGREGATE_KEYS), names)
+        for opt in opts:
+            self.assertTrue(opt.help and opt.help.strip(), opt.name)
+
+    def test_unknown_host_policy_only_takes_pass_or_fail(self):
+        c = cfg.ConfigOpts()
+        conf.register_opts(c)
+        c([])
+        self.assertRaises(ValueError, c.set_override, "unknown_host_policy", "maybe", "resex")

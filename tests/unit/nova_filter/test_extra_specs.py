@@ -1,0 +1,60 @@
+"""The resex: extra-spec validators, as nova-api loads them (entry point)."""
+
+import unittest
+
+from nova.api.validation.extra_specs import validators
+from nova import exception
+
+from nova_filter import extra_specs
+from resex_libvirt import sla
+
+
+class ExtraSpecsTest(unittest.TestCase):
+
+    def assertInvalid(self, key, value, fragment):
+        with self.assertRaises(exception.ValidationError) as ctx:
+            validators.validate(key, value)
+        self.assertIn(fragment, str(ctx.exception))
+
+    def test_every_sla_key_has_a_validator_registered_through_the_entry_point(self):
+        self.assertEqual(set(sla.KEYS), {v.name for v in extra_specs.register()})
+        for key in sla.KEYS:
+            self.assertIsInstance(validators.VALIDATORS[key], extra_specs.SLAKeyValidator)
+        self.assertIn("resex", validators.NAMESPACES)
+
+    def test_good_values_pass(self):
+        for key, value in (("resex:latency_sla_us", "209"), ("resex:latency_sla_us", "2.5e2"),
+                           ("resex:interference_threshold_pct", "10"),
+                           ("resex:cpu_reservation_pct", "0"), ("resex:cpu_limit_pct", "150.5"),
+                           ("resex:shares", "65535"), ("resex:io_class", "bulk")):
+            validators.validate(key, value)
+
+    def test_bad_values_fail_with_the_reason(self):
+        self.assertInvalid("resex:latency_sla_us", "fast", "is not of the format")
+        self.assertInvalid("resex:latency_sla_us", "nan", "is not of the format")
+        self.assertInvalid("resex:latency_sla_us", "0", "must be >= 1")
+        self.assertInvalid("resex:interference_threshold_pct", "5000", "must be <= 1000")
+        self.assertInvalid("resex:cpu_limit_pct", "0.5", "must be >= 1")
+        self.assertInvalid("resex:shares", "1.5", "not a valid integer")
+        self.assertInvalid("resex:shares", "0", "less than the min value")
+        self.assertInvalid("resex:io_class", "huge", "is not one of: normal, bulk, sensitive")
+
+    def test_an_unknown_resex_key_is_rejected(self):
+        self.assertInvalid("resex:latency_sla", "50", "does not appear to be a valid extra spec")
+
+    def test_the_number_pattern_accepts_exactly_what_the_sla_parser_accepts(self):
+        key = sla.KEYS["resex:latency_sla_us"]
+        validator = validators.VALIDATORS[key.name]
+        for value in ("1", "1.", ".5e1", "+3", "1e3", " 5", "inf", "0x10", "1_000", ""):
+            try:
+                key.parse(value)
+                parsed = True
+            except Exception:  # noqa: B902 - any refusal
+                parsed = False
+            try:
+                validator.validate(key.name, value)
+                validated = True
+            except exception.ValidationError:
+                validated = False
+            if validated:
+                self.assertTrue(parsed, value)
