@@ -1,0 +1,217 @@
+"""The Prometheus endpoint: scraped over HTTP on loopback, parsed by prometheus_client.
+
+The agent runs the simulated paper testbed (``paper_64k_vs_2m``, as fast as
+possible) for two epochs with a :class:`PrometheusMetrics` sink bound to an
+ephemeral loopback port; every figure scraped is compared with what the
+market itself holds.
+"""
+
+import os
+import socket
+import tempfile
+import unittest
+import urllib.request
+
+from oslo_config import cfg
+from prometheus_client import parser
+
+from agent import conf as agent_conf
+from agent.conf import metrics as metrics_conf
+from agent import metrics as metrics_mod
+from agent import service
+from resex_libvirt.board import report as report_mod
+from resex_libvirt import exceptions
+
+
+def make_conf(text):
+    conf = cfg.ConfigOpts()
+    agent_conf.register_opts(conf)
+    metrics_conf.register_opts(conf)
+    fd, path = tempfile.mkstemp(suffix=".conf")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    try:
+        conf(["--config-file", path], project="resex")
+    finally:
+        os.unlink(path)
+    return conf
+
+
+SIM_CONF = """
+[agent]
+max_epochs = 2
+[sim]
+realtime = 0
+"""
+
+
+def scrape(metrics):
+    host, port = metrics.address
+    with urllib.request.urlopen("http://%s:%d/metrics" % (host, port), timeout=10) as resp:
+        text = resp.read().decode("utf-8")
+    return {fam.name: fam for fam in parser.text_string_to_metric_families(text)}
+
+
+def value(families, family, sample_name=None, **labels):
+    fam = families[family]
+    sample_name = sample_name or family
+    found = [s.value for s in fam.samples
+             if s.name == sample_name and all(s.labels.get(k) == v for k, v in labels.items())]
+    if len(found) != 1:
+        raise AssertionError("%d samples of %s%r" % (len(found), sample_name, labels))
+    return found[0]
+
+
+class ScrapedAgentTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        conf = make_conf(SIM_CONF)
+        cls.agent = service.build_agent(conf)
+        cls.metrics = metrics_mod.PrometheusMetrics("127.0.0.1", 0)
+        cls.metrics.start()
+        cls.agent.metrics = cls.metrics
+        try:
+            cls.agent.run()
+        finally:
+            cls.agent.shutdown()
+        cls.families = scrape(cls.metrics)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.metrics.close()
+
+    def uuids(self):
+        return {uuid: rec.info.name for uuid, rec in self.agent.vms.items()}
+
+    def test_every_vm_has_its_cap_weight_and_rate_as_the_market_decided(self):
+        self.assertEqual(2, len(self.uuids()))
+        for uuid, name in self.uuids().items():
+            d = self.agent.market.decision(uuid)
+            self.assertAlmostEqual(d.cap_pct / 100.0,
+                                   value(self.families, "resex_vm_cpu_cap_ratio",
+                                         vm=name, uuid=uuid))
+            self.assertEqual(d.weight, value(self.families, "resex_vm_weight", vm=name,
+                                             uuid=uuid))
+            self.assertAlmostEqual(d.rate, value(self.families, "resex_vm_charge_rate",
+                                                 vm=name, uuid=uuid))
+
+    def test_balance_is_the_ledger_balance_before_the_epoch_replenished_it(self):
+        last = self.agent.summaries[-1]
+        for uuid, name in self.uuids().items():
+            self.assertAlmostEqual(last.vm(uuid).balance,
+                                   value(self.families, "resex_vm_reso_balance",
+                                         vm=name, uuid=uuid), places=3)
+
+    def test_mtu_counter_adds_up_to_the_epochs_tallies(self):
+        for uuid, name in self.uuids().items():
+            sent = sum(s.vm(uuid).tx_mtus for s in self.agent.summaries)
+            self.assertGreater(sent, 0)
+            self.assertEqual(sent, value(self.families, "resex_vm_transmit_mtus",
+                                         "resex_vm_transmit_mtus_total", vm=name, uuid=uuid))
+
+    def test_latency_window_is_exported_in_seconds(self):
+        windows = self.agent.last_windows
+        self.assertTrue(windows)
+        names = self.uuids()
+        for uuid, w in windows.items():
+            self.assertAlmostEqual(w.mean_us / 1e6, value(
+                self.families, "resex_vm_latency_mean_seconds", vm=names[uuid], uuid=uuid))
+            self.assertAlmostEqual(w.p99_us / 1e6, value(
+                self.families, "resex_vm_latency_p99_seconds", vm=names[uuid], uuid=uuid))
+
+    def test_host_prices_and_congestion_index_are_the_last_epochs(self):
+        last = self.agent.summaries[-1]
+        self.assertAlmostEqual(last.cpu_price, value(self.families, "resex_cpu_price"))
+        self.assertAlmostEqual(last.io_price, value(self.families, "resex_io_price"))
+        report = report_mod.HostReport.from_summary(
+            "h", 1.0, last, self.agent.link().capacity_bytes_per_s, "v")
+        self.assertGreater(report.congestion_index, 0.0)
+        self.assertAlmostEqual(report_mod.congestion_index(report),
+                               value(self.families, "resex_congestion_index"))
+        self.assertAlmostEqual(last.link_utilisation,
+                               value(self.families, "resex_link_utilisation_ratio"))
+
+    def test_loop_counters_count_epochs_and_intervals(self):
+        self.assertEqual(2, value(self.families, "resex_epochs", "resex_epochs_total"))
+        self.assertEqual(self.agent.ticks,
+                         value(self.families, "resex_intervals", "resex_intervals_total"))
+
+    def test_vm_info_says_where_the_sla_came_from(self):
+        for uuid, name in self.uuids().items():
+            rec = self.agent.vms[uuid]
+            self.assertEqual(1, value(self.families, "resex_vm_info", vm=name, uuid=uuid,
+                                      sla_source=rec.info.sla_source,
+                                      io_class=rec.info.sla.io_class))
+
+    def test_names_follow_prometheus_conventions(self):
+        for name, fam in self.families.items():
+            self.assertTrue(name.startswith("resex_"), name)
+            self.assertNotIn("percent", name)
+            if fam.type == "counter":
+                self.assertTrue(all(s.name.endswith(("_total", "_created"))
+                                    for s in fam.samples), name)
+            else:
+                self.assertFalse(name.endswith("_total"), name)
+
+
+class VMChurnTest(unittest.TestCase):
+
+    def test_a_vm_that_left_disappears_from_the_endpoint(self):
+        agent = service.build_agent(make_conf("[agent]\nmax_epochs = 1\n[sim]\nrealtime = 0\n"))
+        metrics = metrics_mod.PrometheusMetrics("127.0.0.1", 0)
+        self.addCleanup(metrics.close)
+        metrics.start()
+        agent.metrics = metrics
+        try:
+            agent.run()
+        finally:
+            agent.shutdown()
+        (gone, gone_name), (kept, kept_name) = sorted(
+            (uuid, rec.info.name) for uuid, rec in agent.vms.items())
+        decisions = {kept: agent.market.decision(kept)}
+        metrics.observe_interval(agent, {}, decisions, {})
+        families = scrape(metrics)
+        uuids = {s.labels["uuid"] for s in families["resex_vm_cpu_cap_ratio"].samples}
+        self.assertEqual({kept}, uuids)
+        info = {s.labels["uuid"] for s in families["resex_vm_info"].samples}
+        self.assertEqual({kept}, info)
+        self.assertEqual(decisions[kept].weight,
+                         value(families, "resex_vm_weight", vm=kept_name, uuid=kept))
+        self.assertNotIn(gone_name, {s.labels["vm"] for s in families["resex_vm_weight"].samples})
+
+
+class EndpointTest(unittest.TestCase):
+
+    def test_disabled_by_default(self):
+        self.assertIsNone(metrics_mod.PrometheusMetrics.from_conf(make_conf("")))
+
+    def test_enabled_conf_serves_on_the_configured_address(self):
+        metrics = metrics_mod.PrometheusMetrics.from_conf(
+            make_conf("[metrics]\nenabled = true\nport = 0\n"))
+        self.addCleanup(metrics.close)
+        self.assertEqual("127.0.0.1", metrics.address[0])
+        self.assertIn("resex_vms", scrape(metrics))
+
+    def test_a_busy_port_is_a_config_error(self):
+        sock = socket.socket()
+        self.addCleanup(sock.close)
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(1)
+        metrics = metrics_mod.PrometheusMetrics("127.0.0.1", sock.getsockname()[1])
+        self.addCleanup(metrics.close)
+        with self.assertRaises(exceptions.ConfigError) as ctx:
+            metrics.start()
+        self.assertIn("[metrics]", str(ctx.exception))
+
+    def test_two_sinks_in_one_process_do_not_collide(self):
+        a = metrics_mod.PrometheusMetrics()
+        b = metrics_mod.PrometheusMetrics()
+        self.assertIsNot(a.registry, b.registry)
+
+    def test_close_stops_the_server(self):
+        metrics = metrics_mod.PrometheusMetrics("127.0.0.1", 0)
+        host, port = metrics.start()
+        metrics.close()
+        with self.assertRaises(OSError):
+            socket.create_connection((host, port), timeout=5).close()
