@@ -32,6 +32,7 @@ import itertools
 import logging
 import os
 import socket
+import struct
 import threading
 
 from pyroute2 import netlink
@@ -131,8 +132,12 @@ def parse_vf_stats(data):
     without ``IFLA_VF_STATS`` (a driver without ``ndo_get_vf_stats``) is
     left out.
     """
+    try:
+        messages = list(rtnl_marshal.MarshalRtnl().parse(bytes(data)))
+    except (struct.error, ValueError, IndexError, KeyError, TypeError) as exc:
+        raise exceptions.FabricError("undecodable netlink reply: %s" % exc) from exc
     stats = {}
-    for msg in rtnl_marshal.MarshalRtnl().parse(bytes(data)):
+    for msg in messages:
         error = msg["header"].get("error")
         if error is not None:
             raise exceptions.FabricError("netlink error: %s" % (error,))
