@@ -91,4 +91,4 @@ def board_reader(conf):
         opts.board_url, max_age=opts.max_age, refresh_interval=opts.refresh_interval,
         load_timeout=opts.first_load_timeout,
         board_opts={"timeout": opts.board_timeout, "prefix": opts.etcd_prefix,
-                    "ca_cert": opts.board_ca_cert})
+                    "ca_cert": opts.board_ca_cert, "create": False})

@@ -15,6 +15,9 @@ Settings, and why (https://www.sqlite.org/pragma.html, https://www.sqlite.org/wa
 * ``busy_timeout`` (the ``timeout`` option): how long a call waits for
   another process's write lock before failing with ``BoardUnavailable``.
 
+``create=False`` (readers: the scheduler, ``resex-board``) never creates
+the file: a missing board is ``BoardUnavailable``, not an empty one.
+
 One connection per board object, used under a lock (``check_same_thread``
 off), so a board is safe to share between native threads. Rows older than
 ``ttl`` seconds (by their ``ts``) are deleted at publish time: the garbage
@@ -55,7 +58,8 @@ def path_of(url):
 class SQLiteBoard(backend.Board):
     """A board in one SQLite file (see the module docstring)."""
 
-    def __init__(self, url, timeout=2.0, ttl=3600.0, clock=time.time, **_ignored):
+    def __init__(self, url, timeout=2.0, ttl=3600.0, create=True, clock=time.time,
+                 **_ignored):
         self.url = url
         self.path = path_of(url)
         self.timeout = float(timeout)
@@ -64,11 +68,15 @@ class SQLiteBoard(backend.Board):
         self._lock = threading.Lock()
         self._conn = None
         try:
-            parent = os.path.dirname(self.path)
-            if parent:
-                os.makedirs(parent, exist_ok=True)
-            conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None,
-                                   check_same_thread=False)
+            if create:
+                os.makedirs(os.path.dirname(self.path), exist_ok=True)
+                target, uri = self.path, False
+            else:
+                # A reader (scheduler, CLI) must not create an empty board.
+                target = "file:%s?mode=rw" % urllib.parse.quote(self.path)
+                uri = True
+            conn = sqlite3.connect(target, timeout=self.timeout, isolation_level=None,
+                                   check_same_thread=False, uri=uri)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA journal_size_limit=%d" % JOURNAL_SIZE_LIMIT)

@@ -101,3 +101,16 @@ class ReaderTest(unittest.TestCase):
         reader_mod.stop_all()
         self.assertFalse(a.running)
         self.assertIsNot(a, reader_mod.shared(self.url))
+
+    def test_a_board_that_does_not_exist_yet_is_picked_up_when_it_appears(self):
+        url = "sqlite://" + self.path + ".later"
+        reader = reader_mod.BoardReader(url, max_age=30, refresh_interval=3600,
+                                        board_opts={"create": False}, clock=lambda: self.now)
+        self.addCleanup(reader.stop)
+        with self.assertLogs(reader_mod.LOG, logging.WARNING):
+            self.assertFalse(reader.refresh())
+        self.assertFalse(os.path.exists(self.path + ".later"))
+        with board_mod.open_board(url) as board:
+            board.publish(reports.make("c1", ts=NOW))
+        self.assertTrue(reader.refresh())
+        self.assertEqual("c1", reader.get("c1").host)
