@@ -46,6 +46,7 @@ class VMRecord:
     info: object
     ticks: int = 0
     applied: tuple | None = None
+    journaled: bool = False
     monitor_only: bool = False
     cap_sum: float = 0.0
     cap_min: float = float("inf")
@@ -229,8 +230,10 @@ class Agent:
             if rec.applied is not None and not _moved(rec.applied, wanted, deadband):
                 continue
             try:
-                if self.journal is not None:
+                if self.journal is not None and not rec.journaled:
+                    # The originals go to disk before the first change, ever.
                     self.journal.remember(uuid, self.hypervisor.get_knobs(uuid))
+                    rec.journaled = True
                 self.hypervisor.set_knobs(uuid, cap, decision.weight)
                 rec.applied = wanted
                 LOG.debug("VM %s: cap %s, weight %d", rec.info.name,
@@ -323,8 +326,10 @@ class Agent:
         """Restore every knob the agent changed, then close everything."""
         if self.journal is not None:
             try:
-                restored = self.journal.restore_all(self.hypervisor)
-                LOG.info("restored the original knobs of %s VM(s)", restored)
+                failed = self.journal.restore_all(self.hypervisor)
+                if failed:
+                    LOG.error("the knobs of %d VM(s) could not be restored; the journal %s "
+                              "keeps them for the next start", len(failed), self.journal.path)
             except Exception:
                 LOG.exception("could not restore every knob; the journal keeps the originals")
         for closeable in [*self.latency_sources, self.board, self.fabric, self.hypervisor]:

@@ -1,0 +1,150 @@
+"""The agent's control loop, driven against the simulated host.
+
+The simulated host is a real part of the product (the demo and the
+experiments run on it); the subclasses below only count or inject the
+failures that the loop must survive on a real host.
+"""
+
+import logging
+import os
+import tempfile
+import unittest
+
+from oslo_config import cfg
+
+from agent import conf as agent_conf
+from agent import journal as journal_mod
+from agent import service
+from resex_libvirt import exceptions
+from resex_libvirt.sim import host as sim_host
+from resex_libvirt.sim import scenario as scenario_mod
+
+
+def make_conf(**groups):
+    conf = cfg.ConfigOpts()
+    agent_conf.register_opts(conf)
+    conf([])
+    for group, values in groups.items():
+        for key, value in values.items():
+            conf.set_override(key, value, group=group)
+    return conf
+
+
+class CountingHost(sim_host.SimHost):
+    """The simulated host, counting knob writes and failing on request."""
+
+    def __init__(self, scenario, fail_for=None, down_after=None):
+        super().__init__(scenario)
+        self.writes = []
+        self.fail_for = fail_for
+        self.down_after = down_after
+        self.sweeps = 0
+
+    def set_knobs(self, uuid, cap_pct, weight):
+        if self.fail_for is not None and self.name_of(uuid) == self.fail_for:
+            raise exceptions.VMGone("gone mid-interval")
+        self.writes.append((self.name_of(uuid), cap_pct, weight))
+        return super().set_knobs(uuid, cap_pct, weight)
+
+    def cpu_times(self):
+        self.sweeps += 1
+        if self.down_after is not None and self.sweeps > self.down_after:
+            raise exceptions.HypervisorUnavailable("libvirtd went away")
+        return super().cpu_times()
+
+
+def build(policy="io_shares", duration=3.0, host_cls=CountingHost, journal=None, **host_kwargs):
+    scenario = scenario_mod.load("paper_64k_vs_2m").with_duration(duration)
+    conf = make_conf(market={"policy": policy})
+    parts = service.Parts()
+    sim = host_cls(scenario, **host_kwargs)
+    parts.hypervisor = parts.fabric = sim
+    parts.latency_sources = [sim]
+    parts.clock = sim.clock()
+    parts.interval_s, parts.epoch_s = scenario.interval_s, scenario.epoch_s
+    parts.journal = journal
+    return service.build_agent(conf, parts), sim
+
+
+class LoopTest(unittest.TestCase):
+
+    def test_one_info_line_per_epoch(self):
+        agent, _sim = build(duration=3.0)
+        with self.assertLogs("agent.loop", level=logging.INFO) as logs:
+            agent.run()
+        epoch_lines = [m for m in logs.output if "agent.loop:epoch " in m]
+        self.assertEqual(3, len(epoch_lines))
+        self.assertEqual(3, agent.epochs)
+
+    def test_the_interferer_is_capped_and_the_sensitive_vm_never(self):
+        agent, sim = build(duration=3.0)
+        agent.run()
+        capped = {name for name, cap, _w in sim.writes if cap is not None}
+        self.assertEqual({"vm2m"}, capped)
+        rows = {r["vm"]: r for r in agent.table()}
+        self.assertEqual(100.0, rows["vm64k"]["cap_min_pct"])
+        self.assertLess(rows["vm2m"]["cap_mean_pct"], 100.0)
+
+    def test_knobs_are_written_only_beyond_the_deadband(self):
+        agent, sim = build(duration=2.0)
+        agent.run()
+        writes = [w for w in sim.writes if w[0] == "vm2m"]
+        self.assertLess(len(writes), agent.ticks / 4)
+        caps = [cap for _n, cap, _w in writes]
+        for a, b in zip(caps, caps[1:]):
+            if a is not None and b is not None:
+                self.assertGreaterEqual(abs(a - b), agent.settings.deadband_pct)
+
+    def test_no_control_writes_no_knob(self):
+        agent, sim = build(policy="none", duration=2.0)
+        agent.run()
+        self.assertEqual([], [w for w in sim.writes if w[1] is not None])
+
+    def test_a_vm_vanishing_mid_interval_does_not_stop_the_loop(self):
+        agent, sim = build(duration=2.0, fail_for="vm2m")
+        agent.run()
+        self.assertEqual(2, agent.epochs)
+        self.assertEqual(set(), {n for n, _c, _w in sim.writes if n == "vm2m"})
+
+    def test_a_hypervisor_outage_holds_the_knobs_and_the_loop_goes_on(self):
+        agent, sim = build(duration=2.0, down_after=500)
+        with self.assertLogs("agent.loop", level=logging.WARNING) as logs:
+            agent.run()
+        self.assertEqual(1, sum("hypervisor unavailable" in m for m in logs.output))
+        self.assertEqual(2, agent.epochs)
+        self.assertGreater(sim.sweeps, 1500)
+
+    def test_max_epochs_stops_the_loop(self):
+        agent, _sim = build(duration=5.0)
+        agent.settings.max_epochs = 2
+        agent.run()
+        self.assertEqual(2, agent.epochs)
+
+    def test_shutdown_restores_every_knob_from_the_journal(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            journal = journal_mod.Journal(os.path.join(tmp, "journal.json"))
+            agent, sim = build(duration=2.0, journal=journal)
+            agent.run()
+            uuid = sim.uuid_of("vm2m")
+            self.assertIn(uuid, journal.originals())
+            self.assertNotEqual(journal.originals()[uuid], sim.get_knobs(uuid))
+            original = journal.originals()[uuid]
+            agent.shutdown()
+            self.assertEqual(original, sim.get_knobs(uuid))
+            self.assertEqual({}, journal_mod.Journal(journal.path).originals())
+
+    def test_reload_switches_the_policy(self):
+        agent, _sim = build(duration=1.0)
+        conf = make_conf(market={"policy": "free_market"})
+        with self.assertLogs("agent.service", level=logging.INFO) as logs:
+            service.reload_market(conf, agent)
+        self.assertEqual("free_market", agent.market.policy.name)
+        self.assertTrue(any("policy changed" in m for m in logs.output))
+
+
+class IntervalsPerEpochTest(unittest.TestCase):
+
+    def test_epoch_must_be_a_whole_number_of_intervals(self):
+        self.assertEqual(10, service.intervals_per_epoch(0.1, 1.0))
+        with self.assertRaisesRegex(exceptions.ConfigError, "whole number"):
+            service.intervals_per_epoch(0.3, 1.0)
