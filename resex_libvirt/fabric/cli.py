@@ -24,6 +24,14 @@ from resex_libvirt.hypervisor import base as hv_base
 DEFAULT_URI = "qemu:///system"
 
 
+_EMPTY = {
+    "ib_sysfs": "the RDMA devices have no ports",
+    "vf_netlink": "the PF reports no VF statistics (SR-IOV off, no VFs, or a driver "
+                  "without per-VF stats)",
+    "libvirt_iface": "no running VM has a tap interface",
+}
+
+
 class NoHCA(exceptions.FabricError):
     """The host has no InfiniBand/RDMA device: nothing to show (not an error)."""
 
@@ -73,6 +81,8 @@ def _open_libvirt(uri):
         import libvirt
     except ImportError as exc:
         raise exceptions.FabricError("libvirt-python is not installed") from exc
+    # Errors are reported once, by us; not also by libvirt's default handler on stderr.
+    libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
     try:
         return libvirt.open(uri)
     except libvirt.libvirtError as exc:
@@ -224,6 +234,8 @@ def show(args, out=None, err=None, sleep=time.sleep, clock=time.monotonic):
             "-" if row["rx_mtus_per_s"] is None else row["rx_mtus_per_s"]))
         if row["detail"]:
             out.write("    %s\n" % row["detail"])
+    if not rows:
+        out.write("(nothing counted: %s)\n" % _EMPTY[args.source])
     if any(r["state"] == endpoint_mod.SATURATED for r in rows):
         out.write("saturated: a 32-bit counter is stuck at its maximum; its rate is a lower "
                   "bound (reset it with perfquery -R, or use a PMA with extended counters)\n")

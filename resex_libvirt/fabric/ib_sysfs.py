@@ -106,6 +106,12 @@ class IBPortCounters(base.FabricMonitor):
         self.overrides = overrides or link_facts.LinkOverrides()
         self._counters = {}
         self._warned = set()
+        # The counter files and PCI link of a port do not change while its
+        # driver is bound; both caches are dropped when the port set changes
+        # or a read fails (device re-plugged, driver reloaded).
+        self._source_cache = {}
+        self._pci_cache = {}
+        self._known_ports = None
 
     # -- discovery -------------------------------------------------------
 
@@ -131,11 +137,19 @@ class IBPortCounters(base.FabricMonitor):
 
     def device_pci(self, dev):
         """The PCI address behind ``dev`` (its ``device`` link), or ``None``."""
+        if dev in self._pci_cache:
+            return self._pci_cache[dev]
         target = os.path.realpath(os.path.join(self.ib_root, dev, "device"))
         try:
-            return domain_xml.normalize_pci_address(os.path.basename(target))
+            address = domain_xml.normalize_pci_address(os.path.basename(target))
         except exceptions.ConfigError:
-            return None
+            address = None
+        self._pci_cache[dev] = address
+        return address
+
+    def _forget_layout(self):
+        self._source_cache.clear()
+        self._pci_cache.clear()
 
     def _port_dir(self, dev, port):
         return os.path.join(self.ib_root, dev, "ports", str(port))
@@ -148,6 +162,9 @@ class IBPortCounters(base.FabricMonitor):
 
     def _sources(self, dev, port):
         """``{field: (path, kind, unit)}``: the best counter file for each field."""
+        cached = self._source_cache.get((dev, port))
+        if cached is not None:
+            return cached
         pdir = self._port_dir(dev, port)
         ext_dir = os.path.join(pdir, "counters_ext")
         legacy_dir = os.path.join(pdir, "counters")
@@ -160,6 +177,7 @@ class IBPortCounters(base.FabricMonitor):
             else:
                 sources[field] = (os.path.join(legacy_dir, legacy),
                                   "plain" if extended else "saturating", unit)
+        self._source_cache[(dev, port)] = sources
         return sources
 
     def _warn_once(self, key, msg, *args):
@@ -174,6 +192,7 @@ class IBPortCounters(base.FabricMonitor):
         for field, (path, kind, unit) in self._sources(dev, port).items():
             text = link_facts.read_text(path)
             if text is None:
+                self._forget_layout()
                 if field.endswith("_bytes"):
                     self._warn_once((dev, port, "missing"),
                                     "IB port %s:%s has no %s: not counted", dev, port, path)
@@ -219,8 +238,11 @@ class IBPortCounters(base.FabricMonitor):
             return pci_owner[pci], None
         return None, None
 
-    def endpoints(self, vms):
-        """Every port as an :class:`Endpoint`, owned by a VM of ``vms`` or not."""
+    def endpoints(self, vms, detail=True):
+        """Every port as an :class:`Endpoint`, owned by a VM of ``vms`` or not.
+
+        ``detail`` adds each port's ``rate`` text (for ``resex-fabric show``).
+        """
         lookup = endpoint.vm_lookup(vms)
         pci_owner = {}
         for uuid, info in vms.items():
@@ -229,19 +251,23 @@ class IBPortCounters(base.FabricMonitor):
                     pci_owner[domain_xml.normalize_pci_address(address)] = uuid
                 except exceptions.ConfigError:
                     continue
+        ports = self.ports()
+        if ports != self._known_ports:
+            self._forget_layout()
+            self._known_ports = ports
         eps = []
-        for dev, port in self.ports():
+        for dev, port in ports:
             owner, configured = self._owner(dev, port, lookup, pci_owner)
             io, state = self.read_port(dev, port)
-            detail = self.port_attr(dev, port, "rate") or ""
+            text = (self.port_attr(dev, port, "rate") or "") if detail else ""
             if configured is not None and owner is None:
-                detail = ("%s; mapped to %s (not running)" % (detail, configured)).lstrip("; ")
+                text = ("%s; mapped to %s (not running)" % (text, configured)).lstrip("; ")
             eps.append(endpoint.Endpoint(name="%s:%d" % (dev, port), vm=owner,
-                                         counters=io, state=state, detail=detail))
+                                         counters=io, state=state, detail=text))
         return eps
 
     def counters(self, vms):
-        return endpoint.sum_by_vm(self.endpoints(vms))
+        return endpoint.sum_by_vm(self.endpoints(vms, detail=False))
 
     # -- link ------------------------------------------------------------
 
