@@ -88,10 +88,13 @@ class Evaluation:
         run = self.result(INTERFERED, "free_market")
         t = run.series["t_s"]
         epoch_s = run.interval_s * run.intervals_per_epoch
-        start = FIG6_EPOCH * epoch_s
+        epoch = max(0, min(FIG6_EPOCH, len(run.epochs) - 1))
+        start = epoch * epoch_s
         rows = []
         for k in range(1, 11):
             at = start + k * epoch_s / 10.0
+            if not t or at > t[-1] + run.interval_s * run.series_every / 2.0:
+                break
             i = min(range(len(t)), key=lambda j: abs(t[j] - at))
             row = {"epoch_pct": 10 * k, "t_s": t[i]}
             for name in run.series["balance"]:
@@ -100,7 +103,7 @@ class Evaluation:
                 row[name + "_left_pct"] = (100.0 * bal / alloc) if alloc else None
                 row[name + "_cap_pct"] = run.series["cap_pct"][name][i]
             rows.append(row)
-        return {"scenario": INTERFERED, "epoch": FIG6_EPOCH, "rows": rows}
+        return {"scenario": INTERFERED, "epoch": epoch, "rows": rows}
 
     @property
     def runs(self):

@@ -1,0 +1,50 @@
+"""``resex-sim paper``: every figure's table, JSON and plots (short runs)."""
+
+import contextlib
+import io
+import json
+import os
+import tempfile
+import unittest
+
+from resex_libvirt.sim import cli
+
+
+class PaperCommandTest(unittest.TestCase):
+
+    def test_paper_tables_json_and_plots(self):
+        out, err = io.StringIO(), io.StringIO()
+        with tempfile.TemporaryDirectory() as d:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                rc = cli.main(["paper", "--duration", "1.2", "--out", d])
+            self.assertEqual(0, rc)
+            for png in ("fig5_7.png", "fig6.png", "fig8.png", "fig9.png"):
+                with open(os.path.join(d, png), "rb") as f:
+                    self.assertEqual(b"\x89PNG", f.read(4))
+            with open(os.path.join(d, "paper.json")) as f:
+                data = json.load(f)
+        text = out.getvalue()
+        for title in ("Figs. 5 and 7", "Fig. 6", "Fig. 8", "Fig. 9"):
+            self.assertIn(title, text)
+        for case in ("base", "interfered", "FreeMarket", "IOShares", "64KB-64KB",
+                     "64KB-2MB-nointf", "128KB", "2MB"):
+            self.assertIn(case, text)
+        self.assertEqual(22, len(data["runs"]))
+        self.assertEqual(10, len(data["fig6"]["rows"]))
+        self.assertEqual(["base", "interfered", "FreeMarket", "IOShares"],
+                         [r["case"] for r in data["fig5_7"]])
+
+    def test_paper_json_is_per_vm_and_policy(self):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            rc = cli.main(["paper", "--duration", "0.2", "--json"])
+        self.assertEqual(0, rc)
+        runs = json.loads(out.getvalue())["runs"]
+        policies = {(r["scenario"], r["policy"]) for r in runs}
+        self.assertIn(("paper_64k_vs_2m", "io_shares"), policies)
+        self.assertIn(("paper_64k_vs_1m", "free_market"), policies)
+        rec = next(r for r in runs if r["scenario"] == "paper_64k_vs_2m"
+                   and r["policy"] == "none")["vms"]["vm2m"]
+        for key in ("latency_mean_us", "latency_p50_us", "latency_p99_us", "latency_std_us",
+                    "throughput_mb_s", "cap_mean_pct", "cap_min_pct"):
+            self.assertIn(key, rec)

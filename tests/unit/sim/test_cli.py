@@ -1,0 +1,80 @@
+"""resex-sim: list, run (tables, JSON, --out), calibrate, errors."""
+
+import contextlib
+import io
+import json
+import os
+import tempfile
+import unittest
+
+from resex_libvirt.sim import cli
+
+
+def call(*argv):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = cli.main(list(argv))
+    return rc, out.getvalue(), err.getvalue()
+
+
+class CliTest(unittest.TestCase):
+
+    def test_list_names_the_packaged_scenarios(self):
+        rc, out, _ = call("list")
+        self.assertEqual(0, rc)
+        self.assertIn("paper_64k_vs_2m_10rpe", out)
+        self.assertIn("paper_64k_alone", out)
+
+    def test_run_prints_a_table_per_vm(self):
+        rc, out, _ = call("run", "paper_64k_vs_2m", "--policy", "free_market",
+                          "--duration", "0.2")
+        self.assertEqual(0, rc)
+        self.assertIn("vm64k", out)
+        self.assertIn("vm2m", out)
+        self.assertIn("p99 us", out)
+
+    def test_run_json_has_the_figures_per_vm(self):
+        rc, out, _ = call("run", "paper_64k_vs_2m", "--policy", "io_shares", "--json",
+                          "--duration", "0.2", "--policy-arg", "decay_half_life=0.2")
+        self.assertEqual(0, rc)
+        data = json.loads(out)
+        self.assertEqual("io_shares", data["policy"])
+        self.assertEqual({"decay_half_life": 0.2}, data["policy_kwargs"])
+        for vm in ("vm64k", "vm2m"):
+            rec = data["vms"][vm]
+            for key in ("latency_mean_us", "latency_p50_us", "latency_p99_us",
+                        "latency_std_us", "throughput_mb_s", "cap_mean_pct", "cap_min_pct"):
+                self.assertIn(key, rec)
+
+    def test_run_out_writes_json_and_a_plot(self):
+        with tempfile.TemporaryDirectory() as d:
+            rc, _, _ = call("run", "paper_64k_alone", "--policy", "none", "--json",
+                            "--duration", "0.05", "--out", d)
+            self.assertEqual(0, rc)
+            with open(os.path.join(d, "paper_64k_alone-none.json")) as f:
+                data = json.load(f)
+            self.assertIn("series", data)
+            with open(os.path.join(d, "paper_64k_alone-none.png"), "rb") as f:
+                self.assertEqual(b"\x89PNG", f.read(4))
+
+    def test_an_unknown_scenario_is_an_error_exit(self):
+        rc, _, err = call("run", "nope", "--policy", "none")
+        self.assertEqual(2, rc)
+        self.assertIn("no scenario 'nope'", err)
+
+    def test_a_bad_policy_argument_is_an_error_exit(self):
+        rc, _, err = call("run", "paper_64k_alone", "--policy", "io_shares", "--duration",
+                          "0.01", "--policy-arg", "heavier=0.5")
+        self.assertEqual(2, rc)
+        self.assertIn("heavier", err)
+
+    def test_an_unknown_policy_is_refused_by_the_parser(self):
+        with contextlib.redirect_stderr(io.StringIO()):
+            with self.assertRaises(SystemExit):
+                cli.main(["run", "paper_64k_alone", "--policy", "nope"])
+
+    def test_calibrate_prints_the_figures(self):
+        rc, out, _ = call("calibrate", "--duration", "0.1")
+        self.assertEqual(0, rc)
+        self.assertIn("Fig. 1", out)
+        self.assertIn("32 (2M)", out)

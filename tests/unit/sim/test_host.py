@@ -1,0 +1,164 @@
+"""SimHost: the simulated host behind the agent's interfaces."""
+
+import threading
+import unittest
+
+from resex_libvirt import exceptions
+from resex_libvirt.fabric import base as fabric_base
+from resex_libvirt.hypervisor import base as hyp_base
+from resex_libvirt.sim import host as host_mod
+from resex_libvirt.sim import scenario
+
+LIFETIMES = """
+name = "lifetimes"
+duration_s = 0.5
+realtime = 0.0
+[link]
+bytes_per_s = 1073741824
+mtu = 2048
+[[vms]]
+name = "early"
+buffer = "64K"
+compute_us = 148.0
+clients = 1
+stop_s = 0.2
+[vms.sla]
+latency_sla_us = 209
+[[vms]]
+name = "late"
+buffer = "2M"
+compute_us = 148.0
+clients = 1
+start_s = 0.1
+vcpus = 2
+"""
+
+
+class SimHostTest(unittest.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.host = host_mod.SimHost(scenario.loads(LIFETIMES))
+        self.early = self.host.uuid_of("early")
+        self.late = self.host.uuid_of("late")
+
+    def test_it_is_a_hypervisor_and_a_fabric_monitor(self):
+        self.assertIsInstance(self.host, hyp_base.Hypervisor)
+        self.assertIsInstance(self.host, fabric_base.FabricMonitor)
+        self.assertEqual(2, self.host.pcpus())
+        self.assertEqual(fabric_base.LinkInfo("sim0", float(1 << 30), 2048), self.host.link())
+
+    def test_vms_appear_and_vanish_at_their_start_and_stop(self):
+        self.assertEqual({self.early}, set(self.host.vms()))
+        self.host.advance_to(0.15)
+        vms = self.host.vms()
+        self.assertEqual({self.early, self.late}, set(vms))
+        info = vms[self.early]
+        self.assertEqual("early", info.name)
+        self.assertEqual(host_mod.KNOBS, info.knobs)
+        self.assertEqual("scenario", info.sla_source)
+        self.assertEqual(209.0, info.sla.latency_sla_us)
+        self.assertEqual(2, vms[self.late].vcpus)
+        self.host.advance_to(0.25)
+        self.assertEqual({self.late}, set(self.host.vms()))
+        self.assertRaises(exceptions.VMGone, self.host.set_knobs, self.early, 50.0, 256)
+
+    def test_cumulative_cpu_and_tx_counters(self):
+        self.host.advance_to(0.1)
+        cpu = self.host.cpu_times()
+        io = self.host.counters(self.host.vms())
+        self.assertAlmostEqual(0.1e9, cpu[self.early], delta=10)
+        # A closed-loop 64 KB server moves about 300 MB/s alone.
+        self.assertGreater(io[self.early].tx_bytes, 25e6)
+        self.assertEqual(-(-io[self.early].tx_bytes // 2048), io[self.early].tx_packets)
+        self.host.advance_to(0.15)
+        self.assertGreater(self.host.cpu_times()[self.early], cpu[self.early])
+        self.assertGreater(self.host.counters(self.host.vms())[self.early].tx_bytes,
+                           io[self.early].tx_bytes)
+
+    def test_counters_skip_vms_that_are_not_running(self):
+        self.assertEqual({self.early}, set(self.host.counters({self.early: None,
+                                                                self.late: None})))
+
+    def test_knobs_round_trip_and_none_or_full_size_means_uncapped(self):
+        self.host.advance_to(0.15)
+        self.assertEqual({"cap": 0, "weight": 256}, self.host.get_knobs(self.late))
+        self.host.set_knobs(self.late, 30.0, 512)
+        saved = self.host.get_knobs(self.late)
+        self.assertEqual({"cap": 30.0, "weight": 512}, saved)
+        self.host.set_knobs(self.late, 200.0, 256)   # 2 vCPUs: 200 is the full size
+        self.assertEqual(0, self.host.get_knobs(self.late)["cap"])
+        self.host.restore_knobs(self.late, saved)
+        self.assertEqual(saved, self.host.get_knobs(self.late))
+        self.host.set_knobs(self.late, None, 256)
+        self.assertEqual(0, self.host.get_knobs(self.late)["cap"])
+
+    def test_bad_knobs_are_refused(self):
+        self.assertRaises(exceptions.HypervisorError, self.host.set_knobs, self.early, 0, 256)
+        self.assertRaises(exceptions.HypervisorError, self.host.set_knobs, self.early, 50, 0)
+        self.assertRaises(exceptions.HypervisorError, self.host.restore_knobs, self.early,
+                          "junk")
+
+    def test_a_cap_throttles_the_vm(self):
+        self.host.advance_to(0.1)
+        self.host.set_knobs(self.late, 10.0, 256)
+        before = self.host.cpu_times()[self.late]
+        self.host.advance_to(0.2)
+        self.assertLessEqual(self.host.cpu_times()[self.late] - before, 0.1 * 0.1e9 + 1)
+
+    def test_windows_summarise_fresh_latencies_of_running_vms(self):
+        self.host.advance_to(0.05)
+        win = self.host.windows()[self.early]
+        self.assertEqual(64, win.count)
+        self.assertAlmostEqual(209.0, win.mean_us, delta=3.0)
+        self.host.advance_to(0.3)
+        self.assertNotIn(self.early, self.host.windows())
+
+    def test_windows_go_stale_when_a_vm_stops_reporting(self):
+        host = host_mod.SimHost(scenario.loads(LIFETIMES), freshness_s=0.01)
+        host.advance_to(0.05)
+        host.set_knobs(host.uuid_of("early"), 1.0, 256)   # 100 us per 10 ms: no completions
+        host.advance_to(0.069)
+        win = host.windows().get(host.uuid_of("early"))
+        self.assertTrue(win is None or win.count <= 2, win)
+
+    def test_the_clock_advances_the_model_and_finishes(self):
+        clock = self.host.clock()
+        self.assertEqual(0.0, clock.now())
+        self.assertTrue(clock.sleep_until(0.25))
+        self.assertAlmostEqual(0.25, clock.now())
+        self.assertFalse(clock.finished)
+        clock.sleep_until(10.0)
+        self.assertTrue(clock.finished)
+        self.assertAlmostEqual(0.5, clock.now())
+
+    def test_a_paced_clock_sleeps_the_simulated_time_times_the_factor(self):
+        slept = []
+        host = host_mod.SimHost(scenario.loads(LIFETIMES).with_realtime(1000.0))
+        clock = host.clock(sleep=slept.append)
+        clock.sleep_until(0.001)
+        self.assertEqual(1, len(slept))
+        self.assertGreater(slept[0], 0.5)
+        self.assertLessEqual(slept[0], 1.0)
+
+    def test_a_paced_clock_stops_waiting_when_told_to(self):
+        host = host_mod.SimHost(scenario.loads(LIFETIMES).with_realtime(1000.0))
+        stop = threading.Event()
+        stop.set()
+        self.assertFalse(host.clock().sleep_until(0.01, stop))
+        self.assertAlmostEqual(0.01, host.now())
+
+    def test_results_and_final_table(self):
+        self.host.advance_to(0.5)
+        res = self.host.results()
+        self.assertEqual({"early", "late"}, set(res))
+        self.assertAlmostEqual(0.2, res["early"]["alive_s"])
+        self.assertAlmostEqual(0.4, res["late"]["alive_s"])
+        self.assertGreater(len(res["early"]["latencies_us"]), 500)
+        self.assertGreater(res["late"]["throughput_mb_s"], 100)
+        text = self.host.format_results()
+        self.assertIn("early", text)
+        self.assertIn("mean us", text)
+
+    def test_sync_is_a_no_op(self):
+        self.assertIsNone(self.host.sync(self.host.vms()))

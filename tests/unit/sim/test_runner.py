@@ -1,0 +1,80 @@
+"""The fast runner: market in the loop on the simulated testbed, no agent."""
+
+import unittest
+
+from resex_libvirt.sim import runner
+from resex_libvirt.sim import scenario
+
+STAGGERED = """
+name = "staggered"
+duration_s = 0.6
+epoch_s = 0.2
+[[vms]]
+name = "vm64k"
+buffer = "64K"
+compute_us = 148.0
+clients = 1
+[vms.sla]
+latency_sla_us = 209
+[[vms]]
+name = "vm2m"
+buffer = "2M"
+compute_us = 148.0
+clients = 1
+start_s = 0.1
+stop_s = 0.4
+"""
+
+
+class RunnerTest(unittest.TestCase):
+
+    def test_alone_nothing_is_capped_and_the_latency_is_the_base(self):
+        res = runner.run(scenario.load("paper_64k_alone").with_duration(0.5), "io_shares")
+        vm = res.vm("vm64k")
+        self.assertEqual("io_shares", res.policy)
+        self.assertEqual(100.0, vm.cap_mean_pct)
+        self.assertEqual(100.0, vm.cap_min_pct)
+        self.assertAlmostEqual(209.0, vm.latency_mean_us, delta=3.0)
+        self.assertLessEqual(vm.latency_p50_us, vm.latency_p99_us)
+        self.assertAlmostEqual(313.0, vm.throughput_mb_s, delta=5.0)
+
+    def test_decisions_are_applied_to_the_model(self):
+        res = runner.run(scenario.load("paper_64k_vs_2m").with_duration(1.0), "free_market")
+        intf = res.vm("vm2m")
+        self.assertLess(intf.cap_min_pct, 10.0)
+        self.assertLess(intf.cpu_pct, 95.0)
+        self.assertEqual(1, len(res.epochs))
+
+    def test_series_and_epochs_cover_the_run(self):
+        sc = scenario.loads(STAGGERED)
+        res = runner.run(sc, "free_market", series_every=10)
+        self.assertEqual(60, len(res.series["t_s"]))
+        self.assertAlmostEqual(0.6, res.series["t_s"][-1])
+        self.assertEqual(3, len(res.epochs))
+        # The late VM is in the market only while it runs.
+        caps = res.series["cap_pct"]["vm2m"]
+        self.assertIsNone(caps[5])
+        self.assertIsNotNone(caps[20])
+        self.assertIsNone(caps[50])
+        self.assertNotIn("vm2m", res.epochs[2]["vms"])
+        self.assertIn("vm2m", res.epochs[0]["vms"])
+
+    def test_a_run_is_deterministic_for_its_seed(self):
+        sc = scenario.load("paper_64k_vs_2m").with_duration(0.3)
+        a = runner.run(sc, "io_shares")
+        b = runner.run(sc, "io_shares")
+        self.assertEqual(a.latencies_us, b.latencies_us)
+        self.assertEqual(a.series, b.series)
+
+    def test_policy_parameters_reach_the_policy(self):
+        sc = scenario.load("paper_64k_alone").with_duration(0.05)
+        res = runner.run(sc, "io_shares", decay_half_life=0.2)
+        self.assertEqual({"decay_half_life": 0.2}, res.policy_kwargs)
+        self.assertRaises(ValueError, runner.run, sc, "no_such_policy")
+
+    def test_to_dict_is_plain_data(self):
+        import json
+        res = runner.run(scenario.load("paper_64k_alone").with_duration(0.05), "none")
+        text = json.dumps(res.to_dict(latencies=True))
+        self.assertIn("latency_p99_us", text)
+        self.assertIn("latencies_us", text)
