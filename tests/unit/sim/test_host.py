@@ -77,8 +77,8 @@ class SimHostTest(unittest.TestCase):
                            io[self.early].tx_bytes)
 
     def test_counters_skip_vms_that_are_not_running(self):
-        self.assertEqual({self.early}, set(self.host.counters({self.early: None,
-                                                                self.late: None})))
+        seen = self.host.counters({self.early: None, self.late: None})
+        self.assertEqual({self.early}, set(seen))
 
     def test_knobs_round_trip_and_none_or_full_size_means_uncapped(self):
         self.host.advance_to(0.15)

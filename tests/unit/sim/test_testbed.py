@@ -122,7 +122,7 @@ class TestbedTest(unittest.TestCase):
     def test_a_parked_vm_posts_nothing(self):
         """Transfers start only while the VM runs: never in the parked part of a period."""
         tb = testbed_mod.Testbed(GIB)
-        vm = tb.add_vm("a", server("1K", 10.0))
+        tb.add_vm("a", server("1K", 10.0))
         tb.set_cap("a", 20.0)
         posted = []
         orig = tb.link.post
