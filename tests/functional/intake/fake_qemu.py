@@ -1,0 +1,84 @@
+"""QEMU's side of a virtio-serial ``<channel type='unix'>``, played with real sockets.
+
+QEMU binds and listens on the host path (``<source mode='bind'>``); the
+agent connects; bytes the guest writes into its port come out of that
+connection. :class:`FakeQemuChannel` binds the path, accepts the agent and
+forwards what the "guest" writes, either directly (:meth:`guest_write`) or
+from a FIFO standing in for ``/dev/virtio-ports/org.resex.latency.0``
+(:meth:`forward_from_fifo`), which is how a guest program's writes look.
+"""
+
+import os
+import socket
+import threading
+import time
+
+
+def wait_for(predicate, timeout=20.0, interval=0.01):
+    """Poll ``predicate`` until true; return its last value (the caller asserts on it)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() >= deadline:
+            return value
+        time.sleep(interval)
+
+
+class FakeQemuChannel:
+
+    def __init__(self, path):
+        self.path = path
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(path)
+        self.listener.listen(1)
+        self.listener.settimeout(20.0)
+        self.conn = None
+        self._fifo_thread = None
+        self._stop = threading.Event()
+
+    def accept(self):
+        """Wait for the agent to connect (QEMU's chardev serves one client)."""
+        self.conn, _ = self.listener.accept()
+        return self.conn
+
+    def guest_write(self, data):
+        self.conn.sendall(data)
+
+    def forward_from_fifo(self, fifo_path):
+        """Make ``fifo_path`` the guest's port: bytes written into it reach the agent."""
+        os.mkfifo(fifo_path)
+        fd = os.open(fifo_path, os.O_RDONLY | os.O_NONBLOCK)
+
+        def pump():
+            try:
+                while not self._stop.is_set():
+                    try:
+                        data = os.read(fd, 65536)
+                    except BlockingIOError:
+                        data = None
+                    if data:
+                        self.conn.sendall(data)
+                    else:
+                        self._stop.wait(0.005)
+            finally:
+                os.close(fd)
+
+        self._fifo_thread = threading.Thread(target=pump, name="fake-qemu-fifo")
+        self._fifo_thread.start()
+
+    def hang_up(self):
+        """The VM stopped: QEMU closes the connection and the socket."""
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+    def close(self):
+        self._stop.set()
+        if self._fifo_thread is not None:
+            self._fifo_thread.join()
+        self.hang_up()
+        self.listener.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
