@@ -16,6 +16,7 @@ from oslo_config import cfg
 from prometheus_client import parser
 
 from agent import conf as agent_conf
+from agent.conf import board as board_conf
 from agent.conf import metrics as metrics_conf
 from agent import metrics as metrics_mod
 from agent import service
@@ -26,10 +27,11 @@ from resex_libvirt import exceptions
 def make_conf(text):
     conf = cfg.ConfigOpts()
     agent_conf.register_opts(conf)
+    board_conf.register_opts(conf)
     metrics_conf.register_opts(conf)
     fd, path = tempfile.mkstemp(suffix=".conf")
     with os.fdopen(fd, "w") as f:
-        f.write(text)
+        f.write("[board]\nurl =\n" + text)
     try:
         conf(["--config-file", path], project="resex")
     finally:

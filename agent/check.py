@@ -1,0 +1,217 @@
+"""``resex-agent --check``: is this host ready to run the agent?
+
+:func:`run_check` walks what the agent needs at start, in order, and stops
+at the first problem with one clear line saying which part failed and why:
+
+1. **configuration**: every registered option is read (oslo.config parses
+   and range-checks values lazily, so a bad value in the file surfaces
+   here, not an hour later), then the cross-option rules the agent applies
+   at start (the epoch is a whole number of intervals, the policy loads);
+2. **parts**: :func:`agent.service.build_parts` builds the hypervisor, the
+   fabric monitor, the latency intake and the board exactly as the agent
+   would (nothing is started: no socket is bound, no thread runs);
+3. **hypervisor**: the VMs are listed (for libvirt this opens the
+   connection: a ``libvirtError`` becomes ``HypervisorUnavailable``);
+4. **fabric**: the shared link is described (capacity, MTU);
+5. **board**: the board is read once (``count()``; a closed port, a bad
+   path or etcd down become ``BoardUnavailable``) and this host's last
+   report, if any, is shown with its age;
+6. the VMs the agent would control, with their SLA, where it came from,
+   their knob mapping and the knob values in force now.
+
+It changes nothing: no knob is written, nothing is published. Returns 0
+when every step passed, 1 otherwise.
+"""
+
+import logging
+import sys
+import time
+
+from oslo_config import cfg
+
+from agent import service
+from resex_libvirt import exceptions
+from resex_libvirt import sla as sla_mod
+
+LOG = logging.getLogger(__name__)
+
+OK = 0
+FAILED = 1
+
+
+class _Failed(Exception):
+    """One check step failed; the message is what the operator reads."""
+
+    def __init__(self, part, message):
+        super().__init__("%s: %s" % (part, message))
+        self.part = part
+        self.message = message
+
+
+def _validate_options(conf):
+    """Read every registered option so that parse and range errors surface now."""
+    for key in conf:
+        try:
+            value = conf[key]
+        except (cfg.Error, ValueError) as exc:
+            raise _Failed("configuration", "[DEFAULT] %s: %s" % (key, exc)) from exc
+        if not isinstance(value, cfg.ConfigOpts.GroupAttr):
+            continue
+        for name in value:
+            try:
+                value[name]
+            except (cfg.Error, ValueError) as exc:
+                raise _Failed("configuration", "[%s] %s: %s" % (key, name, exc)) from exc
+
+
+def _part_of(exc):
+    if isinstance(exc, exceptions.ConfigError):
+        return "configuration"
+    if isinstance(exc, exceptions.HypervisorError):
+        return "hypervisor"
+    if isinstance(exc, exceptions.FabricError):
+        return "fabric"
+    if isinstance(exc, exceptions.BoardUnavailable):
+        return "board"
+    return "agent"
+
+
+def _build(conf):
+    try:
+        parts = service.build_parts(conf)
+    except exceptions.ResexError as exc:
+        raise _Failed(_part_of(exc), str(exc)) from exc
+    except (cfg.Error, ValueError) as exc:
+        raise _Failed("configuration", str(exc)) from exc
+    try:
+        ipe = service.intervals_per_epoch(parts.interval_s, parts.epoch_s)
+        policy = service.build_policy(conf)
+    except (exceptions.ResexError, ValueError, TypeError) as exc:
+        _close(parts)
+        raise _Failed("configuration", str(exc)) from exc
+    return parts, ipe, policy
+
+
+def _close(parts):
+    for closeable in [*parts.latency_sources, parts.board, parts.fabric, parts.hypervisor]:
+        close = getattr(closeable, "close", None)
+        if close is None:
+            continue
+        try:
+            close()
+        except Exception:
+            LOG.debug("error while closing %r", closeable, exc_info=True)
+
+
+def _vms(conf, parts):
+    try:
+        vms = parts.hypervisor.vms()
+        pcpus = conf.market.pcpus or parts.hypervisor.pcpus()
+    except exceptions.ResexError as exc:
+        where = getattr(getattr(conf, "libvirt", None), "connection_uri", None)
+        message = str(exc)
+        if conf.agent.host_driver == "libvirt" and where and where not in message:
+            message = "%s: %s" % (where, message)
+        part = "configuration" if isinstance(exc, exceptions.ConfigError) else "hypervisor"
+        raise _Failed(part, message) from exc
+    return vms, pcpus
+
+
+def _link(parts):
+    if parts.fabric is None:
+        return None
+    try:
+        return parts.fabric.link()
+    except exceptions.ResexError as exc:
+        raise _Failed("fabric", str(exc)) from exc
+
+
+def _board(conf, parts):
+    if parts.board is None:
+        return None, None
+    try:
+        count = parts.board.count()
+        mine = parts.board.snapshot().get(conf.agent.host)
+    except exceptions.ResexError as exc:
+        raise _Failed("board", "%s: %s" % (getattr(parts.board, "url", "?"), exc)) from exc
+    return count, mine
+
+
+def format_sla(sla):
+    """``key=value`` pairs of what differs from the defaults, or ``defaults``."""
+    specs = sla_mod.to_specs(sla)
+    if not specs:
+        return "defaults"
+    return " ".join("%s=%s" % (k[len(sla_mod.PREFIX):], _fmt(v)) for k, v in sorted(specs.items()))
+
+
+def _fmt(value):
+    if isinstance(value, float) and value.is_integer():
+        return "%d" % value
+    return "%s" % value
+
+
+def _knobs(hypervisor, info):
+    k = info.knobs
+    if not k.actuated:
+        return "%s (monitor-only)" % k.driver
+    controls = [name for name, on in (("cap", k.cap), ("weight", k.weight)) if on]
+    try:
+        now = hypervisor.get_knobs(info.uuid)
+    except exceptions.ResexError as exc:
+        now = "unreadable: %s" % exc
+    return "%s %s, now %s" % (k.driver, "+".join(controls), now)
+
+
+def run_check(conf, out=sys.stdout):
+    """Validate ``conf``, reach the hypervisor and the board, list the VMs.
+
+    ``conf`` is the agent's parsed ``ConfigOpts`` (``agent.cli.make_conf``).
+    Writes a report to ``out``; returns 0 when the agent could start and
+    control this host, 1 (after an ``ERROR`` line naming the part) when not.
+    """
+    def say(fmt, *args):
+        out.write((fmt % args if args else fmt) + "\n")
+
+    parts = None
+    try:
+        _validate_options(conf)
+        parts, ipe, policy = _build(conf)
+        say("configuration: ok (host %s, driver %s, interval %.4g s, epoch %.4g s = %d "
+            "intervals, policy %s)", conf.agent.host, conf.agent.host_driver,
+            parts.interval_s, parts.epoch_s, ipe, policy.name)
+        vms, pcpus = _vms(conf, parts)
+        where = (conf.libvirt.connection_uri if conf.agent.host_driver == "libvirt"
+                 else "simulated %s" % conf.sim.scenario)
+        say("hypervisor: ok (%s, %d running VM(s), %d pCPU)", where, len(vms), pcpus)
+        link = _link(parts)
+        if link is None:
+            say("fabric: none (the market charges CPU only)")
+        else:
+            say("fabric: ok (link %s, %.3g Gb/s, MTU %d)", link.name,
+                link.capacity_bytes_per_s * 8 / 1e9, link.mtu)
+        count, mine = _board(conf, parts)
+        if count is None:
+            say("board: not configured (nothing is published for the Nova scheduler)")
+        else:
+            say("board: ok (%s, %d host(s); this host: %s)", parts.board.url, count,
+                "no report yet" if mine is None
+                else "epoch %d, %.0f s old" % (mine.epoch, time.time() - mine.ts))
+        say("VMs the agent would control:" if vms else "VMs the agent would control: none")
+        for uuid, info in sorted(vms.items(), key=lambda kv: kv[1].name):
+            say("  %s (%s): %d vCPU, cap %g..%g%%, SLA %s from %s, knobs %s",
+                info.name, uuid, info.vcpus, info.sla.effective_reservation(info.vcpus),
+                info.sla.effective_limit(info.vcpus), format_sla(info.sla),
+                info.sla_source, _knobs(parts.hypervisor, info))
+    except _Failed as exc:
+        say("ERROR: %s: %s", exc.part, exc.message)
+        return FAILED
+    except Exception as exc:
+        LOG.debug("check failed", exc_info=True)
+        say("ERROR: unexpected %s: %s", type(exc).__name__, exc)
+        return FAILED
+    finally:
+        if parts is not None:
+            _close(parts)
+    say("check passed")
+    return OK

@@ -1,0 +1,96 @@
+"""``run_check`` on the simulated host: what it lists and what it refuses.
+
+The libvirt cases (libvirt's ``test:///`` driver) are in
+``tests/functional/agent/test_check.py``.
+"""
+
+import io
+import os
+import tempfile
+import unittest
+
+from oslo_config import cfg
+
+from agent import check
+from agent import conf as agent_conf
+from agent.conf import board as board_conf
+from agent.conf import fabric as fabric_conf
+from agent.conf import hypervisor as hypervisor_conf
+from agent.conf import latency as latency_conf
+from agent.conf import metrics as metrics_conf
+from resex_libvirt.sim import scenario as scenario_mod
+
+
+def make_conf(text):
+    """The agent's options (every group the agent reads) parsed from ``text``.
+
+    The board is off (``[board] url`` empty) unless ``text`` sets it.
+    """
+    conf = cfg.ConfigOpts()
+    agent_conf.register_opts(conf)
+    for module in (board_conf, hypervisor_conf, fabric_conf, latency_conf, metrics_conf):
+        module.register_opts(conf)
+    fd, path = tempfile.mkstemp(suffix=".conf")
+    with os.fdopen(fd, "w") as f:
+        f.write("[board]\nurl =\n" + text)
+    try:
+        conf(["--config-file", path], project="resex")
+    finally:
+        os.unlink(path)
+    return conf
+
+
+def run(text):
+    out = io.StringIO()
+    code = check.run_check(make_conf(text), out=out)
+    return code, out.getvalue()
+
+
+class SimulatedHostCheckTest(unittest.TestCase):
+
+    def test_good_configuration_passes_and_lists_every_vm_with_its_sla(self):
+        code, text = run("[agent]\nhost = cmp1\n")
+        self.assertEqual(0, code, text)
+        self.assertIn("configuration: ok (host cmp1, driver simulated", text)
+        self.assertIn("policy io_shares", text)
+        self.assertIn("hypervisor: ok (simulated paper_64k_vs_2m, 2 running VM(s)", text)
+        self.assertIn("board: not configured", text)
+        lines = [line for line in text.splitlines() if line.startswith("  ")]
+        self.assertEqual(2, len(lines), text)
+        scenario = scenario_mod.load("paper_64k_vs_2m")
+        for vm in scenario.vms:
+            line = [line for line in lines if line.startswith("  %s " % vm.name)][0]
+            self.assertIn("SLA %s from scenario" % check.format_sla(vm.sla), line)
+            self.assertIn("knobs simulated cap+weight", line)
+        self.assertIn("latency_sla_us=", text)
+        self.assertTrue(text.endswith("check passed\n"))
+
+    def test_a_value_of_the_wrong_type_fails_naming_the_option(self):
+        code, text = run("[market]\ncpu_price = cheap\n")
+        self.assertEqual(1, code)
+        self.assertIn("ERROR: configuration: [market] cpu_price", text)
+        self.assertNotIn("check passed", text)
+
+    def test_a_value_out_of_range_fails_naming_the_option(self):
+        code, text = run("[market]\nmin_cap_pct = 0\n")
+        self.assertEqual(1, code)
+        self.assertIn("ERROR: configuration: [market] min_cap_pct", text)
+
+    def test_an_epoch_that_is_not_whole_intervals_fails(self):
+        code, text = run("[agent]\ninterval = 0.003\nepoch = 1.0\n")
+        self.assertEqual(1, code)
+        self.assertIn("ERROR: configuration:", text)
+        self.assertIn("whole number of intervals", text)
+
+    def test_an_unknown_scenario_fails_as_configuration(self):
+        code, text = run("[sim]\nscenario = /nonexistent/scenario.toml\n")
+        self.assertEqual(1, code)
+        self.assertIn("ERROR: configuration:", text)
+        self.assertIn("/nonexistent/scenario.toml", text)
+
+    def test_sla_formatting_names_only_what_differs_from_the_defaults(self):
+        from resex_libvirt import sla as sla_mod
+        self.assertEqual("defaults", check.format_sla(sla_mod.SLA()))
+        self.assertEqual("cpu_reservation_pct=20 io_class=bulk shares=200",
+                         check.format_sla(sla_mod.SLA(reservation_pct=20.0, shares=200,
+                                                      io_class="bulk")))
