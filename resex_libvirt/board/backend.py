@@ -47,22 +47,45 @@ class Board(metaclass=abc.ABCMeta):
         self.close()
 
 
-def decode_records(rows, source):
-    """``{host: HostReport}`` from ``(host, raw_json)`` rows; invalid rows dropped.
+class RecordDecoder:
+    """Turns a backend's ``(host, raw_json)`` rows into ``{host: HostReport}``.
 
-    A row whose record names another host than its key is dropped too (a
-    copy-paste or a corrupt write must not shadow a real host).
+    Invalid rows are dropped (logged at debug once per bad value). A row
+    whose record names another host than its key is dropped too (a
+    copy-paste or a corrupt write must not shadow a real host). The parsed
+    record of each host is kept and reused while its raw value is unchanged:
+    in a large fleet agents publish on change, so most records of a snapshot
+    are the ones of the previous snapshot and validation costs a comparison.
     """
-    out = {}
-    for host, raw in rows:
+
+    def __init__(self, source):
+        self.source = source
+        self._last = {}
+
+    def decode(self, rows):
+        out = {}
+        seen = {}
+        last = self._last
+        for host, raw in rows:
+            hit = last.get(host)
+            if hit is not None and hit[0] == raw:
+                rec = hit[1]
+            else:
+                rec = self._parse(host, raw)
+            seen[host] = (raw, rec)
+            if rec is not None:
+                out[host] = rec
+        self._last = seen
+        return out
+
+    def _parse(self, host, raw):
         try:
             rec = report_mod.HostReport.from_json(raw)
         except report_mod.InvalidReport as exc:
-            LOG.debug("dropping the board record of %s from %s: %s", host, source, exc)
-            continue
+            LOG.debug("dropping the board record of %s from %s: %s", host, self.source, exc)
+            return None
         if rec.host != host:
             LOG.debug("dropping the board record under %s from %s: it names host %s",
-                      host, source, rec.host)
-            continue
-        out[host] = rec
-    return out
+                      host, self.source, rec.host)
+            return None
+        return rec

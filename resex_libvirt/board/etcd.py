@@ -88,6 +88,7 @@ class EtcdBoard(backend.Board):
         self.url = "%s://%s:%d%s" % (parts.scheme, parts.hostname, port, parts.path)
         self._clock = clock
         self._lock = threading.Lock()
+        self._decoder = backend.RecordDecoder(self.url)
         self._lease = None
         self._lease_refreshed = 0.0
         self._client = etcd3gw.client(
@@ -141,7 +142,7 @@ class EtcdBoard(backend.Board):
             if isinstance(key, bytes):
                 key = key.decode("utf-8", "replace")
             rows.append((key[len(self.prefix):], value))
-        return backend.decode_records(rows, self.url)
+        return self._decoder.decode(rows)
 
     def count(self):
         try:

@@ -112,6 +112,20 @@ class InvalidReport(exceptions.ResexError, ValueError):
     """A host report failed validation (unknown version, bad type, non-finite)."""
 
 
+#: Integer fields, and float fields with their bounds (validated in this order).
+_COUNTS = ("epoch", "vms", "sensitive_vms", "heavy_io_vms")
+_FLOATS = (
+    ("ts", 0.0, math.inf),
+    ("link_capacity_bytes_per_s", 1e-9, math.inf),
+    ("link_utilisation", 0.0, 1.0),
+    ("cpu_price", 0.0, math.inf),
+    ("io_price", 0.0, math.inf),
+    ("latency_inflation_pct", 0.0, math.inf),
+    ("sensitive_io_share", 0.0, 1.0),
+    ("heavy_io_share", 0.0, 1.0),
+)
+
+
 def _finite(name, value, lo=None, hi=None):
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidReport("%s must be a number, got %r" % (name, value))
@@ -120,7 +134,7 @@ def _finite(name, value, lo=None, hi=None):
         raise InvalidReport("%s must be finite, got %r" % (name, value))
     if lo is not None and value < lo:
         raise InvalidReport("%s must be >= %g, got %r" % (name, lo, value))
-    if hi is not None and value > hi:
+    if hi is not None and hi != math.inf and value > hi:
         raise InvalidReport("%s must be <= %g, got %r" % (name, hi, value))
     return value
 
@@ -186,28 +200,24 @@ class HostReport:
     version: int = VERSION
 
     def __post_init__(self):
-        if self.version != VERSION:
+        if self.version != VERSION or type(self.version) is not int:
             raise InvalidReport("unknown report version %r (this reader knows %d)"
                                 % (self.version, VERSION))
         _text("host", self.host)
         _text("agent_version", self.agent_version, allow_empty=True)
-        _count("epoch", self.epoch)
-        for name in ("vms", "sensitive_vms", "heavy_io_vms"):
-            _count(name, getattr(self, name))
+        for name in _COUNTS:
+            value = getattr(self, name)
+            if type(value) is not int or value < 0:
+                _count(name, value)
         if self.sensitive_vms > self.vms or self.heavy_io_vms > self.vms:
             raise InvalidReport("sensitive_vms and heavy_io_vms must be <= vms")
-        floats = {
-            "ts": (0.0, None),
-            "link_capacity_bytes_per_s": (1e-9, None),
-            "link_utilisation": (0.0, 1.0),
-            "cpu_price": (0.0, None),
-            "io_price": (0.0, None),
-            "latency_inflation_pct": (0.0, None),
-            "sensitive_io_share": (0.0, 1.0),
-            "heavy_io_share": (0.0, 1.0),
-        }
-        for name, (lo, hi) in floats.items():
-            object.__setattr__(self, name, _finite(name, getattr(self, name), lo, hi))
+        for name, lo, hi in _FLOATS:
+            value = getattr(self, name)
+            # Fast path (a snapshot validates every host's record): a float in
+            # range; NaN fails the comparison, infinity the explicit test.
+            if type(value) is float and lo <= value <= hi and value != math.inf:
+                continue
+            object.__setattr__(self, name, _finite(name, value, lo, hi))
 
     # -- building ---------------------------------------------------------------
     @classmethod
@@ -267,12 +277,11 @@ class HostReport:
         if version != VERSION or isinstance(version, bool):
             raise InvalidReport("unknown report version %r (this reader knows %d)"
                                 % (version, VERSION))
-        names = {f.name for f in dataclasses.fields(cls)}
-        missing = names - set(data)
-        if missing:
-            raise InvalidReport("missing fields: %s" % ", ".join(sorted(missing)))
-        unknown = set(data) - names
-        if unknown:
+        if data.keys() != _FIELD_NAMES:
+            missing = _FIELD_NAMES - data.keys()
+            if missing:
+                raise InvalidReport("missing fields: %s" % ", ".join(sorted(missing)))
+            unknown = data.keys() - _FIELD_NAMES
             raise InvalidReport("unknown fields: %s" % ", ".join(sorted(unknown)))
         try:
             return cls(**data)
@@ -304,3 +313,6 @@ class HostReport:
                 raise
             raise InvalidReport("not JSON: %s" % exc) from exc
         return cls.from_dict(data)
+
+
+_FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(HostReport))

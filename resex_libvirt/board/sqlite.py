@@ -66,6 +66,7 @@ class SQLiteBoard(backend.Board):
         self.ttl = float(ttl) if ttl else None
         self._clock = clock
         self._lock = threading.Lock()
+        self._decoder = backend.RecordDecoder(self.path)
         self._conn = None
         try:
             if create:
@@ -116,7 +117,7 @@ class SQLiteBoard(backend.Board):
     def snapshot(self):
         rows = self._run("snapshot", lambda conn: conn.execute(
             "SELECT host, record FROM host_report").fetchall())
-        return backend.decode_records(rows, self.path)
+        return self._decoder.decode(rows)
 
     def count(self):
         return self._run("count", lambda conn: conn.execute(

@@ -116,3 +116,20 @@ class SQLiteBoardTest(unittest.TestCase):
     def test_credentials_never_reach_logs(self):
         self.assertEqual("etcd3+https://etcd.example:2379/x",
                          board_mod.redact("etcd3+https://user:secret@etcd.example:2379/x"))
+
+    def test_an_unchanged_record_is_not_parsed_again(self):
+        self.board.publish(reports.make("c1"))
+        self.board.publish(reports.make("c2"))
+        first = self.board.snapshot()
+        self.board.publish(reports.make("c2", link_utilisation=0.4))
+        second = self.board.snapshot()
+        self.assertIs(first["c1"], second["c1"])
+        self.assertEqual(0.4, second["c2"].link_utilisation)
+
+    def test_a_corrupt_record_replaced_by_a_valid_one_is_picked_up(self):
+        with sqlite3.connect(self.path) as conn:
+            conn.execute("INSERT INTO host_report VALUES ('c1', 1, '{}')")
+        self.assertEqual({}, self.board.snapshot())
+        self.assertEqual({}, self.board.snapshot())
+        self.board.publish(reports.make("c1"))
+        self.assertEqual({"c1"}, set(self.board.snapshot()))
