@@ -68,20 +68,41 @@ def _simulated(conf, parts):
 
 
 def _libvirt(conf, parts):
+    from agent.intake import service as intake_service
+    from agent import journal as journal_mod
+    from resex_libvirt import fabric
     from resex_libvirt.hypervisor import libvirt_host
     parts.hypervisor = libvirt_host.LibvirtHypervisor.from_conf(conf)
-    from resex_libvirt import fabric
-    parts.fabric = fabric.from_conf(conf, parts.hypervisor)
-    from agent.intake import service as intake_service
-    intake = intake_service.from_conf(conf)
-    if intake is not None:
-        parts.latency_sources.append(intake)
+    parts.fabric = fabric.build_from_conf(conf, connection=parts.hypervisor.connection.get)
+    intake = intake_service.LatencyIntake(conf)
+    intake.start()
+    parts.latency_sources.append(intake)
     parts.clock = clock_mod.RealClock()
     parts.interval_s = LIBVIRT_INTERVAL_S
     parts.epoch_s = LIBVIRT_EPOCH_S
-    from agent import journal as journal_mod
-    os.makedirs(conf.agent.state_dir, exist_ok=True)
-    parts.journal = journal_mod.Journal(os.path.join(conf.agent.state_dir, "journal.json"))
+    state_dir = conf.agent.state_dir
+    try:
+        os.makedirs(state_dir, exist_ok=True)
+    except OSError as exc:
+        raise exceptions.ConfigError("[agent] state_dir %s: %s" % (state_dir, exc)) from exc
+    parts.journal = journal_mod.Journal(os.path.join(state_dir, "journal.json"))
+
+
+def _board(conf, parts):
+    from resex_libvirt import board as board_mod
+    from resex_libvirt.board import publish_policy
+    grp = conf.board
+    opts = {"timeout": grp.timeout}
+    if grp.url.startswith("etcd3"):
+        opts.update(prefix=grp.etcd_prefix, lease_ttl=grp.lease_ttl, ca_cert=grp.ca_cert,
+                    cert_cert=grp.cert_file, cert_key=grp.key_file)
+    parts.board = board_mod.open_board(grp.url, **opts)
+    parts.publish_policy = publish_policy.PublishPolicy(
+        on_change_fleet_size=grp.publish_on_change_fleet_size,
+        max_interval_s=grp.max_publish_interval,
+        min_utilisation_delta=grp.min_utilisation_delta,
+        min_index_delta_pct=grp.min_index_delta_pct,
+        min_price_rel_delta=grp.min_price_rel_delta)
 
 
 def build_parts(conf):
@@ -94,11 +115,8 @@ def build_parts(conf):
         parts.interval_s = conf.agent.interval
     if conf.agent.epoch is not None:
         parts.epoch_s = conf.agent.epoch
-    board_url = getattr(getattr(conf, "board", None), "url", None)
-    if board_url:
-        from resex_libvirt import board as board_mod
-        parts.board = board_mod.open_board_from_conf(conf)
-        parts.publish_policy = board_mod.publish_policy_from_conf(conf)
+    if conf.board.url:
+        _board(conf, parts)
     return parts
 
 

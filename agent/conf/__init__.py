@@ -6,10 +6,15 @@
 """
 
 from agent.conf import agent
+from agent.conf import board
+from agent.conf import fabric
+from agent.conf import hypervisor
+from agent.conf import latency
 from agent.conf import market
+from agent.conf import metrics
 from agent.conf import sim
 
-_MODULES = (agent, market, sim)
+_MODULES = (agent, market, hypervisor, fabric, latency, board, metrics, sim)
 
 
 def register_opts(conf):
