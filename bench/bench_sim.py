@@ -1,0 +1,71 @@
+"""Speed of the simulated testbed (issue 2): how fast ``resex-sim`` runs.
+
+* ``model``: simulated seconds per wall second of the bare testbed (no
+  market), for the paper's 2-VM scenario and for 8 and 32 VMs (copies of
+  the 64 KB server and the 2 MB interferer sharing the link);
+* ``runner``: the same with the market in the loop at the paper's 1 ms
+  interval (``resex_libvirt.sim.runner.run`` under IOShares), and the wall
+  time per control interval;
+* ``paper``: the wall time of the whole ``resex-sim paper`` evaluation.
+
+Figures only; nothing is asserted.
+"""
+
+import argparse
+import dataclasses
+import time
+
+from resex_libvirt.sim import host as host_mod
+from resex_libvirt.sim import paper
+from resex_libvirt.sim import runner
+from resex_libvirt.sim import scenario as scenario_mod
+
+
+def widened(n):
+    """paper_64k_vs_2m with ``n`` VMs: alternating 64 KB servers and 2 MB interferers."""
+    base = scenario_mod.load("paper_64k_vs_2m")
+    vms = []
+    for i in range(n):
+        proto = base.vms[i % 2]
+        name = "%s-%d" % (proto.name, i)
+        vms.append(dataclasses.replace(proto, name=name,
+                                       uuid=scenario_mod.vm_uuid(base.name, name)))
+    return dataclasses.replace(base, name="%s_x%d" % (base.name, n), vms=tuple(vms))
+
+
+def bench_model(sc, seconds):
+    sc = sc.with_duration(seconds)
+    t0 = time.perf_counter()
+    host = host_mod.SimHost(sc)
+    host.advance_to(seconds)
+    return seconds / (time.perf_counter() - t0)
+
+
+def bench_runner(sc, seconds):
+    sc = sc.with_duration(seconds)
+    res = runner.run(sc, "io_shares")
+    return seconds / res.wall_s, res.wall_s / sc.intervals * 1e6
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="bench_sim")
+    parser.add_argument("--seconds", type=float, default=2.0, help="simulated seconds per run")
+    parser.add_argument("--skip-paper", action="store_true")
+    args = parser.parse_args(argv)
+    print("%-28s %14s %16s %14s" % ("scenario", "model sim-s/s", "runner sim-s/s",
+                                    "us/interval"))
+    for sc in (scenario_mod.load("paper_64k_vs_2m"), widened(8), widened(32)):
+        model_rate = bench_model(sc, args.seconds)
+        runner_rate, per_interval = bench_runner(sc, args.seconds)
+        print("%-28s %14.2f %16.2f %14.1f" % (sc.name, model_rate, runner_rate, per_interval))
+    if not args.skip_paper:
+        t0 = time.perf_counter()
+        ev = paper.Evaluation()
+        data = ev.evaluate()
+        elapsed = time.perf_counter() - t0
+        print("resex-sim paper: %d runs in %.1f s" % (len(data["runs"]), elapsed))
+    return 0
+
+
+if __name__ == "__main__":
+    main()
