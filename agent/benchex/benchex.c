@@ -129,7 +129,8 @@ static double percentile(const double *v, size_t n, double q)
 	size_t rank;
 	if (n == 0)
 		return 0.0;
-	rank = (size_t)ceil(q / 100.0 * (double)n);
+	/* less a hair: 99.9 / 100 x 1000 is 999.0000000000001 in binary floating point */
+	rank = (size_t)ceil(q / 100.0 * (double)n - 1e-9);
 	if (rank < 1)
 		rank = 1;
 	if (rank > n)

@@ -12,7 +12,8 @@ def percentile(ordered, q):
     """Nearest-rank percentile ``q`` (0..100) of an ascending list."""
     if not ordered:
         return 0.0
-    rank = max(1, math.ceil(q / 100.0 * len(ordered)))
+    # round() first: 99.9 / 100 x 1000 is 999.0000000000001 in binary floating point.
+    rank = max(1, math.ceil(round(q / 100.0 * len(ordered), 9)))
     return ordered[min(len(ordered), rank) - 1]
 
 

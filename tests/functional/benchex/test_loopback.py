@@ -1,0 +1,263 @@
+"""BenchEx on loopback: Python and C servers and clients against each other, FCFS,
+and reports arriving in the agent's latency windows through both intakes."""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import unittest
+
+from agent.benchex import client as client_mod
+from agent.benchex import protocol
+from agent.benchex import reporter as reporter_mod
+from agent.benchex import server as server_mod
+from agent.benchex import stats
+from agent.intake import IntakeParams
+from agent.intake import LatencyIntake
+from resex_libvirt.hypervisor import base
+from resex_libvirt import sla as sla_mod
+from tests.functional.intake.fake_qemu import FakeQemuChannel
+from tests.functional.intake.fake_qemu import wait_for
+
+VM = "3c9d6a52-0000-4000-8000-0000000000be"
+BUILD = os.path.join(os.path.dirname(__file__), "..", "..", "..", "agent", "benchex", "build.sh")
+COMPUTE_US = 200.0
+
+
+def assertSane(case, summary, requests, floor_us):
+    """All answered, in FCFS order, and each latency at least the server's compute time."""
+    case.assertEqual(requests, summary["requests"], summary)
+    case.assertEqual(0, summary["errors"], summary)
+    case.assertEqual(0, summary["fcfs_violations"], summary)
+    case.assertGreaterEqual(summary["min_us"], floor_us, summary)
+    order = [summary[k] for k in ("min_us", "p50_us", "p99_us", "p999_us", "max_us")]
+    case.assertEqual(sorted(order), order, summary)
+    case.assertGreaterEqual(summary["mean_us"], floor_us, summary)
+    case.assertGreater(summary["throughput_rps"], 0.0)
+
+
+class LoopbackTestCase(unittest.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.dir = tempfile.mkdtemp(prefix="benchex-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+
+    def python_server(self, reporter=None, reply_bytes=256):
+        server = server_mod.BenchexServer("127.0.0.1", 0, COMPUTE_US, reply_bytes,
+                                          reporter=reporter).start()
+        self.addCleanup(server.close)
+        return server.address[1]
+
+    def intake(self, **kw):
+        kw.setdefault("probe_socket_path", os.path.join(self.dir, "probe.sock"))
+        kw.update(rate_limit_per_s=10000.0, rate_burst=10000, window_reports=4096,
+                  freshness_s=600.0, channel_retry_s=0.05)
+        intake = LatencyIntake(IntakeParams(**kw))
+        intake.start()
+        self.addCleanup(intake.close)
+        return intake
+
+
+class TestPythonBenchex(LoopbackTestCase):
+
+    def test_closed_loop_latencies_are_sane_and_fcfs(self):
+        port = self.python_server()
+        summary = client_mod.closed_loop("127.0.0.1", port, 600, concurrency=3,
+                                         request_bytes=1024)
+        assertSane(self, summary, 600, COMPUTE_US)
+
+    def test_open_loop_latencies_are_sane_and_fcfs(self):
+        port = self.python_server()
+        summary = client_mod.open_loop("127.0.0.1", port, 300, rate=1000.0)
+        assertSane(self, summary, 300, COMPUTE_US)
+
+    def test_the_server_answers_in_arrival_order_across_connections(self):
+        port = self.python_server(reply_bytes=0)
+        socks = [socket.create_connection(("127.0.0.1", port), timeout=30) for _ in range(3)]
+        for s in socks:
+            self.addCleanup(s.close)
+        for seq in range(40):  # pipelined: 120 requests queued without waiting
+            for s in socks:
+                s.sendall(protocol.request(seq, 16))
+        orders = []
+        for s in socks:
+            last = -1
+            for seq in range(40):
+                rseq, arrival, order, server_ns, size = protocol.parse_reply(
+                    protocol.recv_exact(s, protocol.REPLY.size))
+                self.assertEqual((seq, 0), (rseq, size))
+                self.assertEqual(arrival, order)  # first come, first served
+                self.assertGreater(order, last)
+                self.assertGreaterEqual(server_ns, COMPUTE_US * 1000)
+                last = order
+                orders.append(order)
+        self.assertEqual(list(range(120)), sorted(orders))
+
+    def test_client_reports_reach_the_agents_window_through_the_probe_socket(self):
+        intake = self.intake()
+        intake.sync({VM: base.VMInfo(uuid=VM, name="vm", sla=sla_mod.SLA(latency_sla_us=300))})
+        port = self.python_server()
+        rep = reporter_mod.LatencyReporter(
+            reporter_mod.ProbeSocketSink(intake.params.probe_socket_path, VM), interval_s=0.02)
+        summary = client_mod.closed_loop("127.0.0.1", port, 400, concurrency=2, reporter=rep)
+        rep.close()
+        win = wait_for(lambda: intake.windows().get(VM) if intake.windows().get(VM) and
+                       intake.windows()[VM].count == 400 else None)
+        self.assertIsNotNone(win, intake.stats())
+        self.assertAlmostEqual(summary["mean_us"], win.mean_us, delta=0.01)
+        self.assertEqual(0, rep.dropped)
+
+    def test_server_side_reports_reach_the_window_through_the_guest_channel(self):
+        qemu = FakeQemuChannel(os.path.join(self.dir, "vm.chan"))
+        self.addCleanup(qemu.close)
+        intake = self.intake(probe_socket_path=None)
+        intake.sync({VM: base.VMInfo(uuid=VM, name="vm", sla=sla_mod.SLA(latency_sla_us=300),
+                                     latency_channel=qemu.path)})
+        qemu.accept()
+        port_path = os.path.join(self.dir, "org.resex.latency.0")
+        qemu.forward_from_fifo(port_path)
+        rep = reporter_mod.LatencyReporter(reporter_mod.ChannelSink(port_path), interval_s=0.02)
+        port = self.python_server(reporter=rep)
+        client_mod.closed_loop("127.0.0.1", port, 300, concurrency=2)
+        win = wait_for(lambda: intake.windows().get(VM) if intake.windows().get(VM) and
+                       intake.windows()[VM].count >= 250 else None)
+        self.assertIsNotNone(win, intake.stats())
+        self.assertGreaterEqual(win.mean_us, COMPUTE_US)
+
+
+def _is_static(path):
+    """True when the ELF file has no PT_INTERP program header (no dynamic loader)."""
+    with open(path, "rb") as f:
+        ident = f.read(64)
+        if ident[:4] != b"\x7fELF" or ident[4] != 2:
+            return False
+        phoff, = struct.unpack_from("<Q", ident, 32)
+        phentsize, phnum = struct.unpack_from("<HH", ident, 54)
+        f.seek(phoff)
+        table = f.read(phentsize * phnum)
+    types = [struct.unpack_from("<I", table, i * phentsize)[0] for i in range(phnum)]
+    return 3 not in types
+
+
+@unittest.skipUnless(shutil.which(os.environ.get("CC", "gcc")),
+                     "no C compiler: the static BenchEx cannot be built here")
+class TestCBenchex(LoopbackTestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.build_dir = tempfile.mkdtemp(prefix="benchex-build-")
+        subprocess.run(["sh", BUILD, cls.build_dir], check=True, capture_output=True,
+                       timeout=300)
+        cls.binary = os.path.join(cls.build_dir, "benchex")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.build_dir, True)
+        super().tearDownClass()
+
+    def c_server(self, *extra):
+        proc = subprocess.Popen([self.binary, "server", "--port", "0", "--compute-us",
+                                 str(COMPUTE_US), "--reply-bytes", "256", *extra],
+                                stdout=subprocess.PIPE, text=True)
+
+        def stop():
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=30)
+            proc.stdout.close()
+        self.addCleanup(stop)
+        line = proc.stdout.readline()
+        self.assertIn("benchex server listening on 127.0.0.1:", line)
+        return int(line.rsplit(":", 1)[1])
+
+    def c_client(self, port, *extra):
+        out = subprocess.run([self.binary, "client", "--port", str(port), "--json", *extra],
+                             capture_output=True, text=True, timeout=120)
+        self.assertEqual(0, out.returncode, out.stderr + out.stdout)
+        return json.loads(out.stdout)
+
+    def test_the_build_is_a_static_executable(self):
+        self.assertTrue(os.access(self.binary, os.X_OK))
+        self.assertTrue(_is_static(self.binary))
+
+    def test_c_client_against_python_server(self):
+        port = self.python_server()
+        summary = self.c_client(port, "--requests", "600", "--concurrency", "3",
+                                "--request-bytes", "1024")
+        assertSane(self, summary, 600, COMPUTE_US)
+
+    def test_python_client_against_c_server(self):
+        port = self.c_server()
+        summary = client_mod.closed_loop("127.0.0.1", port, 600, concurrency=3,
+                                         request_bytes=1024)
+        assertSane(self, summary, 600, COMPUTE_US)
+        summary = client_mod.open_loop("127.0.0.1", port, 300, rate=1000.0)
+        assertSane(self, summary, 300, COMPUTE_US)
+
+    def test_c_client_against_c_server_in_open_loop(self):
+        port = self.c_server()
+        summary = self.c_client(port, "--requests", "500", "--rate", "2000")
+        assertSane(self, summary, 500, COMPUTE_US)
+        self.assertEqual(list(stats.KEYS), list(summary))  # the same report as Python's
+
+    def test_c_client_reports_through_the_probe_socket(self):
+        intake = self.intake()
+        intake.sync({VM: base.VMInfo(uuid=VM, name="vm", sla=sla_mod.SLA(latency_sla_us=300))})
+        port = self.python_server()
+        summary = self.c_client(port, "--requests", "400", "--concurrency", "2",
+                                "--report-socket", intake.params.probe_socket_path,
+                                "--vm", VM, "--report-interval", "0.02")
+        win = wait_for(lambda: intake.windows().get(VM) if intake.windows().get(VM) and
+                       intake.windows()[VM].count == 400 else None)
+        self.assertIsNotNone(win, intake.stats())
+        self.assertAlmostEqual(summary["mean_us"], win.mean_us, delta=0.01)
+
+    def test_c_server_reports_through_the_guest_channel(self):
+        qemu = FakeQemuChannel(os.path.join(self.dir, "vm.chan"))
+        self.addCleanup(qemu.close)
+        intake = self.intake(probe_socket_path=None)
+        intake.sync({VM: base.VMInfo(uuid=VM, name="vm", sla=sla_mod.SLA(latency_sla_us=300),
+                                     latency_channel=qemu.path)})
+        qemu.accept()
+        port_path = os.path.join(self.dir, "org.resex.latency.0")
+        qemu.forward_from_fifo(port_path)
+        port = self.c_server("--report-channel", port_path, "--report-interval", "0.02")
+        client_mod.closed_loop("127.0.0.1", port, 300, concurrency=2)
+        win = wait_for(lambda: intake.windows().get(VM) if intake.windows().get(VM) and
+                       intake.windows()[VM].count >= 250 else None)
+        self.assertIsNotNone(win, intake.stats())
+        self.assertGreaterEqual(win.mean_us, COMPUTE_US)
+        self.assertEqual({}, intake.stats()[VM]["rejected"])
+
+    def test_the_c_program_rejects_spoofing_arguments(self):
+        out = subprocess.run([self.binary, "client", "--report-channel", "/dev/null", "--vm",
+                              VM], capture_output=True, text=True, timeout=60)
+        self.assertEqual(2, out.returncode)
+        out = subprocess.run([self.binary, "client", "--report-socket", "/x"],
+                             capture_output=True, text=True, timeout=60)
+        self.assertEqual(2, out.returncode)
+
+
+class TestCommand(LoopbackTestCase):
+
+    def test_the_benchex_command_runs_server_and_client(self):
+        proc = subprocess.Popen([sys.executable, "-m", "agent.benchex.cli", "server", "--port",
+                                 "0", "--compute-us", "50"], stdout=subprocess.PIPE, text=True)
+
+        def stop():
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=30)
+            proc.stdout.close()
+        self.addCleanup(stop)
+        port = int(proc.stdout.readline().rsplit(":", 1)[1])
+        out = subprocess.run([sys.executable, "-m", "agent.benchex.cli", "client", "--port",
+                              str(port), "--requests", "200", "--concurrency", "2", "--json"],
+                             capture_output=True, text=True, timeout=120)
+        self.assertEqual(0, out.returncode, out.stderr)
+        assertSane(self, json.loads(out.stdout), 200, 50.0)

@@ -1,0 +1,142 @@
+"""BenchEx's TCP framing, its reporter's v1 lines, and the CLI's argument rules."""
+
+import contextlib
+import io
+import os
+import shutil
+import socket
+import tempfile
+import unittest
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from agent.benchex import cli
+from agent.benchex import protocol
+from agent.benchex import reporter as reporter_mod
+from agent.intake import framing
+from agent.intake import wire
+
+VM = "6f2b8a3e-1c4d-4e5f-9a0b-1c2d3e4f5a6b"
+
+
+class TestProtocol(unittest.TestCase):
+
+    @given(st.integers(0, 2 ** 32 - 1), st.integers(0, 4096))
+    def test_a_request_round_trips(self, seq, payload):
+        msg = protocol.request(seq, payload)
+        self.assertEqual(protocol.REQUEST.size + payload, len(msg))
+        self.assertEqual((seq, payload), protocol.parse_request(msg[:protocol.REQUEST.size]))
+
+    @given(st.integers(0, 2 ** 32 - 1), st.integers(0, 2 ** 32 - 1), st.integers(0, 2 ** 32 - 1),
+           st.integers(0, 2 ** 64 - 1), st.integers(0, protocol.MAX_BYTES))
+    def test_a_reply_header_round_trips(self, seq, arrival, order, ns, size):
+        hdr = protocol.reply_header(seq, arrival, order, ns, size)
+        self.assertEqual((seq, arrival, order, ns, size), protocol.parse_reply(hdr))
+
+    def test_bad_magic_and_oversized_messages_are_protocol_errors(self):
+        bad = protocol.REQUEST.pack(0xDEADBEEF, 1, 0, 0)
+        self.assertRaises(protocol.ProtocolError, protocol.parse_request, bad)
+        huge = protocol.REQUEST.pack(protocol.REQUEST_MAGIC, 1, protocol.MAX_BYTES + 1, 0)
+        self.assertRaises(protocol.ProtocolError, protocol.parse_request, huge)
+        reply = protocol.REPLY.pack(protocol.REPLY_MAGIC, 1, 0, 0, 0, protocol.MAX_BYTES + 1, 0)
+        self.assertRaises(protocol.ProtocolError, protocol.parse_reply, reply)
+
+    def test_a_short_read_is_a_protocol_error(self):
+        a, b = socket.socketpair()
+        self.addCleanup(a.close)
+        self.addCleanup(b.close)
+        a.sendall(b"abc")
+        a.shutdown(socket.SHUT_WR)
+        self.assertRaises(protocol.ProtocolError, protocol.recv_exact, b, 4)
+
+
+class ManualClock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+class TestReporter(unittest.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.dir = tempfile.mkdtemp(prefix="benchex-rep-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+
+    def listen(self):
+        path = os.path.join(self.dir, "probe.sock")
+        srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        srv.bind(path)
+        srv.listen(1)
+        srv.settimeout(10)
+        self.addCleanup(srv.close)
+        return path, srv
+
+    def test_one_valid_probe_report_per_window_with_the_vm(self):
+        path, srv = self.listen()
+        clock = ManualClock()
+        rep = reporter_mod.LatencyReporter(reporter_mod.ProbeSocketSink(path, VM.upper()),
+                                           interval_s=1.0, clock=clock)
+        for v in (100.0, 200.0, 300.0):
+            rep.add(v)
+        clock.t = 1.0
+        rep.add(400.0)
+        rep.add(500.0)
+        rep.close()
+        conn, _ = srv.accept()
+        self.addCleanup(conn.close)
+        conn.settimeout(10)
+        data = b""
+        while data.count(b"\n") < 2:
+            data += conn.recv(4096)
+        lines = framing.LineFramer(512).feed(data)
+        first, second = (wire.parse(x, wire.SOURCE_PROBE) for x in lines)
+        self.assertEqual((4, 250.0, VM), (first.n, first.mean_us, first.vm))
+        self.assertEqual((1, 500.0), (second.n, second.mean_us))
+        self.assertEqual((2, 0), (rep.sent, rep.dropped))
+
+    def test_a_channel_report_carries_no_vm_and_goes_through_a_fifo(self):
+        fifo = os.path.join(self.dir, "port")
+        os.mkfifo(fifo)
+        fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        self.addCleanup(os.close, fd)
+        rep = reporter_mod.LatencyReporter(reporter_mod.ChannelSink(fifo), interval_s=60)
+        rep.add(42.0)
+        rep.close()
+        r = wire.parse(os.read(fd, 4096).rstrip(b"\n"), wire.SOURCE_CHANNEL)
+        self.assertEqual((1, 42.0, None), (r.n, r.mean_us, r.vm))
+
+    def test_an_unconnected_port_drops_reports_instead_of_blocking(self):
+        fifo = os.path.join(self.dir, "port")
+        os.mkfifo(fifo)  # no reader: the host side is not connected
+        rep = reporter_mod.LatencyReporter(reporter_mod.ChannelSink(fifo), interval_s=60)
+        rep.add(42.0)
+        rep.flush()
+        rep.add(43.0)
+        rep.close()
+        self.assertEqual((0, 2), (rep.sent, rep.dropped))
+
+    def test_a_probe_sink_needs_a_uuid(self):
+        self.assertRaises(ValueError, reporter_mod.ProbeSocketSink, "/x", "instance-1")
+
+
+class TestCommandLine(unittest.TestCase):
+
+    def assertUsageError(self, argv):
+        with contextlib.redirect_stderr(io.StringIO()):
+            with self.assertRaises(SystemExit) as ctx:
+                cli.main(argv)
+        self.assertEqual(2, ctx.exception.code)
+
+    def test_report_arguments_follow_the_intakes_trust_rules(self):
+        self.assertUsageError(["client", "--report-socket", "/run/x.sock"])
+        self.assertUsageError(["client", "--report-channel", "/dev/x", "--vm", VM])
+        self.assertUsageError(["client", "--report-socket", "/x", "--report-channel", "/y"])
+        self.assertUsageError(["client", "--report-socket", "/x", "--vm", "not-a-uuid"])
+
+    def test_open_and_closed_loop_exclude_each_other(self):
+        self.assertUsageError(["client", "--rate", "10", "--concurrency", "2"])
+        self.assertUsageError(["client", "--rate", "0"])
