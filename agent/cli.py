@@ -70,12 +70,39 @@ def main(argv=None):
     finally:
         agent.shutdown()
     if conf.agent.print_table:
-        rows = agent.table()
-        print(format_table(rows))
-        sim = getattr(agent.parts, "sim", None)
-        if sim is not None and hasattr(sim, "format_results"):
+        print()
+        print("What the agent saw and did (%d epochs, policy %s):"
+              % (agent.epochs, agent.market.policy.name))
+        print(format_table(agent.table()))
+        sim = agent.parts.sim
+        if sim is not None:
+            print()
             print(sim.format_results())
+            print()
+            print(compare_uncontrolled(sim))
     return 0
+
+
+def compare_uncontrolled(sim):
+    """The same simulated run without control, for contrast (the demo's last lines)."""
+    from resex_libvirt.sim import report
+    from resex_libvirt.sim import runner
+    duration = sim.now() or sim.scenario.duration_s
+    base = runner.run(sim.scenario.with_realtime(0.0).with_duration(duration), "none")
+    ours = sim.results()
+    lines = ["Latency-sensitive VMs, with the agent vs the same run uncontrolled:"]
+    for vm in sim.scenario.vms:
+        if not vm.sla.sensitive:
+            continue
+        with_us = report.latency_stats(ours[vm.name]["latencies_us"])
+        without = base.vm(vm.name)
+        lines.append("  %s: mean %s us (uncontrolled %s us), p99 %s us (uncontrolled %s us), "
+                     "SLA base %.0f us" % (
+                         vm.name, report.fmt(with_us["mean_us"]),
+                         report.fmt(without.latency_mean_us), report.fmt(with_us["p99_us"]),
+                         report.fmt(without.latency_p99_us),
+                         vm.sla.latency_sla_us))
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
