@@ -49,6 +49,7 @@ class BenchexServer:
         self._readers = []
         self._threads = []
         self._payload = bytes(reply_bytes)
+        self._closed = False
 
     @property
     def processed(self):
@@ -71,6 +72,10 @@ class BenchexServer:
             self.close()
 
     def close(self):
+        """Stop every thread, close every connection, flush the reporter (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
         self._stop.set()
         with self._cond:
             self._cond.notify_all()

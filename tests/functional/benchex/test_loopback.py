@@ -49,10 +49,10 @@ class LoopbackTestCase(unittest.TestCase):
         self.addCleanup(shutil.rmtree, self.dir, True)
 
     def python_server(self, reporter=None, reply_bytes=256):
-        server = server_mod.BenchexServer("127.0.0.1", 0, COMPUTE_US, reply_bytes,
-                                          reporter=reporter).start()
-        self.addCleanup(server.close)
-        return server.address[1]
+        self.server = server_mod.BenchexServer("127.0.0.1", 0, COMPUTE_US, reply_bytes,
+                                               reporter=reporter).start()
+        self.addCleanup(self.server.close)
+        return self.server.address[1]
 
     def intake(self, **kw):
         kw.setdefault("probe_socket_path", os.path.join(self.dir, "probe.sock"))
@@ -125,8 +125,9 @@ class TestPythonBenchex(LoopbackTestCase):
         rep = reporter_mod.LatencyReporter(reporter_mod.ChannelSink(port_path), interval_s=0.02)
         port = self.python_server(reporter=rep)
         client_mod.closed_loop("127.0.0.1", port, 300, concurrency=2)
+        self.server.close()  # flushes the last window
         win = wait_for(lambda: intake.windows().get(VM) if intake.windows().get(VM) and
-                       intake.windows()[VM].count >= 250 else None)
+                       intake.windows()[VM].count == 300 else None)
         self.assertIsNotNone(win, intake.stats())
         self.assertGreaterEqual(win.mean_us, COMPUTE_US)
 
@@ -168,9 +169,11 @@ class TestCBenchex(LoopbackTestCase):
                                 stdout=subprocess.PIPE, text=True)
 
         def stop():
-            proc.send_signal(signal.SIGTERM)
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=30)
             proc.stdout.close()
+        self.stop_c_server = stop
         self.addCleanup(stop)
         line = proc.stdout.readline()
         self.assertIn("benchex server listening on 127.0.0.1:", line)
@@ -229,8 +232,9 @@ class TestCBenchex(LoopbackTestCase):
         qemu.forward_from_fifo(port_path)
         port = self.c_server("--report-channel", port_path, "--report-interval", "0.02")
         client_mod.closed_loop("127.0.0.1", port, 300, concurrency=2)
+        self.stop_c_server()  # SIGTERM: the server flushes its last window and exits
         win = wait_for(lambda: intake.windows().get(VM) if intake.windows().get(VM) and
-                       intake.windows()[VM].count >= 250 else None)
+                       intake.windows()[VM].count == 300 else None)
         self.assertIsNotNone(win, intake.stats())
         self.assertGreaterEqual(win.mean_us, COMPUTE_US)
         self.assertEqual({}, intake.stats()[VM]["rejected"])
