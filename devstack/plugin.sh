@@ -1,0 +1,212 @@
+#!/bin/bash
+# devstack/plugin.sh: install, configure, start and stop resex-libvirt.
+#
+# Phases (devstack sources this file as "plugin.sh <mode> <phase>"):
+#   stack install      pip-install the project (editable) with its [libvirt]
+#                      extra into devstack's Python environment
+#   stack post-config  nova.conf (where n-sch runs): the ResEx filter and
+#                      weigher appended to the scheduler's lists, [resex];
+#                      /etc/resex/resex-agent.conf (where resex-agent runs)
+#   stack extra        start resex-agent (run_process)
+#   unstack            stop resex-agent
+#   clean              remove its configuration and state
+#
+# nova.conf's lists are appended to, never overwritten, and a second run
+# changes nothing: enabled_filters (class names) and weight_classes (import
+# paths) are comma-separated lists; available_filters (import paths) is
+# multi-valued, one line per value, and keeps nova's default
+# nova.scheduler.filters.all_filters when it was unset.
+
+XTRACE_RESEX=$(set +o | grep xtrace)
+set -o xtrace
+
+# Nova 34's defaults, in force when nova.conf does not set the option.
+RESEX_NOVA_DEFAULT_FILTERS="ComputeFilter,ComputeCapabilitiesFilter"
+RESEX_NOVA_DEFAULT_FILTERS+=",ImagePropertiesFilter"
+RESEX_NOVA_DEFAULT_FILTERS+=",ServerGroupAntiAffinityFilter"
+RESEX_NOVA_DEFAULT_FILTERS+=",ServerGroupAffinityFilter"
+RESEX_NOVA_ALL_FILTERS=nova.scheduler.filters.all_filters
+RESEX_NOVA_ALL_WEIGHERS=nova.scheduler.weights.all_weighers
+
+
+# The board URL this node's agent and scheduler use (see devstack/settings).
+function resex_board_url {
+    if [[ -n "$RESEX_BOARD_URL" ]]; then
+        echo "$RESEX_BOARD_URL"
+        return
+    fi
+    local backend=$RESEX_BOARD_BACKEND
+    if [[ "$backend" == "auto" ]]; then
+        if is_service_enabled etcd3; then
+            backend=etcd3
+        else
+            backend=sqlite
+        fi
+    fi
+    local host=$SERVICE_HOST
+    if [[ "$host" == *:* && "$host" != \[* ]]; then
+        host="[$host]"
+    fi
+    case "$backend" in
+        etcd3)
+            echo "etcd3+http://${host}:${RESEX_ETCD_PORT}"
+            ;;
+        sqlite)
+            echo "sqlite://${RESEX_STATE_DIR}/board.sqlite"
+            ;;
+    esac
+}
+
+# Stop the stack on a board backend this plugin does not know (in the main
+# shell: resex_board_url runs in command substitutions).
+function resex_check_board_backend {
+    case "$RESEX_BOARD_BACKEND" in
+        auto|etcd3|sqlite)
+            ;;
+        *)
+            local msg="RESEX_BOARD_BACKEND must be auto, etcd3 or sqlite"
+            die $LINENO "$msg, not $RESEX_BOARD_BACKEND"
+            ;;
+    esac
+}
+
+# Append value to a comma-separated list option unless it is already in it.
+# An unset option starts from its default (nova's own), so that enabling
+# the plugin never drops what nova would have used.
+function _resex_append_to_list {
+    local file=$1
+    local section=$2
+    local option=$3
+    local value=$4
+    local default=$5
+    local current
+    current=$(iniget "$file" "$section" "$option")
+    current=${current// /}
+    if [[ -z "$current" ]]; then
+        current=$default
+    fi
+    if [[ ",$current," == *",$value,"* ]]; then
+        iniset "$file" "$section" "$option" "$current"
+        return
+    fi
+    iniset "$file" "$section" "$option" "${current:+$current,}$value"
+}
+
+# Add values to a multi-valued option, each once. An unset option first
+# gets its default (nova's), which setting any value would otherwise drop.
+function _resex_add_to_multi {
+    local file=$1
+    local section=$2
+    local option=$3
+    local default=$4
+    shift 4
+    local current
+    current=" $(iniget_multiline "$file" "$section" "$option") "
+    if [[ -z "${current// /}" ]]; then
+        iniadd "$file" "$section" "$option" "$default"
+        current=" $default "
+    fi
+    local value
+    for value in "$@"; do
+        if [[ "$current" != *" $value "* ]]; then
+            iniadd "$file" "$section" "$option" "$value"
+            current+="$value "
+        fi
+    done
+}
+
+function install_resex {
+    setup_develop "$RESEX_DIR" libvirt
+}
+
+# nova.conf of the scheduler: the filter, the weigher, the board.
+function configure_resex_nova {
+    _resex_add_to_multi "$NOVA_CONF" filter_scheduler available_filters \
+        "$RESEX_NOVA_ALL_FILTERS" "$RESEX_FILTER_PATH"
+    _resex_append_to_list "$NOVA_CONF" filter_scheduler enabled_filters \
+        "$RESEX_FILTER_NAME" "$RESEX_NOVA_DEFAULT_FILTERS"
+    _resex_append_to_list "$NOVA_CONF" filter_scheduler weight_classes \
+        "$RESEX_WEIGHER_PATH" "$RESEX_NOVA_ALL_WEIGHERS"
+    iniset "$NOVA_CONF" resex board_url "$(resex_board_url)"
+}
+
+# The compute host's name as nova-compute reports it: the agent publishes
+# under it and the filter matches reports to hosts by it.
+function _resex_compute_host {
+    local conf
+    for conf in "${NOVA_CPU_CONF:-}" "$NOVA_CONF"; do
+        if [[ -n "$conf" && -f "$conf" ]]; then
+            local host
+            host=$(iniget "$conf" DEFAULT host)
+            if [[ -n "$host" ]]; then
+                echo "$host"
+                return
+            fi
+        fi
+    done
+    hostname
+}
+
+function configure_resex_agent {
+    sudo install -d -o "$STACK_USER" -m 0755 "$RESEX_CONF_DIR" \
+        "$RESEX_STATE_DIR" "$RESEX_RUN_DIR"
+    local conf=$RESEX_AGENT_CONF
+    iniset "$conf" agent host "$(_resex_compute_host)"
+    iniset "$conf" agent host_driver libvirt
+    iniset "$conf" agent state_dir "$RESEX_STATE_DIR"
+    iniset "$conf" libvirt connection_uri "$RESEX_LIBVIRT_URI"
+    iniset "$conf" libvirt nova_lookup "$RESEX_NOVA_LOOKUP"
+    iniset "$conf" libvirt nova_cloud "$RESEX_NOVA_CLOUD"
+    iniset "$conf" market policy "$RESEX_POLICY"
+    iniset "$conf" fabric source "$RESEX_FABRIC_SOURCE"
+    iniset "$conf" board url "$(resex_board_url)"
+    iniset "$conf" latency probe_socket_path "$RESEX_RUN_DIR/latency.sock"
+    iniset "$conf" metrics enabled "$RESEX_METRICS_ENABLED"
+    iniset "$conf" metrics port "$RESEX_METRICS_PORT"
+}
+
+function start_resex_agent {
+    local bin
+    bin=$(get_python_exec_prefix)
+    run_process resex-agent \
+        "$bin/resex-agent --config-file $RESEX_AGENT_CONF"
+}
+
+function stop_resex_agent {
+    stop_process resex-agent
+}
+
+function cleanup_resex {
+    sudo rm -rf "$RESEX_CONF_DIR" "$RESEX_STATE_DIR" "$RESEX_RUN_DIR"
+}
+
+if [[ "$1" == "stack" && "$2" == "install" ]]; then
+    echo_summary "Installing resex-libvirt"
+    install_resex
+elif [[ "$1" == "stack" && "$2" == "post-config" ]]; then
+    echo_summary "Configuring resex-libvirt"
+    resex_check_board_backend
+    if is_service_enabled n-sch; then
+        configure_resex_nova
+    fi
+    if is_service_enabled resex-agent; then
+        configure_resex_agent
+    fi
+elif [[ "$1" == "stack" && "$2" == "extra" ]]; then
+    if is_service_enabled resex-agent; then
+        echo_summary "Starting resex-agent"
+        start_resex_agent
+    fi
+fi
+
+if [[ "$1" == "unstack" ]]; then
+    if is_service_enabled resex-agent; then
+        stop_resex_agent
+    fi
+fi
+
+if [[ "$1" == "clean" ]]; then
+    cleanup_resex
+fi
+
+$XTRACE_RESEX

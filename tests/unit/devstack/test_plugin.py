@@ -1,0 +1,314 @@
+"""The devstack plugin's phases, run in bash against a throwaway nova.conf.
+
+devstack itself cannot run here (it installs MySQL, RabbitMQ, systemd units
+and the whole of OpenStack), so ``devstack_shim.sh`` stands in for the
+devstack functions the plugin calls: the ini helpers with devstack's
+documented semantics (``iniset`` replaces, ``iniadd`` appends to a
+multi-valued option, ``iniget_multiline`` lists), ``is_service_enabled``
+over ``ENABLED_SERVICES``, and recorders for ``run_process``,
+``stop_process`` and ``setup_develop``. The plugin's own ``settings`` and
+``plugin.sh`` run unchanged, phase after phase, as ``stack.sh``,
+``unstack.sh`` and ``clean.sh`` source them.
+
+The resulting files are read back with the real option definitions (nova's
+``[filter_scheduler]``, the plugin's ``[resex]``, the agent's groups), and
+nova's own loader resolves the filter and weigher paths, so a value nova
+would reject fails here.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+from oslo_config import cfg
+
+from agent import conf as agent_conf
+from agent.conf import board as board_conf
+from agent.conf import fabric as fabric_conf
+from agent.conf import hypervisor as hypervisor_conf
+from agent.conf import latency as latency_conf
+from agent.conf import metrics as metrics_conf
+import nova_filter.conf as resex_nova_conf
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+SHIM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "devstack_shim.sh")
+PLUGIN = os.path.join(ROOT, "devstack", "plugin.sh")
+SETTINGS = os.path.join(ROOT, "devstack", "settings")
+BASHATE = os.path.join(os.path.dirname(sys.executable), "bashate")
+
+#: What devstack's lib/nova writes before the plugin's post-config phase.
+DEVSTACK_FILTERS = ["ComputeFilter", "ComputeCapabilitiesFilter", "ImagePropertiesFilter",
+                    "ServerGroupAntiAffinityFilter", "ServerGroupAffinityFilter",
+                    "SameHostFilter", "DifferentHostFilter"]
+DEVSTACK_NOVA_CONF = """[DEFAULT]
+debug = True
+transport_url = rabbit://stackrabbit:secret@192.0.2.10:5672/
+
+[filter_scheduler]
+enabled_filters = %s
+
+[scheduler]
+workers = 2
+""" % ",".join(DEVSTACK_FILTERS)
+
+SERVICE_HOST = "192.0.2.10"
+AIO = "n-api,n-sch,n-cond,n-cpu,placement-api,etcd3,mysql,rabbit,resex-agent"
+
+
+class DevstackRun:
+    """One node's devstack, as far as the plugin sees it: files and recorded calls."""
+
+    def __init__(self, test, services, nova_conf=DEVSTACK_NOVA_CONF, **env):
+        self.tmp = tempfile.mkdtemp(prefix="resex-devstack-")
+        test.addCleanup(shutil.rmtree, self.tmp, True)
+        self.nova_conf = os.path.join(self.tmp, "nova.conf")
+        with open(self.nova_conf, "w") as f:
+            f.write(nova_conf)
+        self.record = os.path.join(self.tmp, "record")
+        self.conf_dir = os.path.join(self.tmp, "etc-resex")
+        self.state_dir = os.path.join(self.tmp, "var-lib-resex")
+        self.run_dir = os.path.join(self.tmp, "run-resex")
+        self.agent_conf = os.path.join(self.conf_dir, "resex-agent.conf")
+        self.env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": self.tmp,
+            "RESEX_TEST_RECORD": self.record,
+            "DEST": "/opt/stack",
+            "STACK_USER": subprocess.run(["id", "-un"], capture_output=True, text=True,
+                                         check=True).stdout.strip(),
+            "SERVICE_HOST": SERVICE_HOST,
+            "ENABLED_SERVICES": services,
+            "NOVA_CONF": self.nova_conf,
+            "RESEX_CONF_DIR": self.conf_dir,
+            "RESEX_STATE_DIR": self.state_dir,
+            "RESEX_RUN_DIR": self.run_dir,
+        }
+        self.env.update(env)
+
+    def phases(self, *phases):
+        """Source settings, then plugin.sh once per ``"mode phase"`` (stack.sh order)."""
+        script = ["set -o errexit", "source %s" % SHIM, "source %s" % SETTINGS]
+        script += ["source %s %s" % (PLUGIN, phase) for phase in phases]
+        return subprocess.run(["bash", "-c", "\n".join(script)], env=self.env,
+                              capture_output=True, text=True, timeout=60)
+
+    def stack(self):
+        result = self.phases("stack pre-install", "stack install", "stack post-config",
+                             "stack extra")
+        if result.returncode:
+            raise AssertionError("plugin failed: %s" % result.stderr[-3000:])
+        return result
+
+    def recorded(self):
+        if not os.path.exists(self.record):
+            return []
+        with open(self.record) as f:
+            return f.read().splitlines()
+
+    def nova(self):
+        """nova.conf as nova-scheduler reads it (nova's and the plugin's options)."""
+        from nova.conf import scheduler as nova_scheduler_conf
+        conf = cfg.ConfigOpts()
+        conf.register_opts(nova_scheduler_conf.filter_scheduler_opts, group="filter_scheduler")
+        resex_nova_conf.register_opts(conf)
+        conf(["--config-file", self.nova_conf], project="nova")
+        return conf
+
+    def agent(self):
+        """resex-agent.conf as the agent reads it."""
+        conf = cfg.ConfigOpts()
+        agent_conf.register_opts(conf)
+        for module in (board_conf, fabric_conf, hypervisor_conf, latency_conf, metrics_conf):
+            module.register_opts(conf)
+        conf(["--config-file", self.agent_conf], project="resex")
+        return conf
+
+    def text(self, path):
+        with open(path) as f:
+            return f.read()
+
+
+class AllInOneTest(unittest.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.node = DevstackRun(self, AIO)
+        self.node.stack()
+
+    def test_install_is_setup_develop_with_the_libvirt_extra(self):
+        self.assertIn("setup_develop /opt/stack/resex-libvirt libvirt", self.node.recorded())
+
+    def test_filter_is_appended_to_devstacks_enabled_filters(self):
+        nova = self.node.nova()
+        self.assertEqual(DEVSTACK_FILTERS + ["ResExCongestionFilter"],
+                         nova.filter_scheduler.enabled_filters)
+
+    def test_available_filters_keeps_novas_default_and_adds_the_filter(self):
+        nova = self.node.nova()
+        self.assertEqual(["nova.scheduler.filters.all_filters",
+                          "nova_filter.filter.ResExCongestionFilter"],
+                         nova.filter_scheduler.available_filters)
+
+    def test_weigher_is_appended_to_novas_default_weighers(self):
+        nova = self.node.nova()
+        self.assertEqual(["nova.scheduler.weights.all_weighers",
+                          "nova_filter.weigher.ResExCongestionWeigher"],
+                         nova.filter_scheduler.weight_classes)
+
+    def test_nova_loads_every_class_the_plugin_configured(self):
+        from nova import objects
+        from nova.scheduler import filters
+        from nova.scheduler import weights
+        objects.register_all()
+        nova = self.node.nova()
+        classes = filters.HostFilterHandler().get_matching_classes(
+            nova.filter_scheduler.available_filters)
+        names = {cls.__name__ for cls in classes}
+        for name in nova.filter_scheduler.enabled_filters:
+            self.assertIn(name, names)
+        weighers = weights.HostWeightHandler().get_matching_classes(
+            nova.filter_scheduler.weight_classes)
+        self.assertIn("ResExCongestionWeigher", {cls.__name__ for cls in weighers})
+
+    def test_board_is_devstacks_etcd3_when_it_runs_here(self):
+        url = "etcd3+http://%s:2379" % SERVICE_HOST
+        self.assertEqual(url, self.node.nova().resex.board_url)
+        self.assertEqual(url, self.node.agent().board.url)
+
+    def test_agent_conf_drives_libvirt(self):
+        agent = self.node.agent()
+        self.assertEqual("libvirt", agent.agent.host_driver)
+        self.assertEqual("qemu:///system", agent.libvirt.connection_uri)
+        self.assertEqual(self.node.state_dir, agent.agent.state_dir)
+        self.assertTrue(agent.libvirt.nova_lookup)
+        self.assertEqual("devstack-admin", agent.libvirt.nova_cloud)
+        self.assertEqual(os.path.join(self.node.run_dir, "latency.sock"),
+                         agent.latency.probe_socket_path)
+        self.assertFalse(agent.metrics.enabled)
+        for path in (self.node.conf_dir, self.node.state_dir, self.node.run_dir):
+            self.assertTrue(os.path.isdir(path), path)
+
+    def test_agent_is_started_by_run_process_with_its_config(self):
+        self.assertIn("run_process resex-agent|/opt/stack/data/venv/bin/resex-agent "
+                      "--config-file %s" % self.node.agent_conf, self.node.recorded())
+
+    def test_a_second_post_config_changes_nothing(self):
+        before = self.node.text(self.node.nova_conf), self.node.text(self.node.agent_conf)
+        result = self.node.phases("stack post-config")
+        self.assertEqual(0, result.returncode, result.stderr)
+        self.assertEqual(before, (self.node.text(self.node.nova_conf),
+                                  self.node.text(self.node.agent_conf)))
+
+    def test_unstack_stops_the_agent_and_clean_removes_its_files(self):
+        result = self.node.phases("unstack")
+        self.assertEqual(0, result.returncode, result.stderr)
+        self.assertEqual("stop_process resex-agent", self.node.recorded()[-1])
+        self.assertTrue(os.path.exists(self.node.agent_conf))
+        result = self.node.phases("clean")
+        self.assertEqual(0, result.returncode, result.stderr)
+        for path in (self.node.conf_dir, self.node.state_dir, self.node.run_dir):
+            self.assertFalse(os.path.exists(path), path)
+
+    def test_nova_conf_keeps_everything_else(self):
+        nova = self.node.text(self.node.nova_conf)
+        self.assertIn("transport_url = rabbit://stackrabbit:secret@192.0.2.10:5672/", nova)
+        self.assertIn("[scheduler]\nworkers = 2", nova)
+
+
+class ExistingSchedulerSettingsTest(unittest.TestCase):
+
+    def test_operator_lists_are_appended_to_not_overwritten(self):
+        nova_conf = DEVSTACK_NOVA_CONF.replace("[filter_scheduler]\n", """[filter_scheduler]
+available_filters = nova.scheduler.filters.all_filters
+available_filters = nova.scheduler.filters.compute_filter.ComputeFilter
+weight_classes = nova.scheduler.weights.ram.RAMWeigher, nova.scheduler.weights.cpu.CPUWeigher
+""")
+        node = DevstackRun(self, AIO, nova_conf=nova_conf)
+        node.stack()
+        nova = node.nova()
+        self.assertEqual(["nova.scheduler.filters.all_filters",
+                          "nova.scheduler.filters.compute_filter.ComputeFilter",
+                          "nova_filter.filter.ResExCongestionFilter"],
+                         nova.filter_scheduler.available_filters)
+        self.assertEqual(["nova.scheduler.weights.ram.RAMWeigher",
+                          "nova.scheduler.weights.cpu.CPUWeigher",
+                          "nova_filter.weigher.ResExCongestionWeigher"],
+                         nova.filter_scheduler.weight_classes)
+        result = node.phases("stack post-config")
+        self.assertEqual(0, result.returncode, result.stderr)
+        self.assertEqual(3, len(node.nova().filter_scheduler.available_filters))
+        self.assertEqual(DEVSTACK_FILTERS + ["ResExCongestionFilter"],
+                         node.nova().filter_scheduler.enabled_filters)
+
+    def test_unset_enabled_filters_start_from_novas_defaults(self):
+        node = DevstackRun(self, AIO, nova_conf="[DEFAULT]\ndebug = True\n")
+        node.stack()
+        from nova.conf import scheduler as nova_scheduler_conf
+        default = [o for o in nova_scheduler_conf.filter_scheduler_opts
+                   if o.name == "enabled_filters"][0].default
+        self.assertEqual(list(default) + ["ResExCongestionFilter"],
+                         node.nova().filter_scheduler.enabled_filters)
+
+
+class BoardBackendTest(unittest.TestCase):
+
+    def test_without_etcd3_the_board_is_sqlite_in_the_state_dir(self):
+        node = DevstackRun(self, AIO.replace("etcd3,", ""))
+        node.stack()
+        url = "sqlite://%s/board.sqlite" % node.state_dir
+        self.assertEqual(url, node.nova().resex.board_url)
+        self.assertEqual(url, node.agent().board.url)
+
+    def test_an_explicit_board_url_wins(self):
+        node = DevstackRun(self, AIO, RESEX_BOARD_URL="etcd3+https://etcd.example:2379")
+        node.stack()
+        self.assertEqual("etcd3+https://etcd.example:2379", node.nova().resex.board_url)
+
+    def test_an_ipv6_service_host_is_bracketed(self):
+        node = DevstackRun(self, AIO, SERVICE_HOST="2001:db8::10")
+        node.stack()
+        self.assertEqual("etcd3+http://[2001:db8::10]:2379", node.agent().board.url)
+
+    def test_an_unknown_backend_stops_the_stack(self):
+        node = DevstackRun(self, AIO, RESEX_BOARD_BACKEND="zookeeper")
+        result = node.phases("stack post-config")
+        self.assertNotEqual(0, result.returncode)
+        self.assertIn("RESEX_BOARD_BACKEND", result.stderr)
+
+
+class MultinodeTest(unittest.TestCase):
+
+    def test_compute_node_runs_the_agent_on_the_controllers_etcd_and_leaves_nova_alone(self):
+        node = DevstackRun(self, "n-cpu,placement-client,resex-agent",
+                           RESEX_BOARD_BACKEND="etcd3")
+        before = node.text(node.nova_conf)
+        node.stack()
+        self.assertEqual(before, node.text(node.nova_conf))
+        self.assertEqual("etcd3+http://%s:2379" % SERVICE_HOST, node.agent().board.url)
+        self.assertTrue(any(line.startswith("run_process resex-agent|")
+                            for line in node.recorded()))
+
+    def test_agent_publishes_under_novas_host_name_when_nova_sets_one(self):
+        node = DevstackRun(self, "n-cpu,resex-agent", RESEX_BOARD_BACKEND="etcd3",
+                           nova_conf="[DEFAULT]\nhost = compute-7\n")
+        node.stack()
+        self.assertEqual("compute-7", node.agent().agent.host)
+
+    def test_scheduler_without_the_agent_writes_no_agent_config(self):
+        node = DevstackRun(self, "n-api,n-sch,etcd3")
+        node.stack()
+        self.assertFalse(os.path.exists(node.agent_conf))
+        self.assertFalse(any(line.startswith("run_process") for line in node.recorded()))
+        self.assertIn("ResExCongestionFilter", node.nova().filter_scheduler.enabled_filters)
+
+
+class BashateTest(unittest.TestCase):
+
+    def test_plugin_settings_and_shim_are_bashate_clean(self):
+        result = subprocess.run([BASHATE, "-v", PLUGIN, SETTINGS, SHIM],
+                                capture_output=True, text=True, timeout=60)
+        self.assertEqual(0, result.returncode, result.stdout + result.stderr)
+        self.assertNotIn("warning", result.stdout + result.stderr)
