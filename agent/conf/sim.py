@@ -9,9 +9,8 @@ OPTS = [
         "scenario",
         default="paper_64k_vs_2m",
         help="""
-Scenario the simulated host runs: a packaged scenario name (see
-``resex-sim list``... the files in ``resex_libvirt/sim/scenarios``) or the
-path of a TOML scenario file.
+Scenario the simulated host runs: a packaged scenario name (``resex-sim
+list`` shows them) or the path of a TOML scenario file.
 
 Related options:
 

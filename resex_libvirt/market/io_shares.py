@@ -27,10 +27,17 @@ Deviations, and why:
 * MTUs are compared as an exponentially weighted rate, not the count of one
   interval: at 1 ms a capped VM is often parked for a whole interval and
   would look idle just when it is the culprit.
-* An interferer must send at least ``heavier`` (1.5) times the reporting
-  VM's own MTU rate. The paper's 64KB-64KB case (Fig. 8) shows ResEx "not
-  penalize VMs if they are doing the same amount of I/O"; Algorithm 2 alone
-  would tax the twin whenever the two collide.
+* An interferer must *demand* at least ``heavier`` (1.5) times the
+  reporting VM's own I/O. The paper's 64KB-64KB case (Fig. 8) shows ResEx
+  "not penalize VMs if they are doing the same amount of I/O"; Algorithm 2
+  alone would tax the twin whenever the two collide. Demand is the recent
+  MTU rate scaled by ``limit / cap``: a cap throttles VMM-bypass I/O in
+  proportion (Section V-B, Figs. 3-4), so a 2 MB server capped to a few
+  percent still demands 32 times what a 64 KB one does, and stays the
+  culprit while the interference lasts. Comparing raw rates instead would
+  let the tax lapse as soon as it started working. The largest sender is
+  chosen by the same demand; IOShare itself uses the MTUs actually sent, as
+  in the paper.
 * Only VMs with a declared latency SLA can name an interferer, and the
   market clamps every cap to the interferer's reservation: a tenant that
   lies about its latency can at most push others down to their reservation.
@@ -64,16 +71,16 @@ class IOShares(free_market.FreeMarket):
         return math.pow(0.5, 1.0 / intervals)
 
     def find_interferer(self, view, victim, top=None):
-        """Alg. 2 line 7: the largest recent MTU sender other than ``victim``.
+        """Alg. 2 line 7: the largest I/O demand other than ``victim``'s.
 
-        ``top`` is the two largest senders, ``[(rate, vm), ...]``, when the
+        ``top`` is the two largest demands, ``[(demand, vm), ...]``, when the
         caller has them (one pass for all victims instead of one per victim).
         """
         if top is None:
             top = _top_two(view)
-        best_rate, best = next(((r, vm) for r, vm in top if vm != victim), (0.0, None))
-        own = view.mtu_rate.get(victim, 0.0)
-        if best is None or best_rate <= 0.0 or best_rate < self.heavier * own:
+        best_demand, best = next(((d, vm) for d, vm in top if vm != victim), (0.0, None))
+        own = _demand(view, victim)
+        if best is None or best_demand <= 0.0 or best_demand < self.heavier * own:
             return None
         return best
 
@@ -144,15 +151,26 @@ class IOShares(free_market.FreeMarket):
         self._taxed.discard(vm)
 
 
+def _demand(view, vm):
+    """Recent MTU rate scaled up by how far the VM's cap holds it down."""
+    rate = view.mtu_rate.get(vm, 0.0)
+    cap = view.caps.get(vm)
+    bounds = view.bounds.get(vm)
+    if rate <= 0.0 or cap is None or bounds is None or cap >= bounds[1] or cap <= 0.0:
+        return rate
+    return rate * bounds[1] / cap
+
+
 def _top_two(view):
-    """The two largest recent MTU senders as ``[(rate, vm), ...]``."""
+    """The two largest I/O demands as ``[(demand, vm), ...]``."""
     first = second = (0.0, None)
     specs = view.specs
-    for vm, rate in view.mtu_rate.items():
+    for vm in view.mtu_rate:
         if vm not in specs:
             continue
-        if rate > first[0]:
-            first, second = (rate, vm), first
-        elif rate > second[0]:
-            second = (rate, vm)
+        demand = _demand(view, vm)
+        if demand > first[0]:
+            first, second = (demand, vm), first
+        elif demand > second[0]:
+            second = (demand, vm)
     return [first, second]

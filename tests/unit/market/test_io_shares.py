@@ -103,3 +103,17 @@ class IOSharesWithBalanceTest(unittest.TestCase):
         # FreeMarket's gradual decrease applies.
         self.assertEqual(1.0, d["bulk"].rate)
         self.assertLess(d["bulk"].cap_pct, 100.0)
+
+
+class DemandTest(unittest.TestCase):
+
+    def test_a_capped_interferer_stays_the_culprit_while_interference_lasts(self):
+        # Once capped, the bulk VM sends about what the victim sends; its
+        # demand (rate x limit / cap) is what names it.
+        m = make_market()
+        for _ in range(30):
+            m.step(samples(), {"victim": window(400.0)})
+        cap = m.decision("bulk").cap_pct
+        self.assertLess(cap, 50.0)
+        d = m.step(samples(victim_mtus=64, bulk_mtus=64), {"victim": window(400.0)})
+        self.assertLess(d["bulk"].cap_pct, cap)
