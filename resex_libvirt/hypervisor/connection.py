@@ -65,6 +65,12 @@ def translate(exc, what):
     return exceptions.HypervisorError(message)
 
 
+def _quiet_errors():
+    """Send libvirt's own error printing to the debug log (errors are raised anyway)."""
+    libvirt.registerErrorHandler(
+        lambda ctx, err: LOG.debug("libvirt: %s", err[2] if len(err) > 2 else err), None)
+
+
 class _EventLoop:
     """libvirt's default event loop in one daemon thread, reference counted."""
 
@@ -81,12 +87,6 @@ class _EventLoop:
             if not self._registered:
                 libvirt.virEventRegisterDefaultImpl()
                 self._registered = True
-
-
-def _quiet_errors():
-    """Send libvirt's own error printing to the debug log (errors are raised anyway)."""
-    libvirt.registerErrorHandler(
-        lambda ctx, err: LOG.debug("libvirt: %s", err[2] if len(err) > 2 else err), None)
 
     def acquire(self):
         self.register()
@@ -189,7 +189,7 @@ class Connection:
         with self._lock:
             if self._closed:
                 raise exceptions.HypervisorUnavailable("connection to %s is closed" % self.uri)
-            if self._lost:
+            if self._lost and self._conn is not None:
                 self._drop()
             if self._conn is not None:
                 return self._conn
@@ -213,8 +213,8 @@ class Connection:
                          self.uri, self._failures)
             self._failures = 0
             self._next_attempt = 0.0
-            self._conn = conn
             self._lost = False
+            self._conn = conn
             self.opens += 1
             self._setup(conn)
             first = self.opens == 1
@@ -251,10 +251,12 @@ class Connection:
             LOG.info("%s sends no domain event %d: %s", self.uri, event_id, exc)
 
     def _on_close(self, conn, reason, opaque):
+        # Runs on the event thread inside libvirt's client lock: never take
+        # self._lock here (the caller's thread may hold it while closing the
+        # connection, which needs the client lock: a deadlock). A plain flag
+        # assignment is atomic.
         LOG.warning("libvirt connection to %s closed (reason %d)", self.uri, reason)
-        with self._lock:
-            if self._conn is conn:
-                self._lost = True
+        self._lost = True
 
     def _drop(self):
         """Forget a lost connection; the next :meth:`get` reopens at once."""

@@ -40,6 +40,9 @@ from resex_libvirt.hypervisor import metadata as metadata_mod
 
 LOG = logging.getLogger(__name__)
 
+# libvirt prints every error to stderr unless told otherwise; they are raised anyway.
+libvirt.registerErrorHandler(lambda ctx, err: None, None)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CACHE = os.environ.get("RESEX_LAB_CACHE", "/var/tmp/resex-lab")
 URI = "qemu:///system"
