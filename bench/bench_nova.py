@@ -24,7 +24,7 @@ import statistics
 import tempfile
 import time
 
-os.environ.setdefault("OS_NOVA_DISABLE_EVENTLET_PATCHING", "1")
+os.environ.setdefault("OS_NOVA_DISABLE_EVENTLET_PATCHING", "1")  # before nova
 
 from nova import objects  # noqa: E402
 from nova.scheduler import filters  # noqa: E402
