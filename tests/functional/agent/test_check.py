@@ -1,0 +1,97 @@
+"""``run_check`` against libvirt's built-in test driver.
+
+A good configuration is a node XML for the ``test:///`` driver with domains
+carrying the project's SLA metadata (``etc/resex/node-test.xml``); the
+broken ones name a node file that does not exist (libvirt cannot open the
+connection) and an etcd board on a closed loopback port. The board of the
+good case is a SQLite file in a temporary directory.
+"""
+
+import io
+import os
+import shutil
+import socket
+import tempfile
+import unittest
+
+from oslo_config import cfg
+
+from agent import check
+from agent import conf as agent_conf
+from agent.conf import board as board_conf
+from agent.conf import fabric as fabric_conf
+from agent.conf import hypervisor as hypervisor_conf
+from agent.conf import latency as latency_conf
+from agent.conf import metrics as metrics_conf
+
+NODE_XML = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..",
+                                        "etc", "resex", "node-test.xml"))
+
+
+class LibvirtCheckTest(unittest.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.tmp = tempfile.mkdtemp(prefix="resex-check-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+
+    def make_conf(self, uri, extra=None):
+        conf = cfg.ConfigOpts()
+        agent_conf.register_opts(conf)
+        for module in (board_conf, hypervisor_conf, fabric_conf, latency_conf, metrics_conf):
+            module.register_opts(conf)
+        path = os.path.join(self.tmp, "resex-agent.conf")
+        with open(path, "w") as f:
+            f.write("[agent]\nhost = cmp1\nhost_driver = libvirt\nstate_dir = %s\n"
+                    "[libvirt]\nconnection_uri = %s\nevents = false\n"
+                    "[latency]\nprobe_socket_path =\n%s"
+                    % (os.path.join(self.tmp, "state"), uri,
+                       extra or "[board]\nurl = sqlite://%s/board.sqlite\n" % self.tmp))
+        conf(["--config-file", path], project="resex")
+        return conf
+
+    def run_check(self, conf):
+        out = io.StringIO()
+        code = check.run_check(conf, out=out)
+        return code, out.getvalue()
+
+    def test_good_node_lists_every_domain_with_its_sla_source_and_knobs(self):
+        uri = "test://" + NODE_XML
+        code, text = self.run_check(self.make_conf(uri))
+        self.assertEqual(0, code, text)
+        self.assertIn("hypervisor: ok (%s, 4 running VM(s), 4 pCPU)" % uri, text)
+        rows = {line.split()[0]: line for line in text.splitlines() if line.startswith("  ")}
+        self.assertEqual({"sensitive-1", "bulk-1", "broken-1", "plain-1"}, set(rows))
+        self.assertIn("latency_sla_us=180", rows["sensitive-1"])
+        self.assertIn("cpu_reservation_pct=40", rows["sensitive-1"])
+        self.assertIn("from metadata", rows["sensitive-1"])
+        self.assertIn("cap 40..200%", rows["sensitive-1"])
+        self.assertIn("io_class=bulk", rows["bulk-1"])
+        self.assertIn("cap 0..150%", rows["bulk-1"])
+        self.assertIn("SLA defaults from default", rows["plain-1"])
+        for row in rows.values():
+            # The test driver's 'fair' scheduler has no cap: monitor-only (FIELD-NOTES).
+            self.assertIn("(monitor-only)", row)
+        self.assertIn("board: ok (sqlite://%s/board.sqlite, 0 host(s); this host: no report yet)"
+                      % self.tmp, text)
+        self.assertTrue(text.endswith("check passed\n"))
+
+    def test_unreachable_libvirt_fails_naming_the_uri(self):
+        uri = "test:///nonexistent/path.xml"
+        code, text = self.run_check(self.make_conf(uri))
+        self.assertEqual(1, code, text)
+        self.assertIn("ERROR: hypervisor:", text)
+        self.assertIn(uri, text)
+        self.assertNotIn("check passed", text)
+
+    def test_board_on_a_closed_port_fails_naming_the_board(self):
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        sock.close()
+        conf = self.make_conf("test://" + NODE_XML,
+                              "[board]\nurl = etcd3+http://127.0.0.1:%d\ntimeout = 1\n" % port)
+        code, text = self.run_check(conf)
+        self.assertEqual(1, code, text)
+        self.assertIn("ERROR: board:", text)
+        self.assertIn("127.0.0.1:%d" % port, text)
