@@ -74,6 +74,10 @@ class BoardReader:
         self._stop.set()
         if thread is not None:
             thread.join(timeout if timeout is not None else self.load_timeout + 5.0)
+        if thread is None or not thread.is_alive():
+            board, self._board = self._board, None
+            if board is not None:
+                board.close()
 
     @property
     def running(self):

@@ -3,6 +3,7 @@
 import logging
 import os
 import tempfile
+import time
 import unittest
 
 from resex_libvirt import board as board_mod
@@ -32,6 +33,18 @@ class ReaderTest(unittest.TestCase):
         self.assertTrue(self.reader.running)
         self.assertEqual("c1", self.reader.get("c1").host)
         self.assertEqual(NOW, self.reader.loaded_at)
+
+    def test_the_thread_refreshes_the_snapshot_by_itself(self):
+        reader = reader_mod.BoardReader(self.url, max_age=30, refresh_interval=0.05,
+                                        load_timeout=10, clock=lambda: self.now)
+        self.addCleanup(reader.stop)
+        reader.start()
+        self.assertIsNone(reader.get("late"))
+        self.board.publish(reports.make("late", ts=NOW))
+        deadline = time.monotonic() + 30
+        while reader.get("late") is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        self.assertEqual("late", reader.get("late").host)
 
     def test_records_older_than_max_age_are_dropped_at_read_time(self):
         self.board.publish(reports.make("old", ts=NOW - 31))
