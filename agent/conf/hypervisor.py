@@ -216,11 +216,17 @@ SLA_KEY_OF_OPT = {
 }
 
 
+def _fresh(group):
+    # oslo.config keeps overrides on the OptGroup object: a private copy per
+    # ConfigOpts keeps two configurations (or two tests) from sharing them.
+    return cfg.OptGroup(group.name, title=group.title, help=group.help)
+
+
 def register_opts(conf):
-    conf.register_group(libvirt_group)
-    conf.register_opts(LIBVIRT_OPTS, group=libvirt_group)
-    conf.register_group(sla_group)
-    conf.register_opts(SLA_OPTS, group=sla_group)
+    conf.register_group(_fresh(libvirt_group))
+    conf.register_opts(LIBVIRT_OPTS, group=GROUP)
+    conf.register_group(_fresh(sla_group))
+    conf.register_opts(SLA_OPTS, group=SLA_GROUP)
 
 
 def list_opts():

@@ -1,0 +1,54 @@
+"""The [libvirt] and [sla] option groups."""
+
+import unittest
+
+from oslo_config import cfg
+
+from agent.conf import hypervisor as hyp_conf
+from resex_libvirt import exceptions
+from resex_libvirt.hypervisor import libvirt_host
+from resex_libvirt import sla
+
+
+class HypervisorConfTest(unittest.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.conf = cfg.ConfigOpts()
+        hyp_conf.register_opts(self.conf)
+        self.conf([], project="resex-test")
+
+    def test_defaults(self):
+        self.assertEqual("qemu:///system", self.conf.libvirt.connection_uri)
+        self.assertFalse(self.conf.libvirt.nova_lookup)
+        self.assertEqual(sla.SLA(), libvirt_host.sla_defaults_from_conf(self.conf))
+
+    def test_every_resex_key_has_a_default_option_with_its_range(self):
+        opts = {opt.name: opt for opt in hyp_conf.SLA_OPTS}
+        self.assertEqual(set(sla.KEYS), {sla.PREFIX + name for name in opts})
+        for name, opt in opts.items():
+            key = sla.KEYS[sla.PREFIX + name]
+            self.assertEqual(key.default, opt.default, name)
+            if key.min is not None and key.type is not str:
+                self.assertEqual(key.min, opt.type.min, name)
+                self.assertEqual(key.max, opt.type.max, name)
+
+    def test_out_of_range_default_is_refused_by_oslo(self):
+        with self.assertRaises(ValueError):
+            self.conf.set_override("shares", 0, group="sla")
+
+    def test_sla_defaults_from_conf(self):
+        self.conf.set_override("cpu_reservation_pct", 20.0, group="sla")
+        self.conf.set_override("io_class", "bulk", group="sla")
+        defaults = libvirt_host.sla_defaults_from_conf(self.conf)
+        self.assertEqual((20.0, "bulk"), (defaults.reservation_pct, defaults.io_class))
+
+    def test_contradictory_defaults_are_a_config_error(self):
+        self.conf.set_override("cpu_reservation_pct", 50.0, group="sla")
+        self.conf.set_override("cpu_limit_pct", 20.0, group="sla")
+        with self.assertRaises(exceptions.ConfigError):
+            libvirt_host.sla_defaults_from_conf(self.conf)
+
+    def test_list_opts_names_both_groups(self):
+        groups = [group.name for group, _opts in hyp_conf.list_opts()]
+        self.assertEqual(["libvirt", "sla"], groups)

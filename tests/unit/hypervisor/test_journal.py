@@ -1,0 +1,97 @@
+"""The knob journal: originals recorded once, atomically, restored on stop or after a crash.
+
+The hypervisor is the project's simulated host (a real ``Hypervisor``
+implementation with Xen-credit knobs); the libvirt path is run in the lab.
+"""
+
+import json
+import os
+import tempfile
+import unittest
+
+from agent import journal as journal_mod
+from resex_libvirt import exceptions
+from resex_libvirt.sim import host as sim_host
+from resex_libvirt.sim import scenario as scenario_mod
+
+
+class JournalTest(unittest.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.dir = tempfile.TemporaryDirectory()
+        self.addCleanup(self.dir.cleanup)
+        self.path = os.path.join(self.dir.name, "state", "journal.json")
+        self.host = sim_host.SimHost(scenario_mod.load("paper_64k_vs_2m"))
+        self.uuids = sorted(self.host.vms())
+
+    def test_remember_records_only_the_first_originals(self):
+        journal = journal_mod.Journal(self.path)
+        self.assertTrue(journal.remember("a", {"cap": 0, "weight": 256}))
+        self.assertFalse(journal.remember("a", {"cap": 30, "weight": 256}))
+        self.assertEqual({"a": {"cap": 0, "weight": 256}}, journal.originals())
+
+    def test_records_survive_a_new_process(self):
+        journal_mod.Journal(self.path).remember("a", {"cap": 0, "weight": 256})
+        self.assertEqual({"a": {"cap": 0, "weight": 256}},
+                         journal_mod.Journal(self.path).originals())
+
+    def test_writes_leave_no_temporary_files(self):
+        journal = journal_mod.Journal(self.path)
+        journal.remember("a", {"cap": 0})
+        journal.remember("b", {"cap": 0})
+        journal.forget("a")
+        self.assertEqual(["journal.json"], os.listdir(os.path.dirname(self.path)))
+        with open(self.path) as f:
+            self.assertEqual({"version": 1, "originals": {"b": {"cap": 0}}}, json.load(f))
+
+    def test_restore_all_writes_originals_back_and_clears(self):
+        uuid = self.uuids[0]
+        journal = journal_mod.Journal(self.path)
+        journal.remember(uuid, self.host.get_knobs(uuid))
+        original = self.host.get_knobs(uuid)
+        self.host.set_knobs(uuid, 25.0, 512)
+        self.assertNotEqual(original, self.host.get_knobs(uuid))
+        self.assertEqual({}, journal.restore_all(self.host))
+        self.assertEqual(original, self.host.get_knobs(uuid))
+        self.assertEqual({}, journal_mod.Journal(self.path).originals())
+
+    def test_reconcile_after_a_crash_restores_what_the_dead_agent_changed(self):
+        uuid = self.uuids[1]
+        original = self.host.get_knobs(uuid)
+        crashed = journal_mod.Journal(self.path)
+        crashed.remember(uuid, original)
+        self.host.set_knobs(uuid, 10.0, None)
+        del crashed
+        journal_mod.Journal(self.path).reconcile(self.host)
+        self.assertEqual(original, self.host.get_knobs(uuid))
+
+    def test_vms_gone_are_dropped_without_error(self):
+        journal = journal_mod.Journal(self.path)
+        journal.remember("not-on-this-host", {"cap": 0, "weight": 256})
+        with self.assertLogs("agent.journal", level="DEBUG") as logs:
+            self.assertEqual({}, journal.restore_all(self.host))
+        self.assertIn("not-on-this-host", "\n".join(logs.output))
+        self.assertEqual({}, journal.originals())
+
+    def test_a_failed_restore_keeps_its_record_for_the_next_start(self):
+        uuid = self.uuids[0]
+        journal = journal_mod.Journal(self.path)
+        journal.remember(uuid, {"cap": "not-a-number"})
+        failed = journal.restore_all(self.host)
+        self.assertIsInstance(failed[uuid], exceptions.HypervisorError)
+        self.assertEqual({uuid: {"cap": "not-a-number"}},
+                         journal_mod.Journal(self.path).originals())
+
+    def test_corrupt_journal_is_a_clear_error_naming_the_file(self):
+        os.makedirs(os.path.dirname(self.path))
+        for content in (b"{not json", b"", b'{"version": 9, "originals": {}}',
+                        b'{"version": 1, "originals": {"a": 3}}'):
+            with open(self.path, "wb") as f:
+                f.write(content)
+            with self.assertRaises(journal_mod.JournalCorrupt) as ctx:
+                journal_mod.Journal(self.path)
+            self.assertIn(self.path, str(ctx.exception))
+            self.assertIsInstance(ctx.exception, exceptions.ResexError)
+            with open(self.path, "rb") as f:
+                self.assertEqual(content, f.read(), "a corrupt journal must not be overwritten")

@@ -1,0 +1,157 @@
+"""The market's cap/weight as raw scheduler parameters, per libvirt driver."""
+
+import unittest
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from resex_libvirt.hypervisor import base
+from resex_libvirt.hypervisor import knobs
+
+QEMU = knobs.QemuPosixMapping()
+
+
+class QemuPosixCapTest(unittest.TestCase):
+
+    def test_cap_of_one_vcpu_is_quota_over_default_period(self):
+        self.assertEqual({"global_period": 100000, "global_quota": 50000},
+                         QEMU.params_for(50, None, 1))
+        self.assertEqual(5000, QEMU.params_for(5, None, 1)["global_quota"])
+
+    def test_two_vcpu_vm_gets_the_whole_vm_cap_like_xen(self):
+        # Xen: cap 150 on a 2-vCPU domain = 1.5 pCPU for the domain as a whole.
+        params = QEMU.params_for(150, None, 2)
+        self.assertEqual(150000, params["global_quota"])
+        self.assertEqual(100000, params["global_period"])
+        self.assertNotIn("vcpu_quota", params)
+
+    def test_cap_is_bounded_by_the_vcpus(self):
+        self.assertEqual(200000, QEMU.params_for(500, None, 2)["global_quota"])
+
+    def test_no_cap_is_minus_one_never_zero(self):
+        self.assertEqual(-1, QEMU.params_for(None, None, 1)["global_quota"])
+
+    def test_caps_below_one_percent_lengthen_the_period_to_keep_quota_legal(self):
+        params = QEMU.params_for(0.5, None, 1)
+        self.assertEqual(1000, params["global_quota"])
+        self.assertEqual(200000, params["global_period"])
+        self.assertAlmostEqual(0.5, QEMU.cap_of(params, 1))
+
+    def test_zero_or_tiny_cap_clamps_to_the_smallest_exact_cap_not_to_none(self):
+        params = QEMU.params_for(0, None, 1)
+        self.assertEqual({"global_period": 1000000, "global_quota": 1000}, params)
+        self.assertAlmostEqual(knobs.QEMU_MIN_CAP_PCT, QEMU.cap_of(params, 1))
+
+    def test_apply_refuses_a_zero_quota(self):
+        with self.assertRaises(ValueError):
+            QEMU.apply(None, {"global_period": 100000, "global_quota": 0})
+
+    @given(cap=st.floats(min_value=0.0, max_value=1000.0), vcpus=st.integers(1, 8))
+    def test_every_cap_maps_to_legal_cfs_bandwidth(self, cap, vcpus):
+        params = QEMU.params_for(cap, None, vcpus)
+        self.assertGreaterEqual(params["global_quota"], knobs.CFS_QUOTA_MIN_US)
+        self.assertGreaterEqual(params["global_period"], 1000)
+        self.assertLessEqual(params["global_period"], knobs.CFS_PERIOD_MAX_US)
+
+    @given(cap=st.floats(min_value=0.1, max_value=800.0), vcpus=st.integers(1, 8))
+    def test_read_back_cap_equals_requested_within_a_microsecond_of_quota(self, cap, vcpus):
+        params = QEMU.params_for(cap, None, vcpus)
+        expected = min(cap, 100.0 * vcpus)
+        tolerance = 100.0 / params["global_period"]  # one microsecond of quota
+        self.assertAlmostEqual(expected, QEMU.cap_of(params, vcpus), delta=tolerance)
+
+
+class QemuPosixWeightTest(unittest.TestCase):
+
+    def test_xen_default_weight_is_cgroup_default_shares(self):
+        self.assertEqual(1024, QEMU.params_for(None, 256, 1)["cpu_shares"])
+        self.assertEqual(256, QEMU.weight_of({"cpu_shares": 1024}))
+
+    def test_weight_none_leaves_shares_alone(self):
+        self.assertNotIn("cpu_shares", QEMU.params_for(50, None, 1))
+
+    def test_shares_are_clamped_to_cgroup_bounds(self):
+        self.assertEqual(knobs.CGROUP_SHARES_MIN, QEMU.params_for(None, 0, 1)["cpu_shares"])
+        self.assertEqual(knobs.CGROUP_SHARES_MAX,
+                         QEMU.params_for(None, 10 ** 6, 1)["cpu_shares"])
+
+    def test_read_keeps_only_the_knobs_it_writes(self):
+        raw = {"cpu_shares": 1024, "vcpu_period": 100000, "vcpu_quota": -1,
+               "global_period": 100000, "global_quota": -1, "emulator_quota": -1}
+        self.assertEqual({"cpu_shares": 1024, "global_period": 100000, "global_quota": -1},
+                         QEMU.read(raw))
+
+
+class _RecordingXenDomain:
+    """A recording stand-in for a libvirt domain on Xen/libxl.
+
+    Used ONLY for the Xen contract: no Xen hypervisor runs here, so the calls
+    the mapping makes are recorded and checked against libxl's contract
+    (FIELD-NOTES.md: parameter names, uint types, ranges, flags 0 only).
+    """
+
+    def __init__(self):
+        self.calls = []
+
+    def setSchedulerParameters(self, params):
+        self.calls.append(("setSchedulerParameters", dict(params)))
+
+    def setSchedulerParametersFlags(self, params, flags):
+        raise AssertionError("libxl accepts no scheduler flags (got %#x)" % flags)
+
+
+class XenCreditContractTest(unittest.TestCase):
+    """Contract tests of the Xen mapping (no Xen here; see _RecordingXenDomain)."""
+
+    def setUp(self):
+        super().setUp()
+        self.xen = knobs.XenCreditMapping("credit")
+
+    def test_parameters_are_cap_and_weight_uints_written_with_flags_zero(self):
+        dom = _RecordingXenDomain()
+        self.xen.apply(dom, self.xen.params_for(37.4, 512, 2))
+        self.assertEqual([("setSchedulerParameters", {"cap": 37, "weight": 512})], dom.calls)
+        for value in dom.calls[0][1].values():
+            self.assertIs(int, type(value))
+
+    def test_no_cap_is_zero(self):
+        self.assertEqual(0, self.xen.params_for(None, None, 1)["cap"])
+        self.assertIsNone(self.xen.cap_of({"cap": 0}, 1))
+
+    def test_a_tiny_cap_never_becomes_zero_which_would_uncap(self):
+        self.assertEqual(1, self.xen.params_for(0.2, None, 1)["cap"])
+        self.assertEqual(1, self.xen.params_for(0, None, 1)["cap"])
+
+    def test_cap_is_at_most_100_times_vcpus(self):
+        self.assertEqual(400, self.xen.params_for(1000, None, 4)["cap"])
+
+    @given(cap=st.one_of(st.none(), st.floats(0, 10000)), weight=st.integers(-5, 10 ** 6),
+           vcpus=st.integers(1, 64))
+    def test_every_request_is_within_libxl_ranges(self, cap, weight, vcpus):
+        params = self.xen.params_for(cap, weight, vcpus)
+        self.assertEqual({"cap", "weight"}, set(params))
+        self.assertTrue(0 <= params["cap"] <= 100 * vcpus)
+        self.assertTrue(1 <= params["weight"] <= 65535)
+        if cap is not None:
+            self.assertGreaterEqual(params["cap"], 1)
+
+    def test_credit2_is_the_same_mapping_under_its_own_name(self):
+        mapping = knobs.discover("credit2", {"cap": 0, "weight": 256})
+        self.assertEqual("xen-credit2", mapping.knobs.driver)
+        self.assertTrue(mapping.knobs.cap and mapping.knobs.weight)
+
+
+class DiscoverTest(unittest.TestCase):
+
+    def test_posix_with_global_quota_is_qemu(self):
+        mapping = knobs.discover("posix", {"cpu_shares": 1024, "global_period": 100000,
+                                           "global_quota": -1})
+        self.assertEqual("qemu-posix", mapping.knobs.driver)
+
+    def test_posix_without_global_quota_is_monitor_only(self):
+        # LXC's posix scheduler has cpu_shares and vcpu_* but no global quota.
+        self.assertIsNone(knobs.discover("posix", {"cpu_shares": 1024}))
+
+    def test_test_driver_fair_scheduler_is_monitor_only(self):
+        self.assertIsNone(knobs.discover("fair", {"weight": 50}))
+        self.assertFalse(base.MONITOR_ONLY.actuated)
