@@ -16,9 +16,9 @@ interval and epoch, one pCPU per VM, and the link's capacity and MTU.
 import dataclasses
 import time
 
+from resex_libvirt import control
 from resex_libvirt import market as market_mod
 from resex_libvirt.market import policy as policy_mod
-from resex_libvirt import sampling
 from resex_libvirt.sim import host as host_mod
 from resex_libvirt.sim import report
 
@@ -95,7 +95,7 @@ def run(scenario, policy_name, model=None, series_every=None, **policy_kwargs):
         interval_s=scenario.interval_s, intervals_per_epoch=ipe, pcpus=host.pcpus(),
         link_bytes_per_s=link.capacity_bytes_per_s, mtu=link.mtu)
     market = market_mod.Market(params, policy)
-    sampler = sampling.Sampler()
+    controller = control.Controller(market, host, host, [host])
     every = series_every or max(1, ipe // 100)
     names = {vm.uuid: vm.name for vm in scenario.vms}
     series = {"t_s": [], "balance": {n: [] for n in names.values()},
@@ -103,33 +103,15 @@ def run(scenario, policy_name, model=None, series_every=None, **policy_kwargs):
               "cap_pct": {n: [] for n in names.values()},
               "rate": {n: [] for n in names.values()}}
     tally = {uuid: [0, 0.0, float("inf")] for uuid in names}   # intervals, cap sum, cap min
-    applied = {}
     epochs = []
-    present = {}
 
-    vms = host.vms()
-    sampler.sample(host.now(), host.cpu_times(), host.counters(vms), link.mtu)
+    controller.prime(host.now())
     for i in range(1, scenario.intervals + 1):
         t = i * scenario.interval_s
         host.advance_to(t)
-        vms = host.vms()
-        for uuid in list(present):
-            if uuid not in vms:
-                del present[uuid]
-                market.remove(uuid)
-        for uuid, info in vms.items():
-            if uuid not in present:
-                present[uuid] = info
-                market.add(market_mod.VMSpec(vm=uuid, vcpus=info.vcpus, sla=info.sla))
-        samples = sampler.sample(host.now(), host.cpu_times(), host.counters(vms), link.mtu)
-        windows = {u: w for u, w in host.windows().items() if u in market.specs}
-        decisions = market.step(samples, windows)
+        done = controller.step(host.now())
+        decisions = done.decisions if done is not None else {}
         for uuid, d in decisions.items():
-            full = 100.0 * max(1, present[uuid].vcpus)
-            cap = None if d.cap_pct >= full - 1e-9 else d.cap_pct
-            if applied.get(uuid, "unset") != cap:
-                host.set_knobs(uuid, cap, d.weight)
-                applied[uuid] = cap
             rec = tally[uuid]
             rec[0] += 1
             rec[1] += d.cap_pct

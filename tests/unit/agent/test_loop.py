@@ -108,7 +108,7 @@ class LoopTest(unittest.TestCase):
 
     def test_a_hypervisor_outage_holds_the_knobs_and_the_loop_goes_on(self):
         agent, sim = build(duration=2.0, down_after=500)
-        with self.assertLogs("agent.loop", level=logging.WARNING) as logs:
+        with self.assertLogs("resex_libvirt.control", level=logging.WARNING) as logs:
             agent.run()
         self.assertEqual(1, sum("hypervisor unavailable" in m for m in logs.output))
         self.assertEqual(2, agent.epochs)

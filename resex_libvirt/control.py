@@ -1,0 +1,255 @@
+"""One control interval, the same wherever the market runs.
+
+The agent's daemon loop (``agent/loop.py``) and the simulator's fast runner
+(``resex_libvirt/sim/runner.py``) both need, every interval (DESIGN.md "The
+control loop"): discover the VMs (adopt new ones, drop vanished ones),
+sample each VM's CPU and I/O, charge and decide in the market, and write a
+knob only when it moved beyond the deadband. :class:`Controller` is that
+step, so the experiments run exactly the code that production runs. Clocks,
+epochs, logging, the board and signals stay with the caller.
+
+Failures are isolated per VM and per interval (STYLE.md item 5): a vanished
+VM is a debug line, a VM whose knob cannot be written is a warning, and a
+hypervisor outage skips the interval with the knobs held.
+"""
+
+import dataclasses
+import logging
+
+from resex_libvirt import exceptions
+from resex_libvirt.fabric import base as fabric_base
+from resex_libvirt.market import records
+from resex_libvirt import sampling
+
+LOG = logging.getLogger(__name__)
+
+#: The link assumed when no fabric monitor is configured: the paper's.
+DEFAULT_LINK = fabric_base.LinkInfo("none", float(1 << 30), 1024)
+
+
+@dataclasses.dataclass
+class VMRecord:
+    """What the controller keeps per VM between intervals."""
+
+    info: object
+    ticks: int = 0
+    applied: tuple | None = None
+    journaled: bool = False
+    monitor_only: bool = False
+    cap_sum: float = 0.0
+    cap_min: float = float("inf")
+    cpu_sum: float = 0.0
+    tx_bytes: int = 0
+    lat_n: int = 0
+    lat_sum: float = 0.0
+    intf_sum: float = 0.0
+    intf_n: int = 0
+
+    def summary(self, interval_s):
+        """This VM's run so far, as a plain dict (the final tables)."""
+        n = max(1, self.ticks)
+        return {
+            "vm": self.info.name,
+            "uuid": self.info.uuid,
+            "sensitive": self.info.sla.sensitive,
+            "cap_mean_pct": self.cap_sum / n,
+            "cap_min_pct": self.cap_min if self.cap_min != float("inf") else None,
+            "cpu_mean_pct": self.cpu_sum / n,
+            "tx_mb_per_s": self.tx_bytes / (n * interval_s) / 1e6,
+            "latency_mean_us": (self.lat_sum / self.lat_n) if self.lat_n else None,
+            "interference_mean_pct": (self.intf_sum / self.intf_n) if self.intf_n else None,
+            "monitor_only": self.monitor_only,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class Interval:
+    """What one interval saw and decided."""
+
+    samples: dict
+    windows: dict
+    decisions: dict
+
+
+class Controller:
+    """Discover, sample, decide, actuate: one interval at a time.
+
+    ``hypervisor`` and ``fabric`` are the adapters of
+    :mod:`resex_libvirt.hypervisor.base` and :mod:`resex_libvirt.fabric.base`;
+    ``latency_sources`` have ``windows()`` and optionally ``sync(vms)``;
+    ``journal`` (optional) has ``remember(uuid, params)`` and is given a
+    VM's original knobs before its first change.
+    """
+
+    def __init__(self, market, hypervisor, fabric=None, latency_sources=(), journal=None,
+                 deadband_pct=0.0):
+        self.market = market
+        self.hypervisor = hypervisor
+        self.fabric = fabric
+        self.latency_sources = list(latency_sources)
+        self.journal = journal
+        self.deadband_pct = deadband_pct
+        self.sampler = sampling.Sampler()
+        self.vms = {}
+        self.last = Interval({}, {}, {})
+        self._link = None
+        self._down_logged = False
+
+    def link(self):
+        """The shared link (read once from the fabric monitor)."""
+        if self._link is None:
+            link = self.fabric.link() if self.fabric is not None else None
+            self._link = link if link is not None else DEFAULT_LINK
+        return self._link
+
+    # -- the interval ----------------------------------------------------------
+    def prime(self, now):
+        """Take the first readings at ``now`` so the first interval has samples.
+
+        Nothing is charged. Errors are left to the first :meth:`step`.
+        """
+        try:
+            vms = self.discover()
+            io = self.fabric.counters(vms) if self.fabric is not None else {}
+            self.sampler.sample(now, self.hypervisor.cpu_times(), io, self.link().mtu)
+        except exceptions.ResexError as exc:
+            LOG.debug("first readings failed: %s", exc)
+
+    def step(self, now):
+        """Run one interval ending at monotonic ``now``; ``None`` if it was skipped."""
+        try:
+            vms = self.discover()
+            cpu = self.hypervisor.cpu_times()
+            io = self.fabric.counters(vms) if self.fabric is not None else {}
+            samples = self.sampler.sample(now, cpu, io, self.link().mtu)
+        except exceptions.HypervisorUnavailable as exc:
+            if not self._down_logged:
+                LOG.warning("hypervisor unavailable, holding knobs: %s", exc)
+                self._down_logged = True
+            return None
+        except exceptions.ResexError as exc:
+            LOG.warning("sampling failed this interval: %s", exc)
+            return None
+        except Exception:
+            LOG.exception("unexpected error while sampling; interval skipped")
+            return None
+        if self._down_logged:
+            LOG.info("hypervisor back")
+            self._down_logged = False
+
+        windows = {}
+        for source in self.latency_sources:
+            try:
+                windows.update(source.windows())
+            except Exception:
+                LOG.exception("latency source %r failed; its windows are skipped", source)
+        specs = self.market.specs
+        windows = {vm: w for vm, w in windows.items() if vm in specs}
+        decisions = self.market.step(samples, windows)
+        self.actuate(decisions)
+        self._tally(samples, decisions, windows)
+        self.last = Interval(samples, windows, decisions)
+        return self.last
+
+    def discover(self):
+        """Adopt new VMs, drop vanished ones, follow SLA changes; returns ``{uuid: VMInfo}``."""
+        found = self.hypervisor.vms()
+        for uuid in [u for u in self.vms if u not in found]:
+            LOG.info("VM %s left the host", self.vms[uuid].info.name)
+            del self.vms[uuid]
+            self.market.remove(uuid)
+        for uuid, info in found.items():
+            rec = self.vms.get(uuid)
+            if rec is None:
+                self.vms[uuid] = VMRecord(info=info, monitor_only=not info.knobs.cap)
+                self.market.add(records.VMSpec(vm=uuid, vcpus=info.vcpus, sla=info.sla))
+                LOG.info("adopted VM %s (%s): %d vCPU, SLA from %s, knobs %s%s",
+                         info.name, uuid, info.vcpus, info.sla_source, info.knobs.driver,
+                         "" if info.knobs.cap else " (monitor-only)")
+            elif rec.info != info:
+                if rec.info.sla != info.sla or rec.info.vcpus != info.vcpus:
+                    self.market.add(records.VMSpec(vm=uuid, vcpus=info.vcpus, sla=info.sla))
+                    LOG.info("VM %s: SLA now from %s", info.name, info.sla_source)
+                rec.info = info
+        for source in self.latency_sources:
+            sync = getattr(source, "sync", None)
+            if sync is not None:
+                try:
+                    sync(found)
+                except Exception:
+                    LOG.exception("latency source %r failed to sync", source)
+        return found
+
+    def actuate(self, decisions):
+        """Write the knobs that moved beyond the deadband; one VM failing stops nothing."""
+        deadband = self.deadband_pct
+        for uuid, decision in decisions.items():
+            rec = self.vms.get(uuid)
+            if rec is None or rec.monitor_only:
+                continue
+            full = 100.0 * max(1, rec.info.vcpus)
+            cap = None if decision.cap_pct >= full - 1e-9 else round(decision.cap_pct, 2)
+            wanted = (cap, decision.weight)
+            if rec.applied is not None and not moved(rec.applied, wanted, deadband):
+                continue
+            try:
+                if self.journal is not None and not rec.journaled:
+                    # The originals go to disk before the first change, ever.
+                    self.journal.remember(uuid, self.hypervisor.get_knobs(uuid))
+                    rec.journaled = True
+                self.hypervisor.set_knobs(uuid, cap, decision.weight)
+                rec.applied = wanted
+                LOG.debug("VM %s: cap %s, weight %d", rec.info.name,
+                          "none" if cap is None else "%.1f%%" % cap, decision.weight)
+            except exceptions.VMGone:
+                LOG.debug("VM %s vanished before its knobs were set", rec.info.name)
+            except exceptions.KnobUnsupported as exc:
+                LOG.info("VM %s is monitor-only: %s", rec.info.name, exc)
+                rec.monitor_only = True
+            except exceptions.HypervisorUnavailable as exc:
+                LOG.warning("hypervisor unavailable while setting knobs: %s", exc)
+                return
+            except exceptions.ResexError as exc:
+                LOG.warning("could not set knobs of VM %s: %s", rec.info.name, exc)
+            except Exception:
+                LOG.exception("unexpected error setting knobs of VM %s", rec.info.name)
+
+    def _tally(self, samples, decisions, windows):
+        interference = self.market.last_interference
+        for uuid, rec in self.vms.items():
+            rec.ticks += 1
+            d = decisions.get(uuid)
+            if d is not None:
+                rec.cap_sum += d.cap_pct
+                if d.cap_pct < rec.cap_min:
+                    rec.cap_min = d.cap_pct
+            s = samples.get(uuid)
+            if s is not None:
+                rec.cpu_sum += s.cpu_pct
+                rec.tx_bytes += s.tx_bytes
+            w = windows.get(uuid)
+            if w is not None and w.count:
+                rec.lat_n += 1
+                rec.lat_sum += w.mean_us
+            intf = interference.get(uuid)
+            if intf is not None:
+                rec.intf_n += 1
+                rec.intf_sum += intf
+
+    def table(self, interval_s):
+        """Per-VM rows of what the market did, sorted by name."""
+        return [rec.summary(interval_s)
+                for rec in sorted(self.vms.values(), key=lambda r: r.info.name)]
+
+
+def moved(old, new, deadband):
+    """True if ``(cap, weight)`` ``new`` differs from ``old`` enough to be written."""
+    old_cap, old_weight = old
+    new_cap, new_weight = new
+    if old_weight != new_weight:
+        return True
+    if (old_cap is None) != (new_cap is None):
+        return True
+    if old_cap is None:
+        return False
+    return old_cap != new_cap and abs(old_cap - new_cap) >= deadband
