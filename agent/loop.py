@@ -64,6 +64,7 @@ class Agent:
         self._reload = threading.Event()
         self.reloader = None
         self._board_down_logged = False
+        self._fleet_counted_at = None
         self.version = resex_libvirt.version()
 
     @property
@@ -173,14 +174,24 @@ class Agent:
         if self.board is None:
             return
         from resex_libvirt.board import report as report_mod
+        now = self.clock.now()
+        policy = self.publish_policy
         try:
             report = report_mod.HostReport.from_summary(
                 self.settings.host, time.time(), summary, self.link().capacity_bytes_per_s,
                 self.version)
-            if self.publish_policy is not None and not self.publish_policy.should_publish(
-                    report, time.time()):
-                return
+            if policy is not None:
+                # Past a fleet size the agent publishes on change only; the
+                # fleet is counted at start and every maximum interval.
+                if self._fleet_counted_at is None or \
+                        now - self._fleet_counted_at >= policy.max_interval_s:
+                    self._fleet_counted_at = now
+                    policy.observe_fleet(self.board.count())
+                if not policy.should_publish(report, now):
+                    return
             self.board.publish(report)
+            if policy is not None:
+                policy.published(report, now)
             if self._board_down_logged:
                 LOG.info("price board reachable again")
                 self._board_down_logged = False

@@ -89,20 +89,10 @@ def _libvirt(conf, parts):
 
 
 def _board(conf, parts):
+    from agent.conf import board as board_conf
     from resex_libvirt import board as board_mod
-    from resex_libvirt.board import publish_policy
-    grp = conf.board
-    opts = {"timeout": grp.timeout}
-    if grp.url.startswith("etcd3"):
-        opts.update(prefix=grp.etcd_prefix, lease_ttl=grp.lease_ttl, ca_cert=grp.ca_cert,
-                    cert_cert=grp.cert_file, cert_key=grp.key_file)
-    parts.board = board_mod.open_board(grp.url, **opts)
-    parts.publish_policy = publish_policy.PublishPolicy(
-        on_change_fleet_size=grp.publish_on_change_fleet_size,
-        max_interval_s=grp.max_publish_interval,
-        min_utilisation_delta=grp.min_utilisation_delta,
-        min_index_delta_pct=grp.min_index_delta_pct,
-        min_price_rel_delta=grp.min_price_rel_delta)
+    parts.board = board_mod.open_board(conf.board.url, **board_conf.board_options(conf))
+    parts.publish_policy = board_conf.publish_policy(conf)
 
 
 def build_parts(conf):
