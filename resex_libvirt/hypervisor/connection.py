@@ -153,7 +153,7 @@ class Connection:
         self._lost = False
         self._failures = 0
         self._next_attempt = 0.0
-        self._callbacks = []      # (event_id, callback)
+        self._callbacks = {}      # event_id -> [callback]: libvirt takes one per event id
         self._callback_ids = []
         self._reconnect_listeners = []
         self._closed = False
@@ -236,15 +236,20 @@ class Connection:
             except libvirt.libvirtError as exc:
                 LOG.debug("%s: no keepalive: %s", self.uri, exc)
         self._callback_ids = []
-        for event_id, callback in self._callbacks:
-            self._register(conn, event_id, callback)
+        for event_id in self._callbacks:
+            self._register(conn, event_id)
 
-    def _register(self, conn, event_id, callback):
+    def _register(self, conn, event_id):
+        # libvirt refuses a second registration of the same event id on one
+        # connection ("event callback already tracked"): one relay per id
+        # fans out to every callback.
         def relay(_conn, dom, *args):
-            try:
-                callback(dom.UUIDString(), *args[:-1])
-            except Exception:
-                LOG.exception("domain event callback failed")
+            uuid = dom.UUIDString()
+            for callback in list(self._callbacks.get(event_id, ())):
+                try:
+                    callback(uuid, *args[:-1])
+                except Exception:
+                    LOG.exception("domain event callback failed")
         try:
             self._callback_ids.append(conn.domainEventRegisterAny(None, event_id, relay, None))
         except libvirt.libvirtError as exc:
@@ -316,9 +321,10 @@ class Connection:
         the event thread: keep it short and thread-safe.
         """
         with self._lock:
-            self._callbacks.append((event_id, callback))
-            if self._conn is not None and self._events:
-                self._register(self._conn, event_id, callback)
+            first = event_id not in self._callbacks
+            self._callbacks.setdefault(event_id, []).append(callback)
+            if first and self._conn is not None and self._events:
+                self._register(self._conn, event_id)
 
     def on_reconnect(self, listener):
         """Call ``listener()`` after every reopen following a lost connection."""

@@ -378,11 +378,13 @@ class LibvirtHypervisor(base.Hypervisor):
         return True
 
     def get_knobs(self, uuid):
+        """The live values of the knobs the VM's mapping writes (``{}`` if monitor-only).
+
+        Always asks libvirt, so a vanished VM raises ``VMGone``.
+        """
         vm = self._vm(uuid)
-        if vm.mapping is None:
-            return {}
         params = self._domain_call(uuid, "read knobs", lambda dom: dom.schedulerParameters())
-        return vm.mapping.read(params)
+        return vm.mapping.read(params) if vm.mapping is not None else {}
 
     def restore_knobs(self, uuid, params):
         if not params:

@@ -1,0 +1,215 @@
+"""LibvirtHypervisor against libvirt's built-in test driver and etc/resex/node-test.xml.
+
+The test driver is real libvirt (its own in-process hypervisor): discovery,
+domain XML, metadata, lifecycle and metadata-change events, errors. Its
+scheduler (``fair``) has no cap knob, so every VM is monitor-only here; the
+QEMU knobs are exercised in the lab (tests/lab).
+"""
+
+import os
+import threading
+import time
+import unittest
+
+import libvirt
+from oslo_config import cfg
+
+from agent.conf import hypervisor as hyp_conf
+from resex_libvirt import exceptions
+from resex_libvirt.hypervisor import libvirt_host
+from resex_libvirt.hypervisor import metadata
+from resex_libvirt import sla
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
+NODE = os.path.join(ROOT, "etc", "resex", "node-test.xml")
+URI = "test://" + NODE
+
+SENSITIVE = "6a1e4b8c-0000-4000-8000-000000000001"
+BULK = "6a1e4b8c-0000-4000-8000-000000000002"
+BROKEN = "6a1e4b8c-0000-4000-8000-000000000003"
+PLAIN = "6a1e4b8c-0000-4000-8000-000000000004"
+
+NEW_DOMAIN = """
+<domain type='test'>
+  <name>%(name)s</name>
+  <uuid>%(uuid)s</uuid>
+  <memory>65536</memory>
+  <vcpu>1</vcpu>
+  <os><type arch='i686'>hvm</type></os>
+</domain>
+"""
+
+
+def wait_for(predicate, timeout=10.0):
+    """Poll ``predicate`` until true (events arrive on another thread)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return predicate()
+
+
+class TestDriverCase(unittest.TestCase):
+
+    events = True
+
+    def setUp(self):
+        super().setUp()
+        self.hyp = libvirt_host.LibvirtHypervisor(
+            URI, sla_defaults=sla.SLA(shares=50), events=self.events, backoff_min=0.1,
+            backoff_max=0.2)
+        self.addCleanup(self.hyp.close)
+
+
+class DiscoveryTest(TestDriverCase):
+
+    def test_every_running_domain_of_the_node_is_discovered(self):
+        vms = self.hyp.vms()
+        self.assertEqual({SENSITIVE, BULK, BROKEN, PLAIN}, set(vms))
+        self.assertEqual("sensitive-1", vms[SENSITIVE].name)
+        self.assertEqual(2, vms[SENSITIVE].vcpus)
+
+    def test_sla_comes_from_metadata_then_configured_defaults(self):
+        vms = self.hyp.vms()
+        sens = vms[SENSITIVE]
+        self.assertEqual("metadata", sens.sla_source)
+        self.assertEqual((180.0, 15.0, 40.0, 300, "sensitive"),
+                         (sens.sla.latency_sla_us, sens.sla.interference_threshold_pct,
+                          sens.sla.reservation_pct, sens.sla.shares, sens.sla.io_class))
+        self.assertEqual(("bulk", 150.0, 50), (vms[BULK].sla.io_class, vms[BULK].sla.limit_pct,
+                                               vms[BULK].sla.shares))
+        self.assertEqual("default", vms[PLAIN].sla_source)
+        self.assertEqual(sla.SLA(shares=50), vms[PLAIN].sla)
+
+    def test_invalid_metadata_warns_naming_vm_and_key_and_the_default_applies(self):
+        with self.assertLogs("resex_libvirt.hypervisor.libvirt_host", "WARNING") as logs:
+            vms = self.hyp.vms()
+        warning = "\n".join(line for line in logs.output if "broken-1" in line)
+        self.assertIn("resex:shares", warning)
+        self.assertEqual(50, vms[BROKEN].sla.shares)
+        self.assertEqual("bulk", vms[BROKEN].sla.io_class)
+
+    def test_latency_channel_taps_and_hostdevs(self):
+        sens = self.hyp.vms()[SENSITIVE]
+        self.assertEqual("/var/lib/resex/latency/sensitive-1.sock", sens.latency_channel)
+        self.assertEqual(("tap-sens1",), sens.interfaces)
+        self.assertEqual(("0000:3b:00.2",), sens.hostdevs)
+
+    def test_pcpus_come_from_the_node(self):
+        self.assertEqual(4, self.hyp.pcpus())
+
+    def test_cpu_times_cover_every_running_vm(self):
+        vms = self.hyp.vms()
+        times = self.hyp.cpu_times()
+        self.assertEqual(set(vms), set(times))
+        for value in times.values():
+            self.assertIsInstance(value, int)
+            self.assertGreaterEqual(value, 0)
+
+
+class MonitorOnlyTest(TestDriverCase):
+
+    def test_test_driver_vms_are_reported_but_never_actuated(self):
+        vms = self.hyp.vms()
+        for info in vms.values():
+            self.assertFalse(info.knobs.actuated)
+        with self.assertRaises(exceptions.KnobUnsupported):
+            self.hyp.set_knobs(SENSITIVE, 50.0, 256)
+        self.assertEqual({}, self.hyp.get_knobs(SENSITIVE))
+        self.assertIsNone(self.hyp.cap_pct(SENSITIVE))
+
+    def test_restoring_nothing_is_a_no_op_but_restoring_knobs_is_refused(self):
+        self.hyp.restore_knobs(PLAIN, {})
+        with self.assertRaises(exceptions.KnobUnsupported):
+            self.hyp.restore_knobs(PLAIN, {"global_quota": -1})
+
+
+class ChurnTest(TestDriverCase):
+
+    def _start(self, name, uuid):
+        conn = self.hyp.connection.get()
+        return conn.createXML(NEW_DOMAIN % {"name": name, "uuid": uuid}, 0)
+
+    def test_a_vm_that_appears_is_adopted_and_one_that_leaves_is_dropped(self):
+        uuid = "6a1e4b8c-0000-4000-8000-0000000000a1"
+        self.assertNotIn(uuid, self.hyp.vms())
+        dom = self._start("churn-1", uuid)
+        self.assertEqual("churn-1", self.hyp.vms()[uuid].name)
+        dom.destroy()
+        self.assertNotIn(uuid, self.hyp.vms())
+        self.assertNotIn(uuid, self.hyp.cpu_times())
+
+    def test_a_vanished_vm_is_vm_gone_with_the_libvirt_error_chained(self):
+        uuid = "6a1e4b8c-0000-4000-8000-0000000000a2"
+        dom = self._start("churn-2", uuid)
+        self.hyp.vms()
+        dom.destroy()
+        with self.assertRaises(exceptions.VMGone) as ctx:
+            self.hyp.get_knobs(uuid)
+        self.assertIsInstance(ctx.exception.__cause__, libvirt.libvirtError)
+
+    def test_unknown_vm_is_vm_gone(self):
+        with self.assertRaises(exceptions.VMGone) as ctx:
+            self.hyp.set_knobs("6a1e4b8c-0000-4000-8000-0000000000ff", 10.0, None)
+        self.assertEqual(libvirt.VIR_ERR_NO_DOMAIN, ctx.exception.__cause__.get_error_code())
+
+    def test_lifecycle_event_is_delivered_for_a_started_vm(self):
+        seen = threading.Event()
+        uuid = "6a1e4b8c-0000-4000-8000-0000000000a3"
+
+        def on_event(event_uuid, event, detail):
+            if event_uuid == uuid and event == libvirt.VIR_DOMAIN_EVENT_STARTED:
+                seen.set()
+
+        self.hyp.connection.on_domain_event(libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE, on_event)
+        self._start("churn-3", uuid).destroy()
+        self.assertTrue(seen.wait(10.0), "no STARTED lifecycle event from the test driver")
+
+
+class MetadataChangeTest(TestDriverCase):
+
+    def _set_sla(self, uuid, specs):
+        conn = self.hyp.connection.get()
+        dom = conn.lookupByUUIDString(uuid)
+        dom.setMetadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, metadata.sla_xml(specs),
+                        metadata.PREFIX, metadata.NAMESPACE, libvirt.VIR_DOMAIN_AFFECT_LIVE)
+
+    def test_virsh_metadata_change_is_seen_through_the_event(self):
+        self.assertEqual("default", self.hyp.vms()[PLAIN].sla_source)
+        self._set_sla(PLAIN, {"resex:latency_sla_us": 90, "resex:shares": 9})
+        self.assertTrue(wait_for(lambda: self.hyp.vms()[PLAIN].sla_source == "metadata"))
+        info = self.hyp.vms()[PLAIN]
+        self.assertEqual((90.0, 9, "sensitive"),
+                         (info.sla.latency_sla_us, info.sla.shares, info.sla.io_class))
+
+
+class NoEventsTest(TestDriverCase):
+
+    events = False
+
+    def test_without_events_metadata_is_reread_after_the_refresh_interval(self):
+        self.hyp.refresh_s = 0.0
+        self.hyp.vms()
+        conn = self.hyp.connection.get()
+        dom = conn.lookupByUUIDString(PLAIN)
+        dom.setMetadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT,
+                        metadata.sla_xml({"resex:io_class": "bulk"}),
+                        metadata.PREFIX, metadata.NAMESPACE, libvirt.VIR_DOMAIN_AFFECT_LIVE)
+        self.assertEqual("bulk", self.hyp.vms()[PLAIN].sla.io_class)
+
+
+class FromConfTest(unittest.TestCase):
+
+    def test_from_conf_uses_the_libvirt_and_sla_groups(self):
+        conf = cfg.ConfigOpts()
+        hyp_conf.register_opts(conf)
+        conf([], project="resex-test")
+        conf.set_override("connection_uri", URI, group="libvirt")
+        conf.set_override("deadband_pct", 2.0, group="libvirt")
+        conf.set_override("shares", 77, group="sla")
+        hyp = libvirt_host.LibvirtHypervisor.from_conf(conf)
+        self.addCleanup(hyp.close)
+        self.assertEqual(2.0, hyp.deadband_pct)
+        self.assertEqual(77, hyp.vms()[PLAIN].sla.shares)
