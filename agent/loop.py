@@ -180,18 +180,18 @@ class Agent:
             report = report_mod.HostReport.from_summary(
                 self.settings.host, time.time(), summary, self.link().capacity_bytes_per_s,
                 self.version)
+            if policy is not None and not policy.should_publish(report, now):
+                return
+            self.board.publish(report)
             if policy is not None:
+                policy.published(report, now)
                 # Past a fleet size the agent publishes on change only; the
-                # fleet is counted at start and every maximum interval.
+                # fleet (this host included) is counted after the first
+                # publish and then every maximum interval.
                 if self._fleet_counted_at is None or \
                         now - self._fleet_counted_at >= policy.max_interval_s:
                     self._fleet_counted_at = now
                     policy.observe_fleet(self.board.count())
-                if not policy.should_publish(report, now):
-                    return
-            self.board.publish(report)
-            if policy is not None:
-                policy.published(report, now)
             if self._board_down_logged:
                 LOG.info("price board reachable again")
                 self._board_down_logged = False

@@ -15,6 +15,8 @@ from oslo_config import cfg
 from agent import conf as agent_conf
 from agent import journal as journal_mod
 from agent import service
+from resex_libvirt.board import publish_policy
+from resex_libvirt.board import sqlite as sqlite_board
 from resex_libvirt import exceptions
 from resex_libvirt.sim import host as sim_host
 from resex_libvirt.sim import scenario as scenario_mod
@@ -148,3 +150,39 @@ class IntervalsPerEpochTest(unittest.TestCase):
         self.assertEqual(10, service.intervals_per_epoch(0.1, 1.0))
         with self.assertRaisesRegex(exceptions.ConfigError, "whole number"):
             service.intervals_per_epoch(0.3, 1.0)
+
+
+class CountingBoard(sqlite_board.SQLiteBoard):
+    """The real SQLite board, counting publishes."""
+
+    published = 0
+
+    def publish(self, report):
+        self.published += 1
+        return super().publish(report)
+
+
+class PublishTest(unittest.TestCase):
+
+    def _run(self, fleet_size_threshold):
+        with tempfile.TemporaryDirectory() as tmp:
+            agent, _sim = build(duration=6.0)
+            agent.board = CountingBoard("sqlite:///%s/board.sqlite" % tmp)
+            agent.publish_policy = publish_policy.PublishPolicy(
+                on_change_fleet_size=fleet_size_threshold, max_interval_s=1000.0,
+                min_utilisation_delta=0.5, min_index_delta_pct=1000.0,
+                min_price_rel_delta=10.0)
+            agent.run()
+            snapshot = agent.board.snapshot()
+            agent.board.close()
+            return agent.board.published, snapshot
+
+    def test_a_small_fleet_publishes_every_epoch(self):
+        published, snapshot = self._run(fleet_size_threshold=200)
+        self.assertEqual(6, published)
+        self.assertEqual(1, len(snapshot))
+
+    def test_past_the_fleet_size_only_changes_are_published(self):
+        published, snapshot = self._run(fleet_size_threshold=1)
+        self.assertEqual(1, published)
+        self.assertEqual(1, len(snapshot))
