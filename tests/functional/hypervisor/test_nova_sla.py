@@ -1,0 +1,215 @@
+"""SLA from Nova flavor extra specs through the real openstacksdk.
+
+The server is a test double of Keystone v3 and Nova's compute API on
+loopback (``http.server``), speaking just the requests openstacksdk makes
+here: token issue with a service catalogue, compute version discovery and
+``GET /servers/{id}`` with the embedded flavor (microversion >= 2.47).
+openstacksdk, keystoneauth and the HTTP on the wire are real.
+"""
+
+import http.server
+import json
+import os
+import threading
+import unittest
+
+import openstack
+
+from resex_libvirt.hypervisor import libvirt_host
+from resex_libvirt.hypervisor import nova_sla
+from resex_libvirt import sla
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
+URI = "test://" + os.path.join(ROOT, "etc", "resex", "node-test.xml")
+SENSITIVE = "6a1e4b8c-0000-4000-8000-000000000001"
+PLAIN = "6a1e4b8c-0000-4000-8000-000000000004"
+
+
+class FakeNova(http.server.ThreadingHTTPServer):
+    """Keystone + Nova test double: ``servers`` maps uuid -> flavor extra specs."""
+
+    daemon_threads = True
+
+    def __init__(self):
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.servers = {}
+        self.requests = []
+        self.microversions = []
+        self.hold = threading.Event()
+        self.hold.set()
+
+    @property
+    def base(self):
+        return "http://127.0.0.1:%d" % self.server_address[1]
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+
+    def log_message(self, *args):
+        pass
+
+    def _send(self, status, body, headers=()):
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in headers:
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.server.requests.append(("POST", self.path))
+        if self.path.rstrip("/") != "/identity/v3/auth/tokens":
+            return self._send(404, {"error": "not found"})
+        compute = self.server.base + "/compute/v2.1"
+        token = {
+            "methods": ["password"], "expires_at": "2099-01-01T00:00:00.000000Z",
+            "issued_at": "2026-01-01T00:00:00.000000Z",
+            "user": {"id": "u1", "name": "resex", "domain": {"id": "default", "name": "Default"}},
+            "project": {"id": "p1", "name": "service",
+                        "domain": {"id": "default", "name": "Default"}},
+            "roles": [{"id": "r1", "name": "admin"}],
+            "catalog": [{"type": "compute", "name": "nova", "id": "c1", "endpoints": [
+                {"id": "e1", "interface": "public", "region": "RegionOne",
+                 "region_id": "RegionOne", "url": compute}]}],
+        }
+        self._send(201, {"token": token}, headers=[("X-Subject-Token", "tok")])
+
+    def do_GET(self):
+        self.server.requests.append(("GET", self.path))
+        self.server.microversions.append(self.headers.get("OpenStack-API-Version"))
+        path = self.path.split("?")[0].rstrip("/")
+        compute = self.server.base + "/compute/v2.1/"
+        version = {"id": "v2.1", "status": "CURRENT", "version": "2.96", "min_version": "2.1",
+                   "updated": "2013-07-23T11:33:21Z",
+                   "links": [{"rel": "self", "href": compute}]}
+        if path == "/identity/v3":
+            return self._send(200, {"version": {
+                "id": "v3.14", "status": "stable", "updated": "2020-04-07T00:00:00Z",
+                "links": [{"rel": "self", "href": self.server.base + "/identity/v3/"}],
+                "media-types": [{"base": "application/json",
+                                 "type": "application/vnd.openstack.identity-v3+json"}]}})
+        if path in ("/compute", ""):
+            return self._send(200, {"versions": [version]})
+        if path == "/compute/v2.1":
+            return self._send(200, {"version": version})
+        prefix = "/compute/v2.1/servers/"
+        if path.startswith(prefix):
+            self.server.hold.wait(30)
+            uuid = path[len(prefix):]
+            if uuid not in self.server.servers:
+                return self._send(404, {"itemNotFound": {
+                    "code": 404, "message": "Instance %s could not be found." % uuid}})
+            flavor = {"original_name": "m1.resex", "vcpus": 1, "ram": 512, "disk": 1,
+                      "ephemeral": 0, "swap": 0, "extra_specs": self.server.servers[uuid]}
+            return self._send(200, {"server": {"id": uuid, "name": "vm", "status": "ACTIVE",
+                                               "flavor": flavor}})
+        self._send(404, {"error": "not found"})
+
+
+class NovaCase(unittest.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.nova = FakeNova()
+        thread = threading.Thread(target=self.nova.serve_forever, daemon=True)
+        thread.start()
+        self.addCleanup(thread.join, 5)
+        self.addCleanup(self.nova.server_close)
+        self.addCleanup(self.nova.shutdown)
+        self.addCleanup(self.nova.hold.set)
+
+    def connect(self):
+        return openstack.connection.Connection(
+            auth_type="password",
+            auth={"auth_url": self.nova.base + "/identity/v3", "username": "resex",
+                  "password": "secret", "project_name": "service",
+                  "user_domain_name": "Default", "project_domain_name": "Default"},
+            region_name="RegionOne", compute_api_version=nova_sla.MIN_MICROVERSION,
+            timeout=5)
+
+    def source(self, **kwargs):
+        src = nova_sla.NovaSLASource(self.connect, **kwargs)
+        self.addCleanup(src.close)
+        return src
+
+
+class NovaSLASourceTest(NovaCase):
+
+    def test_extra_specs_arrive_in_the_background_then_come_from_the_cache(self):
+        self.nova.servers[PLAIN] = {"resex:latency_sla_us": "150", "hw:cpu_policy": "shared"}
+        src = self.source()
+        self.assertIsNone(src.lookup(PLAIN))
+        self.assertTrue(src.wait_idle(30))
+        self.assertEqual({"resex:latency_sla_us": "150"}, src.lookup(PLAIN))
+        gets = [p for m, p in self.nova.requests if p.endswith(PLAIN)]
+        self.assertEqual(1, len(gets))
+        self.assertIn("2.47", " ".join(v for v in self.nova.microversions if v))
+
+    def test_lookup_never_blocks_on_a_slow_nova(self):
+        self.nova.servers[PLAIN] = {"resex:shares": "5"}
+        self.nova.hold.clear()
+        src = self.source()
+        for _ in range(3):
+            self.assertIsNone(src.lookup(PLAIN))
+        self.assertFalse(src.wait_idle(0.2))
+        self.nova.hold.set()
+        self.assertTrue(src.wait_idle(30))
+        self.assertEqual({"resex:shares": "5"}, src.lookup(PLAIN))
+
+    def test_an_instance_unknown_to_nova_has_no_specs(self):
+        src = self.source()
+        src.lookup("00000000-0000-4000-8000-000000000000")
+        self.assertTrue(src.wait_idle(30))
+        self.assertEqual({}, src.lookup("00000000-0000-4000-8000-000000000000"))
+
+    def test_an_unreachable_keystone_is_a_warning_and_no_answer(self):
+        self.nova.shutdown()
+        self.nova.server_close()
+        src = self.source(failure_ttl=60)
+        with self.assertLogs("resex_libvirt.hypervisor.nova_sla", "WARNING"):
+            src.lookup(PLAIN)
+            self.assertTrue(src.wait_idle(60))
+        self.assertIsNone(src.lookup(PLAIN))
+
+
+class PrecedenceTest(NovaCase):
+
+    def test_metadata_over_nova_over_configured_defaults(self):
+        self.nova.servers[PLAIN] = {"resex:latency_sla_us": "150", "resex:shares": "7"}
+        self.nova.servers[SENSITIVE] = {"resex:latency_sla_us": "999", "resex:io_class": "bulk",
+                                        "resex:cpu_limit_pct": "120"}
+        src = self.source()
+        hyp = libvirt_host.LibvirtHypervisor(URI, sla_defaults=sla.SLA(shares=50),
+                                             nova_sla=src)
+        self.addCleanup(hyp.close)
+        first = hyp.vms()
+        self.assertEqual("default", first[PLAIN].sla_source)
+        self.assertTrue(src.wait_idle(30))
+        vms = hyp.vms()
+        plain, sens = vms[PLAIN], vms[SENSITIVE]
+        self.assertEqual(("nova", 150.0, 7), (plain.sla_source, plain.sla.latency_sla_us,
+                                              plain.sla.shares))
+        # sensitive-1's metadata sets latency_sla_us=180 and shares=300: they win;
+        # the limit it does not set comes from Nova.
+        self.assertEqual(("metadata", 180.0, 300, 120.0),
+                         (sens.sla_source, sens.sla.latency_sla_us, sens.sla.shares,
+                          sens.sla.limit_pct))
+
+    def test_invalid_nova_value_warns_naming_vm_and_key(self):
+        self.nova.servers[PLAIN] = {"resex:shares": "lots"}
+        src = self.source()
+        hyp = libvirt_host.LibvirtHypervisor(URI, sla_defaults=sla.SLA(shares=50),
+                                             nova_sla=src)
+        self.addCleanup(hyp.close)
+        hyp.vms()
+        self.assertTrue(src.wait_idle(30))
+        with self.assertLogs("resex_libvirt.hypervisor.libvirt_host", "WARNING") as logs:
+            vms = hyp.vms()
+        line = [x for x in logs.output if "plain-1" in x][0]
+        self.assertIn("resex:shares", line)
+        self.assertIn("nova", line)
+        self.assertEqual(50, vms[PLAIN].sla.shares)
