@@ -5,7 +5,10 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.bootstrapped
 
-.PHONY: bootstrap demo test unit functional lab lab-smoke bench pep8 genconfig docs clean
+.PHONY: bootstrap demo test lab bench pep8 genconfig docs benchex-static clean
+
+# nova-scheduler runs native threads; the in-process nova of the tests too.
+export OS_NOVA_DISABLE_EVENTLET_PATCHING := 1
 
 bootstrap: $(STAMP)
 
@@ -31,6 +34,11 @@ bench: bootstrap
 
 pep8: bootstrap
 	$(BIN)/flake8 resex_libvirt agent nova_filter tests bench
+
+benchex-static: build/benchex/benchex
+
+build/benchex/benchex: agent/benchex/benchex.c agent/benchex/build.sh
+	sh agent/benchex/build.sh build/benchex
 
 genconfig: bootstrap
 	$(BIN)/oslo-config-generator --config-file etc/resex/resex-agent-config-generator.conf

@@ -67,10 +67,10 @@ class Hypervisor(abc.ABC):
 
     @abc.abstractmethod
     def set_knobs(self, uuid, cap_pct, weight):
-        """Apply a cap (percent of one pCPU for the whole VM; ``None`` = uncapped)
-        and a credit-scheduler weight (Xen scale, 256 default) to a VM.
+        """Apply a cap and a credit-scheduler weight to a VM.
 
-        Raises ``VMGone`` if the VM vanished and ``KnobUnsupported`` for a
+        The cap is in percent of one pCPU for the whole VM (``None`` =
+        uncapped), the weight on Xen's scale (256 default). Raises ``VMGone`` if the VM vanished and ``KnobUnsupported`` for a
         monitor-only VM.
         """
 
