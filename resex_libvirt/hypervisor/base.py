@@ -70,7 +70,8 @@ class Hypervisor(abc.ABC):
         """Apply a cap and a credit-scheduler weight to a VM.
 
         The cap is in percent of one pCPU for the whole VM (``None`` =
-        uncapped), the weight on Xen's scale (256 default). Raises ``VMGone`` if the VM vanished and ``KnobUnsupported`` for a
+        uncapped), the weight on Xen's scale (256 default). Raises
+        ``VMGone`` if the VM vanished and ``KnobUnsupported`` for a
         monitor-only VM.
         """
 
