@@ -1,0 +1,106 @@
+"""Lab smoke test (run by ``.ci/run``): the real actuator on a real QEMU guest.
+
+Sets everything up itself (Debian packages through ``tools/install-deb.sh``,
+libvirtd, the guest kernel and initramfs, one CPU-burning TCG guest) and
+tears it all down by PID, also on failure. It asserts only facts that do not
+depend on timing noise: the cap libvirt reads back equals the requested
+quota, the guest's cgroup carries that quota, SIGTERM and crash
+reconciliation restore the original quota, and the hypervisor object
+carries on after libvirtd is killed and restarted. The achieved-CPU figures
+are printed by ``make lab`` (:mod:`tests.lab.run`), not asserted.
+"""
+
+import os
+import shutil
+import tempfile
+import unittest
+
+from agent import journal as journal_mod
+from resex_libvirt.hypervisor import libvirt_host
+from tests.lab import harness
+from tests.lab import run
+
+
+@unittest.skipUnless(harness.is_root(),
+                     "the lab needs root (libvirtd, cgroups); this runner is not root")
+@unittest.skipUnless(os.path.exists("/usr/bin/apt-get"),
+                     "the lab installs its QEMU and libvirt from Debian packages (no apt-get)")
+class LabSmokeTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.workdir = tempfile.mkdtemp(prefix="resex-lab-smoke-")
+        cls.lab = harness.Lab(workdir=cls.workdir)
+        cls.hyp = None
+        try:
+            cls.lab.setup()
+            cls.guest = cls.lab.guest("resex-smoke", cls.lab.initramfs(), role="burn")
+            cls.hyp = libvirt_host.LibvirtHypervisor(harness.URI, backoff_min=0.2,
+                                                     backoff_max=2.0)
+            cls.hyp.vms()
+            cls.original = cls.hyp.get_knobs(cls.guest.uuid)
+        except BaseException:
+            cls._teardown()
+            raise
+
+    @classmethod
+    def _teardown(cls):
+        if cls.hyp is not None:
+            cls.hyp.close()
+        cls.lab.teardown()
+        shutil.rmtree(cls.workdir, ignore_errors=True)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls._teardown()
+        super().tearDownClass()
+
+    def setUp(self):
+        super().setUp()
+        self.addCleanup(self.hyp.restore_knobs, self.guest.uuid, self.original)
+
+    def test_guest_is_adopted_with_qemu_knobs(self):
+        info = self.hyp.vms()[self.guest.uuid]
+        self.assertEqual("qemu-posix", info.knobs.driver)
+        self.assertEqual(-1, self.original["global_quota"])
+
+    def test_caps_read_back_from_libvirt_and_the_cgroup_equal_the_requested_quota(self):
+        for cap in run.CAPS:
+            expected = run.expected_quota(cap)
+            params, cgroup = run.apply_cap(self.hyp, self.guest, cap)
+            self.assertEqual(expected["global_quota"], params["global_quota"], cap)
+            self.assertEqual(expected["global_period"], params["global_period"], cap)
+            self.assertAlmostEqual(cap, self.hyp.cap_pct(self.guest.uuid))
+            self.assertIsNotNone(cgroup, "the guest's cpu cgroup was not found")
+            self.assertEqual((expected["global_period"], expected["global_quota"]), cgroup[:2])
+        self.hyp.set_knobs(self.guest.uuid, None, None)
+        self.assertEqual(-1, harness.cgroup_cpu_quota(self.guest)[1])
+
+    def test_journal_restore_all_writes_the_original_quota_back(self):
+        journal = journal_mod.Journal(os.path.join(self.workdir, "journal.json"))
+        journal.remember(self.guest.uuid, self.hyp.get_knobs(self.guest.uuid))
+        self.hyp.set_knobs(self.guest.uuid, 10.0, 512)
+        self.assertEqual(2048, self.hyp.get_knobs(self.guest.uuid)["cpu_shares"])
+        self.assertEqual({}, journal.restore_all(self.hyp))
+        self.assertEqual(self.original, self.hyp.get_knobs(self.guest.uuid))
+
+    def test_sigterm_restores_the_original_quota(self):
+        during, after, status, said, left = run.sigterm_restores(
+            self.hyp, self.guest, self.workdir)
+        self.assertEqual(run.expected_quota(10.0)["global_quota"], during["global_quota"])
+        self.assertEqual((0, "restored", {}), (status, said, left))
+        self.assertEqual(self.original, after)
+
+    def test_after_a_crash_the_next_start_reconciles_from_the_journal(self):
+        crashed, left, reconciled, cleared = run.crash_reconciles(
+            self.hyp, self.guest, self.workdir)
+        self.assertEqual(run.expected_quota(10.0)["global_quota"], crashed["global_quota"])
+        self.assertEqual({self.guest.uuid: self.original}, left)
+        self.assertEqual((self.original, {}), (reconciled, cleared))
+
+    def test_zz_libvirtd_killed_and_restarted_the_hypervisor_carries_on(self):
+        seen, readback, opens = run.libvirtd_restart(self.lab, self.hyp, self.guest, cap=20.0)
+        self.assertIn("HypervisorUnavailable", seen)
+        self.assertEqual(run.expected_quota(20.0)["global_quota"], readback["global_quota"])
+        self.assertGreaterEqual(opens, 2)
