@@ -8,8 +8,9 @@ at the first problem with one clear line saying which part failed and why:
    here, not an hour later), then the cross-option rules the agent applies
    at start (the epoch is a whole number of intervals, the policy loads);
 2. **parts**: :func:`agent.service.build_parts` builds the hypervisor, the
-   fabric monitor, the latency intake and the board exactly as the agent
-   would (nothing is started: no socket is bound, no thread runs);
+   fabric monitor, the latency intake and the board as the agent would,
+   except that the latency probe socket is not bound (the running agent
+   owns it: binding it here would take it over);
 3. **hypervisor**: the VMs are listed (for libvirt this opens the
    connection: a ``libvirtError`` becomes ``HypervisorUnavailable``);
 4. **fabric**: the shared link is described (capacity, MTU);
@@ -77,12 +78,20 @@ def _part_of(exc):
 
 
 def _build(conf):
+    # The running agent owns the probe socket: binding it here would take it
+    # over (and remove it on close). The intake's other parts still build.
+    latency = getattr(conf, "latency", None)
+    if latency is not None and latency.probe_socket_path:
+        conf.set_override("probe_socket_path", "", group="latency")
     try:
         parts = service.build_parts(conf)
     except exceptions.ResexError as exc:
         raise _Failed(_part_of(exc), str(exc)) from exc
     except (cfg.Error, ValueError) as exc:
         raise _Failed("configuration", str(exc)) from exc
+    finally:
+        if latency is not None:
+            conf.clear_override("probe_socket_path", group="latency")
     try:
         ipe = service.intervals_per_epoch(parts.interval_s, parts.epoch_s)
         policy = service.build_policy(conf)

@@ -35,7 +35,7 @@ class LibvirtCheckTest(unittest.TestCase):
         self.tmp = tempfile.mkdtemp(prefix="resex-check-")
         self.addCleanup(shutil.rmtree, self.tmp, True)
 
-    def make_conf(self, uri, extra=None):
+    def make_conf(self, uri, extra=None, probe_socket=""):
         conf = cfg.ConfigOpts()
         agent_conf.register_opts(conf)
         for module in (board_conf, hypervisor_conf, fabric_conf, latency_conf, metrics_conf):
@@ -44,8 +44,8 @@ class LibvirtCheckTest(unittest.TestCase):
         with open(path, "w") as f:
             f.write("[agent]\nhost = cmp1\nhost_driver = libvirt\nstate_dir = %s\n"
                     "[libvirt]\nconnection_uri = %s\nevents = false\n"
-                    "[latency]\nprobe_socket_path =\n%s"
-                    % (os.path.join(self.tmp, "state"), uri,
+                    "[latency]\nprobe_socket_path = %s\n%s"
+                    % (os.path.join(self.tmp, "state"), uri, probe_socket,
                        extra or "[board]\nurl = sqlite://%s/board.sqlite\n" % self.tmp))
         conf(["--config-file", path], project="resex")
         return conf
@@ -95,3 +95,17 @@ class LibvirtCheckTest(unittest.TestCase):
         self.assertEqual(1, code, text)
         self.assertIn("ERROR: board:", text)
         self.assertIn("127.0.0.1:%d" % port, text)
+
+    def test_check_leaves_the_running_agents_probe_socket_alone(self):
+        path = os.path.join(self.tmp, "latency.sock")
+        running = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.addCleanup(running.close)
+        running.bind(path)
+        running.listen(1)
+        inode = os.stat(path).st_ino
+        code, text = self.run_check(self.make_conf("test://" + NODE_XML, probe_socket=path))
+        self.assertEqual(0, code, text)
+        self.assertEqual(inode, os.stat(path).st_ino)
+        client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.addCleanup(client.close)
+        client.connect(path)
