@@ -104,6 +104,14 @@ class Journal:
             self._originals = originals
             return True
 
+    def __contains__(self, uuid):
+        """True once ``uuid``'s originals are recorded.
+
+        No I/O: lets the loop skip reading the knobs before every change.
+        """
+        with self._lock:
+            return uuid in self._originals
+
     def originals(self):
         """``{uuid: params}`` recorded so far (a copy)."""
         with self._lock:

@@ -221,12 +221,6 @@ class LibvirtHypervisor(base.Hypervisor):
         return _Adopted(info=info, facts=facts, mapping=mapping, written=written,
                         adopted_at=self._clock())
 
-    def _refresh_sla(self, vm):
-        sla, source = self._resolve_sla(vm.facts)
-        if sla != vm.info.sla or source != vm.info.sla_source:
-            LOG.info("VM %s: SLA now from %s", vm.info.name, source)
-            vm.info = dataclasses.replace(vm.info, sla=sla, sla_source=source)
-
     def vms(self):
         def list_running(conn):
             return conn.listAllDomains(libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE)
@@ -257,8 +251,6 @@ class LibvirtHypervisor(base.Hypervisor):
                 else:
                     fresh.written = vm.written if vm.mapping is not None else fresh.written
                 vm = fresh
-            elif self._nova is not None:
-                self._refresh_sla(vm)
             running[uuid] = vm
         for uuid in set(self._vms) - set(running):
             LOG.info("VM %s (%s) is gone", self._vms[uuid].info.name, uuid)

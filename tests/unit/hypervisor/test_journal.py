@@ -30,6 +30,8 @@ class JournalTest(unittest.TestCase):
         self.assertTrue(journal.remember("a", {"cap": 0, "weight": 256}))
         self.assertFalse(journal.remember("a", {"cap": 30, "weight": 256}))
         self.assertEqual({"a": {"cap": 0, "weight": 256}}, journal.originals())
+        self.assertIn("a", journal)
+        self.assertNotIn("b", journal)
 
     def test_records_survive_a_new_process(self):
         journal_mod.Journal(self.path).remember("a", {"cap": 0, "weight": 256})
