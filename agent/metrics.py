@@ -12,7 +12,7 @@ Names follow the Prometheus conventions (https://prometheus.io/docs/practices/na
 150 %), ``_total`` for counters, labels ``vm`` (the domain's name) and
 ``uuid`` (the domain's UUID: the Nova instance UUID on OpenStack).
 
-Per VM, updated every interval:
+Per VM, from the last control interval (the balance as the ledger holds it at scrape time):
 
 ``resex_vm_cpu_cap_ratio``
     The cap the market decided, in pCPUs (paper: the Xen credit cap / 100).
@@ -45,14 +45,22 @@ epoch), ``resex_link_utilisation_ratio``, ``resex_latency_inflation_ratio``,
 :func:`resex_libvirt.board.report.congestion_index`), ``resex_vms``,
 ``resex_epochs_total``, ``resex_intervals_total``, ``resex_loop_late_total``.
 
-``observe_interval`` runs every 1 to 100 ms: it only sets gauges through
-label children cached per VM (no label lookup, no dict built per call).
+``observe_interval`` runs every 1 to 100 ms, so it does almost nothing: it
+keeps references to the interval's samples, decisions and windows (fresh
+dicts every interval, never mutated afterwards) and adds the interval's
+MTUs and bytes to per-VM totals. The per-VM series are built only when the
+endpoint is scraped, by a custom collector (``prometheus_client``'s
+"custom collectors"), from those references; the balance is read from the
+ledger at that moment. A VM that left the host is in no new decision, so
+its series disappear with it.
 """
 
 import logging
+import threading
 import time
 
 import prometheus_client
+from prometheus_client import core
 
 from resex_libvirt import exceptions
 
@@ -61,29 +69,79 @@ LOG = logging.getLogger(__name__)
 _VM_LABELS = ("vm", "uuid")
 _INFO_LABELS = _VM_LABELS + ("sla_source", "knobs", "io_class", "monitor_only")
 
+#: Per-VM gauges: (name, help).
+_VM_GAUGES = (
+    ("resex_vm_cpu_cap_ratio", "CPU cap decided by the market, in pCPUs (Xen cap / 100)"),
+    ("resex_vm_weight", "Credit-scheduler weight (Xen scale, 256 default)"),
+    ("resex_vm_reso_balance", "Resos left this epoch"),
+    ("resex_vm_charge_rate", "Charging-rate multiplier (1 = base prices)"),
+    ("resex_vm_cpu_usage_ratio", "CPU used in the last interval, in pCPUs"),
+    ("resex_vm_transmit_mtus_per_second", "MTUs sent in the last interval, per second"),
+    ("resex_vm_latency_mean_seconds", "Mean of the VM's latency window"),
+    ("resex_vm_latency_p99_seconds", "99th percentile of the VM's latency window"),
+    ("resex_vm_interference_ratio", "Latency interference over the VM's base (0.1 = 10 %)"),
+)
 
-class _VMChildren:
-    """The label children of one VM's metrics, looked up once."""
 
-    __slots__ = ("key", "info_key", "cap", "weight", "balance", "rate", "cpu", "mtu_rate",
-                 "mtus", "bytes", "lat_mean", "lat_p99", "intf", "has_latency", "has_intf")
+class _VMCollector:
+    """Builds the per-VM series at scrape time from the last interval's records."""
 
-    def __init__(self, metrics, key):
-        self.key = key
-        self.info_key = None
-        self.cap = metrics.vm_cap.labels(*key)
-        self.weight = metrics.vm_weight.labels(*key)
-        self.balance = metrics.vm_balance.labels(*key)
-        self.rate = metrics.vm_charge_rate.labels(*key)
-        self.cpu = metrics.vm_cpu.labels(*key)
-        self.mtu_rate = metrics.vm_mtu_rate.labels(*key)
-        self.mtus = metrics.vm_mtus.labels(*key)
-        self.bytes = metrics.vm_bytes.labels(*key)
-        self.lat_mean = None
-        self.lat_p99 = None
-        self.intf = None
-        self.has_latency = False
-        self.has_intf = False
+    def __init__(self, sink):
+        self._sink = sink
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        sink = self._sink
+        with sink._lock:
+            agent, last, totals = sink._agent, sink._last, dict(sink._totals)
+        gauges = {name: core.GaugeMetricFamily(name, doc, labels=_VM_LABELS)
+                  for name, doc in _VM_GAUGES}
+        mtus = core.CounterMetricFamily("resex_vm_transmit_mtus",
+                                        "MTUs sent since the agent started", labels=_VM_LABELS)
+        sent = core.CounterMetricFamily("resex_vm_transmit_bytes",
+                                        "Bytes sent since the agent started", labels=_VM_LABELS)
+        info = core.GaugeMetricFamily("resex_vm_info", "A VM the agent controls (always 1)",
+                                      labels=_INFO_LABELS)
+        if agent is not None and last is not None:
+            samples, decisions, windows, interference, interval_s = last
+            balance = agent.market.ledger.balance
+            vms = agent.vms
+            for uuid, d in list(decisions.items()):
+                rec = vms.get(uuid)
+                key = [rec.info.name if rec is not None else uuid, uuid]
+                gauges["resex_vm_cpu_cap_ratio"].add_metric(key, d.cap_pct / 100.0)
+                gauges["resex_vm_weight"].add_metric(key, d.weight)
+                gauges["resex_vm_charge_rate"].add_metric(key, d.rate)
+                try:
+                    gauges["resex_vm_reso_balance"].add_metric(key, balance(uuid))
+                except KeyError:
+                    pass
+                smp = samples.get(uuid)
+                if smp is not None:
+                    gauges["resex_vm_cpu_usage_ratio"].add_metric(key, smp.cpu_pct / 100.0)
+                    gauges["resex_vm_transmit_mtus_per_second"].add_metric(
+                        key, smp.tx_mtus / interval_s)
+                win = windows.get(uuid)
+                if win is not None and win.count:
+                    gauges["resex_vm_latency_mean_seconds"].add_metric(key, win.mean_us / 1e6)
+                    gauges["resex_vm_latency_p99_seconds"].add_metric(key, win.p99_us / 1e6)
+                intf = interference.get(uuid)
+                if intf is not None:
+                    gauges["resex_vm_interference_ratio"].add_metric(key, intf / 100.0)
+                total = totals.get(uuid)
+                if total is not None:
+                    mtus.add_metric(key, total[0])
+                    sent.add_metric(key, total[1])
+                if rec is not None:
+                    i = rec.info
+                    info.add_metric(key + [i.sla_source, i.knobs.driver, i.sla.io_class,
+                                           "true" if rec.monitor_only else "false"], 1)
+        yield from gauges.values()
+        yield mtus
+        yield sent
+        yield info
 
 
 class PrometheusMetrics:
@@ -100,39 +158,15 @@ class PrometheusMetrics:
         self.registry = registry if registry is not None else prometheus_client.CollectorRegistry()
         self._server = None
         self._thread = None
-        self._vms = {}
+        self._lock = threading.Lock()
+        self._agent = None
+        self._last = None
+        self._totals = {}
+        self._intervals = 0
         self._last_late = 0
         r = self.registry
+        r.register(_VMCollector(self))
         G, C = prometheus_client.Gauge, prometheus_client.Counter
-        self.vm_cap = G("resex_vm_cpu_cap_ratio",
-                        "CPU cap decided by the market, in pCPUs (Xen cap / 100)",
-                        _VM_LABELS, registry=r)
-        self.vm_weight = G("resex_vm_weight", "Credit-scheduler weight (Xen scale, 256 default)",
-                           _VM_LABELS, registry=r)
-        self.vm_balance = G("resex_vm_reso_balance", "Resos left this epoch",
-                            _VM_LABELS, registry=r)
-        self.vm_charge_rate = G("resex_vm_charge_rate",
-                                "Charging-rate multiplier (1 = base prices)",
-                                _VM_LABELS, registry=r)
-        self.vm_cpu = G("resex_vm_cpu_usage_ratio", "CPU used in the last interval, in pCPUs",
-                        _VM_LABELS, registry=r)
-        self.vm_mtu_rate = G("resex_vm_transmit_mtus_per_second",
-                             "MTUs sent in the last interval, per second",
-                             _VM_LABELS, registry=r)
-        self.vm_mtus = C("resex_vm_transmit_mtus", "MTUs sent since the agent started",
-                         _VM_LABELS, registry=r)
-        self.vm_bytes = C("resex_vm_transmit_bytes", "Bytes sent since the agent started",
-                          _VM_LABELS, registry=r)
-        self.vm_lat_mean = G("resex_vm_latency_mean_seconds",
-                             "Mean of the VM's latency window", _VM_LABELS, registry=r)
-        self.vm_lat_p99 = G("resex_vm_latency_p99_seconds",
-                            "99th percentile of the VM's latency window", _VM_LABELS,
-                            registry=r)
-        self.vm_intf = G("resex_vm_interference_ratio",
-                         "Latency interference over the VM's base (0.1 = 10 %)",
-                         _VM_LABELS, registry=r)
-        self.vm_info = G("resex_vm_info", "A VM the agent controls (always 1)",
-                         _INFO_LABELS, registry=r)
         self.cpu_price = G("resex_cpu_price",
                            "Resos charged per CPU percent, mean of the last epoch", registry=r)
         self.io_price = G("resex_io_price", "Resos charged per MTU, mean of the last epoch",
@@ -200,82 +234,29 @@ class PrometheusMetrics:
         thread.join(timeout=10)
 
     # -- the loop's sink ---------------------------------------------------------
-    def _children(self, agent, uuid):
-        ch = self._vms.get(uuid)
-        if ch is None:
-            rec = agent.vms.get(uuid)
-            name = rec.info.name if rec is not None else uuid
-            ch = self._vms[uuid] = _VMChildren(self, (name, uuid))
-            self._update_info(agent, uuid, ch)
-        return ch
-
-    def _forget(self, uuid):
-        ch = self._vms.pop(uuid)
-        for metric in (self.vm_cap, self.vm_weight, self.vm_balance, self.vm_charge_rate,
-                       self.vm_cpu, self.vm_mtu_rate, self.vm_mtus, self.vm_bytes):
-            metric.remove(*ch.key)
-        if ch.has_latency:
-            self.vm_lat_mean.remove(*ch.key)
-            self.vm_lat_p99.remove(*ch.key)
-        if ch.has_intf:
-            self.vm_intf.remove(*ch.key)
-        if ch.info_key is not None:
-            self.vm_info.remove(*ch.info_key)
-
-    def _update_info(self, agent, uuid, ch):
-        rec = agent.vms.get(uuid)
-        if rec is None:
-            return
-        info = rec.info
-        key = ch.key + (info.sla_source, info.knobs.driver, info.sla.io_class,
-                        "true" if rec.monitor_only else "false")
-        if key != ch.info_key:
-            if ch.info_key is not None:
-                self.vm_info.remove(*ch.info_key)
-            self.vm_info.labels(*key).set(1)
-            ch.info_key = key
-
     def observe_interval(self, agent, samples, decisions, windows):
-        """Set every VM's gauges from one interval (cheap: runs every interval)."""
+        """Keep this interval's records for the next scrape; add up what was sent."""
+        totals = self._totals
+        if len(totals) > len(decisions):
+            totals = {vm: t for vm, t in totals.items() if vm in decisions}
+        for uuid, smp in samples.items():
+            t = totals.get(uuid)
+            if t is None:
+                if uuid not in decisions:
+                    continue
+                with self._lock:
+                    t = totals[uuid] = [0, 0]
+            if smp.tx_mtus > 0:
+                t[0] += smp.tx_mtus
+            if smp.tx_bytes > 0:
+                t[1] += smp.tx_bytes
+        last = (samples, decisions, windows, agent.market.last_interference,
+                agent.settings.interval_s)
+        with self._lock:
+            self._agent = agent
+            self._last = last
+            self._totals = totals
         self.intervals.inc()
-        interval_s = agent.settings.interval_s
-        balance = agent.market.ledger.balance
-        interference = agent.market.last_interference
-        vms = self._vms
-        for uuid, d in decisions.items():
-            ch = vms.get(uuid) or self._children(agent, uuid)
-            ch.cap.set(d.cap_pct / 100.0)
-            ch.weight.set(d.weight)
-            ch.rate.set(d.rate)
-            try:
-                ch.balance.set(balance(uuid))
-            except KeyError:
-                pass
-            s = samples.get(uuid)
-            if s is not None:
-                ch.cpu.set(s.cpu_pct / 100.0)
-                ch.mtu_rate.set(s.tx_mtus / interval_s)
-                if s.tx_mtus > 0:
-                    ch.mtus.inc(s.tx_mtus)
-                if s.tx_bytes > 0:
-                    ch.bytes.inc(s.tx_bytes)
-            w = windows.get(uuid)
-            if w is not None and w.count:
-                if not ch.has_latency:
-                    ch.lat_mean = self.vm_lat_mean.labels(*ch.key)
-                    ch.lat_p99 = self.vm_lat_p99.labels(*ch.key)
-                    ch.has_latency = True
-                ch.lat_mean.set(w.mean_us / 1e6)
-                ch.lat_p99.set(w.p99_us / 1e6)
-            intf = interference.get(uuid)
-            if intf is not None:
-                if not ch.has_intf:
-                    ch.intf = self.vm_intf.labels(*ch.key)
-                    ch.has_intf = True
-                ch.intf.set(intf / 100.0)
-        if len(vms) != len(decisions):
-            for uuid in [u for u in vms if u not in decisions]:
-                self._forget(uuid)
         late = agent.late
         if late != self._last_late:
             self.late.inc(max(0, late - self._last_late))
@@ -298,5 +279,3 @@ class PrometheusMetrics:
             agent.settings.host, now, summary, link.capacity_bytes_per_s,
             getattr(agent, "version", ""))
         self.congestion.set(report_mod.congestion_index(report))
-        for uuid, ch in self._vms.items():
-            self._update_info(agent, uuid, ch)

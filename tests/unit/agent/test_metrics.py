@@ -22,6 +22,7 @@ from agent import metrics as metrics_mod
 from agent import service
 from resex_libvirt.board import report as report_mod
 from resex_libvirt import exceptions
+from resex_libvirt.market import records
 
 
 def make_conf(text):
@@ -98,13 +99,6 @@ class ScrapedAgentTest(unittest.TestCase):
             self.assertAlmostEqual(d.rate, value(self.families, "resex_vm_charge_rate",
                                                  vm=name, uuid=uuid))
 
-    def test_balance_is_the_ledger_balance_before_the_epoch_replenished_it(self):
-        last = self.agent.summaries[-1]
-        for uuid, name in self.uuids().items():
-            self.assertAlmostEqual(last.vm(uuid).balance,
-                                   value(self.families, "resex_vm_reso_balance",
-                                         vm=name, uuid=uuid), places=3)
-
     def test_mtu_counter_adds_up_to_the_epochs_tallies(self):
         for uuid, name in self.uuids().items():
             sent = sum(s.vm(uuid).tx_mtus for s in self.agent.summaries)
@@ -157,30 +151,50 @@ class ScrapedAgentTest(unittest.TestCase):
                 self.assertFalse(name.endswith("_total"), name)
 
 
-class VMChurnTest(unittest.TestCase):
+class OneMoreIntervalTest(unittest.TestCase):
+    """A run of one epoch, then one interval driven by hand, then a scrape."""
+
+    def setUp(self):
+        super().setUp()
+        self.agent = service.build_agent(
+            make_conf("[agent]\nmax_epochs = 1\n[sim]\nrealtime = 0\n"))
+        self.metrics = metrics_mod.PrometheusMetrics("127.0.0.1", 0)
+        self.addCleanup(self.metrics.close)
+        self.metrics.start()
+        self.agent.metrics = self.metrics
+        try:
+            self.agent.run()
+        finally:
+            self.agent.shutdown()
+        self.names = {uuid: rec.info.name for uuid, rec in self.agent.vms.items()}
+
+    def test_balance_is_what_the_ledger_holds_when_scraped(self):
+        samples = {uuid: records.Sample(uuid, 0.0, 50.0, 4096, 4) for uuid in self.names}
+        decisions = self.agent.market.step(samples, {})
+        self.metrics.observe_interval(self.agent, samples, decisions, {})
+        families = scrape(self.metrics)
+        ledger = self.agent.market.ledger
+        for uuid, name in self.names.items():
+            self.assertLess(ledger.balance(uuid), ledger.allocation(uuid))
+            self.assertAlmostEqual(ledger.balance(uuid), value(
+                families, "resex_vm_reso_balance", vm=name, uuid=uuid))
+            self.assertAlmostEqual(0.5, value(families, "resex_vm_cpu_usage_ratio",
+                                              vm=name, uuid=uuid))
+            self.assertAlmostEqual(4 / self.agent.settings.interval_s, value(
+                families, "resex_vm_transmit_mtus_per_second", vm=name, uuid=uuid))
 
     def test_a_vm_that_left_disappears_from_the_endpoint(self):
-        agent = service.build_agent(make_conf("[agent]\nmax_epochs = 1\n[sim]\nrealtime = 0\n"))
-        metrics = metrics_mod.PrometheusMetrics("127.0.0.1", 0)
-        self.addCleanup(metrics.close)
-        metrics.start()
-        agent.metrics = metrics
-        try:
-            agent.run()
-        finally:
-            agent.shutdown()
-        (gone, gone_name), (kept, kept_name) = sorted(
-            (uuid, rec.info.name) for uuid, rec in agent.vms.items())
-        decisions = {kept: agent.market.decision(kept)}
-        metrics.observe_interval(agent, {}, decisions, {})
-        families = scrape(metrics)
-        uuids = {s.labels["uuid"] for s in families["resex_vm_cpu_cap_ratio"].samples}
-        self.assertEqual({kept}, uuids)
-        info = {s.labels["uuid"] for s in families["resex_vm_info"].samples}
-        self.assertEqual({kept}, info)
+        (gone, gone_name), (kept, kept_name) = sorted(self.names.items())
+        decisions = {kept: self.agent.market.decision(kept)}
+        self.metrics.observe_interval(self.agent, {}, decisions, {})
+        families = scrape(self.metrics)
+        for family in ("resex_vm_cpu_cap_ratio", "resex_vm_info", "resex_vm_transmit_mtus"):
+            self.assertEqual({kept}, {s.labels["uuid"] for s in families[family].samples},
+                             family)
         self.assertEqual(decisions[kept].weight,
                          value(families, "resex_vm_weight", vm=kept_name, uuid=kept))
-        self.assertNotIn(gone_name, {s.labels["vm"] for s in families["resex_vm_weight"].samples})
+        self.assertNotIn(gone_name,
+                         {s.labels["vm"] for s in families["resex_vm_weight"].samples})
 
 
 class EndpointTest(unittest.TestCase):
