@@ -77,6 +77,17 @@ class LabSmokeTest(unittest.TestCase):
         self.hyp.set_knobs(self.guest.uuid, None, None)
         self.assertEqual(-1, harness.cgroup_cpu_quota(self.guest)[1])
 
+    def test_changes_inside_the_deadband_are_not_written(self):
+        self.assertTrue(self.hyp.set_knobs(self.guest.uuid, 20.0, None))
+        self.assertFalse(self.hyp.set_knobs(self.guest.uuid, 20.0 + self.hyp.deadband_pct / 2,
+                                            None))
+        self.assertEqual(20000, self.hyp.get_knobs(self.guest.uuid)["global_quota"])
+        self.assertTrue(self.hyp.set_knobs(self.guest.uuid, 21.0, None))
+        self.assertTrue(self.hyp.set_knobs(self.guest.uuid, 21.0, 300))
+        self.assertTrue(self.hyp.set_knobs(self.guest.uuid, None, 300))
+        self.assertEqual((-1, 1200), tuple(
+            self.hyp.get_knobs(self.guest.uuid)[k] for k in ("global_quota", "cpu_shares")))
+
     def test_journal_restore_all_writes_the_original_quota_back(self):
         journal = journal_mod.Journal(os.path.join(self.workdir, "journal.json"))
         journal.remember(self.guest.uuid, self.hyp.get_knobs(self.guest.uuid))
