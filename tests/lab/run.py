@@ -19,6 +19,7 @@ Everything is torn down by PID at the end, also on failure.
 
 import argparse
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -202,6 +203,7 @@ def main(argv=None):
     workdir = tempfile.mkdtemp(prefix="resex-lab-")
     lab = harness.Lab(workdir=workdir, install=not args.no_install)
     hyp = None
+    ok = False
     try:
         lab.setup()
         guest = lab.guest("resex-burn", lab.initramfs(), role="burn")
@@ -231,11 +233,16 @@ def main(argv=None):
         print("Cap accuracy on QEMU/TCG, one CPU-burning vCPU, %g s windows "
               "(uncapped %.1f%%):" % (args.window, baseline))
         print(format_table(rows))
+        ok = True
         return 0
     finally:
         if hyp is not None:
             hyp.close()
         lab.teardown()
+        if ok:
+            shutil.rmtree(workdir, ignore_errors=True)
+        else:
+            print("logs kept in %s" % workdir, file=sys.stderr)
 
 
 if __name__ == "__main__":
