@@ -121,6 +121,11 @@ class _EventLoop:
                 stop.wait(0.1)
 
     @property
+    def users(self):
+        """Open connections that use the loop."""
+        return self._users
+
+    @property
     def running(self):
         return self._thread is not None and self._thread.is_alive()
 

@@ -143,8 +143,13 @@ class RetryTest(unittest.TestCase):
 class EventLoopTest(unittest.TestCase):
 
     def test_event_thread_runs_while_a_connection_is_open_and_stops_on_close(self):
+        others = connection.EVENT_LOOP.users
         conn = connection.Connection("test:///default")
         conn.get()
         self.assertTrue(connection.EVENT_LOOP.running)
+        self.assertEqual(others + 1, connection.EVENT_LOOP.users)
         conn.close()
-        self.assertFalse(connection.EVENT_LOOP.running)
+        conn.close()  # idempotent
+        self.assertEqual(others, connection.EVENT_LOOP.users)
+        if others == 0:
+            self.assertFalse(connection.EVENT_LOOP.running)
