@@ -209,8 +209,8 @@ class LibvirtHypervisor(base.Hypervisor):
                 "VM %s: unreadable domain XML: %s" % (uuid, exc)) from exc
         mapping = knobs_mod.discover(sched_type, params)
         if mapping is None:
-            LOG.info("VM %s (%s): scheduler %r has no cap knob: monitor-only",
-                     facts.name, uuid, sched_type)
+            LOG.debug("VM %s (%s): scheduler %r has no cap knob: monitor-only",
+                      facts.name, uuid, sched_type)
         sla, source = self._resolve_sla(facts)
         info = base.VMInfo(
             uuid=uuid, name=facts.name, vcpus=facts.vcpus, sla=sla,
@@ -245,9 +245,9 @@ class LibvirtHypervisor(base.Hypervisor):
                     LOG.warning("cannot adopt VM %s: %s", uuid, exc)
                     continue
                 if vm is None:
-                    LOG.info("adopted VM %s (%s): %d vCPU, knobs %s, SLA from %s",
-                             fresh.info.name, uuid, fresh.info.vcpus,
-                             fresh.info.knobs.driver, fresh.info.sla_source)
+                    LOG.debug("adopted VM %s (%s): %d vCPU, knobs %s, SLA from %s",
+                              fresh.info.name, uuid, fresh.info.vcpus,
+                              fresh.info.knobs.driver, fresh.info.sla_source)
                 else:
                     fresh.written = vm.written if vm.mapping is not None else fresh.written
                 vm = fresh
