@@ -153,7 +153,33 @@ class Libvirtd:
     def pid(self):
         return self.proc.pid if self.proc is not None else None
 
+    PIDFILE = "/run/libvirtd.pid"
+
+    @classmethod
+    def running_pid(cls):
+        """PID of a live libvirtd owning the pid file, or None."""
+        try:
+            with open(cls.PIDFILE) as f:
+                pid = int(f.read().strip())
+        except (OSError, ValueError):
+            return None
+        try:
+            with open("/proc/%d/comm" % pid) as f:
+                return pid if f.read().strip() == "libvirtd" and _alive(pid) else None
+        except OSError:
+            return None
+
     def start(self, timeout=30.0):
+        """Start our own libvirtd; refuse to share one somebody else started.
+
+        Two labs on one machine would otherwise drive each other's guests
+        through one daemon (the second libvirtd exits at once, unable to take
+        the pid file, while the first answers on the socket).
+        """
+        other = self.running_pid()
+        if other is not None:
+            raise RuntimeError("a libvirtd (pid %d) not started by this lab is running; the lab "
+                               "needs its own: stop it (or wait for the other lab) first" % other)
         self.configure()
         os.makedirs(os.path.dirname(self.log_path), exist_ok=True)
         with open(self.log_path, "ab") as log:
@@ -169,11 +195,16 @@ class Libvirtd:
             try:
                 conn = libvirt.open(URI)
                 conn.close()
-                return self
+                if self.running_pid() == self.proc.pid:
+                    return self
             except libvirt.libvirtError:
                 if time.monotonic() > deadline:
                     raise
-                time.sleep(0.2)
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError("libvirtd did not come up within %.0f s; see %s"
+                                   % (timeout, self.log_path))
+            time.sleep(0.2)
 
     def kill(self):
         """SIGKILL libvirtd (a crash): guests keep running."""
