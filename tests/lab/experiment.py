@@ -1,0 +1,762 @@
+"""The ResEx experiment on real VMs: ``python -m tests.lab.experiment --out DIR``.
+
+Paper Sections IV and VII on this machine: a latency-sensitive guest runs
+the BenchEx server (the static C ``benchex`` inside a busybox initramfs); an
+interfering guest sends bulk TCP as fast as its (TCG, hence CPU-bound) vCPU
+allows to a sink on the host; both guests transmit through one shared
+bottleneck (:mod:`tests.lab.network`: their taps redirected into one ifb
+with a tbf). BenchEx clients on the host (:mod:`tests.lab.probe`) measure
+the sensitive guest's request latency and report it to the REAL agent
+(``resex-agent`` as a subprocess, generated configuration: libvirt driver on
+``qemu:///system``, ``[fabric] source = libvirt_iface``, the host probe
+socket). Runs, one fresh agent each:
+
+* ``base``: the sensitive guest alone (the interferer's sink is closed, so
+  it sends nothing); its mean latency becomes its declared
+  ``resex:latency_sla_us`` (libvirt metadata) for the runs that follow;
+* ``interfered``: both guests, ``[market] policy = none``;
+* ``free_market``: Algorithm 1; ``io_shares``: Algorithm 2.
+
+For each: the sensitive guest's latency p50, p99, mean and standard
+deviation, the interferer's throughput (bytes the sink received per second)
+and its cap over time, read back from libvirt's scheduler parameters (and
+the domain's cgroup) every half second. A table on stdout, ``results.json``
+and PNG plots (matplotlib, Agg) in ``--out``.
+
+The figure of merit (issue 8): IOShares should cut the interference, the
+sensitive guest's p99 above its base, by at least 70 % while the
+interferer keeps at least half of its uncontrolled throughput.
+
+Everything is set up by this code and torn down by PID and by name at the
+end, also on failure, SIGTERM or Ctrl-C: the agent and probe processes,
+every domain, libvirtd, the taps' ingress qdiscs, the ifb and the bridge.
+"""
+
+import argparse
+import json
+import logging
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import libvirt
+
+from resex_libvirt.hypervisor import metadata as metadata_mod
+from resex_libvirt.market import latency as latency_mod
+from tests.lab import harness
+from tests.lab import network
+
+LOG = logging.getLogger(__name__)
+
+BENCHEX_PORT = 7788
+SINK_PORT = 5001
+SENSITIVE = "resex-lat"
+INTERFERER = "resex-bulk"
+TAPS = {SENSITIVE: "rxtap-lat", INTERFERER: "rxtap-bulk"}
+
+#: Shell run by the guest before its role: the address from ``resex.ip=`` on eth0.
+NET_UP = b"""#!/bin/busybox sh
+for arg in $(cat /proc/cmdline); do
+    case "$arg" in
+        resex.ip=*) ip="${arg#resex.ip=}";;
+    esac
+done
+ip link set lo up
+ip addr add "$ip/24" dev eth0
+ip link set eth0 up
+echo "resex: eth0 $ip"
+"""
+
+#: The experiment's guest roles (:func:`tests.lab.harness.build_initramfs`).
+ROLES = {
+    # BenchEx server (the static C twin of agent/benchex): queues, prices, replies.
+    "benchex": ("/bin/resex-net-up\n"
+                "echo resex: benchex server\n"
+                "/bin/benchex server --bind 0.0.0.0 --port %d\n" % BENCHEX_PORT),
+    # Bulk TCP to the host's sink as fast as the vCPU goes; when the sink is closed
+    # (the base run) the connection is refused and it retries every second.
+    "bulk": ("/bin/resex-net-up\n"
+             "for arg in $(cat /proc/cmdline); do\n"
+             "    case \"$arg\" in resex.sink=*) sink=\"${arg#resex.sink=}\";; esac\n"
+             "done\n"
+             "echo resex: bulk sender to $sink\n"
+             "while :; do nc $sink %d < /dev/zero; sleep 1; done\n" % SINK_PORT),
+}
+
+
+def build_benchex(outdir):
+    """The static C BenchEx (``agent/benchex/build.sh``) for the busybox guest."""
+    script = os.path.join(harness.ROOT, "agent", "benchex", "build.sh")
+    subprocess.run([script, outdir], check=True, capture_output=True)
+    return os.path.join(outdir, "benchex")
+
+
+# -- the sink ------------------------------------------------------------------
+
+class Sink:
+    """A TCP sink on the host: counts the bytes the interferer delivers.
+
+    Listening only while ``open``; :meth:`close_listener` refuses new
+    connections and resets the current ones, so the guest's ``nc`` stops.
+    """
+
+    def __init__(self, host, port=SINK_PORT):
+        self.host = host
+        self.port = port
+        self.bytes = 0
+        self._lock = threading.Lock()
+        self._listener = None
+        self._conns = []
+        self._threads = []
+        self._stop = threading.Event()
+
+    def open(self):
+        self._stop.clear()
+        lst = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        lst.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        lst.bind((self.host, self.port))
+        lst.listen(8)
+        lst.settimeout(0.2)
+        self._listener = lst
+        t = threading.Thread(target=self._accept, name="lab-sink-accept", daemon=True)
+        t.start()
+        self._threads.append(t)
+        return self
+
+    def _accept(self):
+        lst = self._listener
+        while not self._stop.is_set():
+            try:
+                conn, _addr = lst.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            conn.settimeout(0.2)
+            with self._lock:
+                self._conns.append(conn)
+            t = threading.Thread(target=self._drain, args=(conn,), name="lab-sink",
+                                 daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def _drain(self, conn):
+        buf = bytearray(1 << 16)
+        while not self._stop.is_set():
+            try:
+                n = conn.recv_into(buf)
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            if n == 0:
+                return
+            with self._lock:
+                self.bytes += n
+
+    def received(self):
+        with self._lock:
+            return self.bytes
+
+    def close(self):
+        self._stop.set()
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+        with self._lock:
+            conns, self._conns = self._conns, []
+        for conn in conns:
+            try:
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\0\0\0\0\0\0\0")
+            except OSError:
+                pass
+            conn.close()
+        for t in self._threads:
+            t.join(2.0)
+        self._threads = []
+
+
+# -- reading knobs back ------------------------------------------------------------
+
+def cap_of(params):
+    """Percent of one pCPU the scheduler parameters allow (100 x quota / period), or None."""
+    quota = params.get("global_quota", -1)
+    if quota is None or quota <= 0:
+        return None
+    return 100.0 * quota / params.get("global_period", 100000)
+
+
+class CapPoller:
+    """Polls each guest's knobs and the sink's byte count every ``period_s``.
+
+    Per poll: libvirt's scheduler parameters and the domain cgroup's quota of
+    each guest, and the sink's byte count (a thread; :meth:`stop` joins it).
+    """
+
+    def __init__(self, guests, sink=None, period_s=0.5):
+        self.guests = guests
+        self.sink = sink
+        self.period_s = period_s
+        self.rows = []
+        self._stop = threading.Event()
+        self._thread = None
+        self.errors = 0
+
+    def start(self):
+        self._t0 = time.monotonic()
+        self._thread = threading.Thread(target=self._run, name="lab-cap-poller", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self):
+        conn = libvirt.open(harness.URI)
+        try:
+            doms = {g.name: conn.lookupByName(g.name) for g in self.guests}
+            while not self._stop.is_set():
+                row = {"t": round(time.monotonic() - self._t0, 3)}
+                for g in self.guests:
+                    try:
+                        params = doms[g.name].schedulerParameters()
+                    except libvirt.libvirtError:
+                        self.errors += 1
+                        continue
+                    cg = harness.cgroup_cpu_quota(g)
+                    row[g.name] = {"global_quota": params.get("global_quota"),
+                                   "global_period": params.get("global_period"),
+                                   "cpu_shares": params.get("cpu_shares"),
+                                   "cap_pct": cap_of(params),
+                                   "cgroup": list(cg[:2]) if cg else None}
+                if self.sink is not None:
+                    row["sink_bytes"] = self.sink.received()
+                self.rows.append(row)
+                self._stop.wait(self.period_s)
+        finally:
+            conn.close()
+
+    def stop(self):
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10.0)
+        return self.rows
+
+
+# -- the agent -------------------------------------------------------------------
+
+AGENT_CONF = """[DEFAULT]
+debug = false
+use_stderr = false
+
+[agent]
+host = resex-lab
+host_driver = libvirt
+state_dir = %(state_dir)s
+print_table = true
+
+[libvirt]
+connection_uri = %(uri)s
+
+[fabric]
+source = libvirt_iface
+link_capacity_gbps = %(link_gbps)g
+link_mtu = 1500
+
+[latency]
+probe_socket_path = %(probe_socket)s
+log_interval_s = 1.0
+window_reports = %(window_reports)d
+
+[market]
+policy = %(policy)s
+decay_half_life = %(decay_half_life)g
+
+[board]
+url = sqlite:///%(board)s
+"""
+
+
+def agent_command():
+    """``resex-agent`` next to this interpreter (the venv's console script), else ``-m``."""
+    script = os.path.join(os.path.dirname(sys.executable), "resex-agent")
+    if os.path.exists(script):
+        return [script]
+    return [sys.executable, "-m", "agent.cli"]
+
+
+class AgentProcess:
+    """The real ``resex-agent`` with a generated configuration, stopped by SIGTERM."""
+
+    def __init__(self, workdir, name, policy, link_gbps, window_reports=16,
+                 decay_half_life=0.05):
+        self.dir = os.path.join(workdir, "agent-%s" % name)
+        os.makedirs(self.dir, exist_ok=True)
+        self.conf_path = os.path.join(self.dir, "resex-agent.conf")
+        self.log_path = os.path.join(self.dir, "agent.log")
+        self.out_path = os.path.join(self.dir, "agent.out")
+        self.probe_socket = os.path.join(self.dir, "latency.sock")
+        self.state_dir = os.path.join(self.dir, "state")
+        with open(self.conf_path, "w") as f:
+            f.write(AGENT_CONF % {
+                "state_dir": self.state_dir, "uri": harness.URI, "link_gbps": link_gbps,
+                "probe_socket": self.probe_socket, "policy": policy,
+                "window_reports": window_reports, "decay_half_life": decay_half_life,
+                "board": os.path.join(self.dir, "board.sqlite")})
+        self.proc = None
+        self.returncode = None
+
+    def start(self, vms=2, timeout=60.0):
+        with open(self.out_path, "ab") as out:
+            self.proc = subprocess.Popen(
+                agent_command() + ["--config-file", self.conf_path,
+                                   "--log-file", self.log_path],
+                cwd=harness.ROOT, stdout=out, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("resex-agent exited with %s; see %s and %s"
+                                   % (self.proc.returncode, self.log_path, self.out_path))
+            if os.path.exists(self.probe_socket) and self.log().count("adopted VM") >= vms:
+                return self
+            time.sleep(0.2)
+        raise RuntimeError("resex-agent not ready after %.0f s; see %s" % (timeout, self.log_path))
+
+    def log(self):
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def stop(self, timeout=30.0):
+        """SIGTERM (the agent restores every knob), SIGKILL only after ``timeout``."""
+        if self.proc is None:
+            return self.returncode
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.returncode = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            harness.stop_pid(self.proc.pid)
+            self.returncode = self.proc.poll()
+        self.proc = None
+        return self.returncode
+
+    def journal_left(self):
+        path = os.path.join(self.state_dir, "journal.json")
+        if not os.path.exists(path):
+            return {}
+        from agent import journal as journal_mod
+        return journal_mod.Journal(path).originals()
+
+
+EPOCH_LINE = re.compile(r"epoch (\d+): .*\| (.*)$")
+VM_PART = re.compile(r"(\S+) cap (\d+)/(\d+)% rate ([0-9.]+)")
+
+
+def epoch_caps(log_text):
+    """``[(epoch, {vm name: (cap mean, cap min, rate)})]`` from the agent's summary lines."""
+    out = []
+    for line in log_text.splitlines():
+        m = EPOCH_LINE.search(line)
+        if not m:
+            continue
+        vms = {}
+        for part in m.group(2).split("; "):
+            pm = VM_PART.match(part.strip())
+            if pm:
+                vms[pm.group(1)] = (float(pm.group(2)), float(pm.group(3)), float(pm.group(4)))
+        out.append((int(m.group(1)), vms))
+    return out
+
+
+# -- the experiment ----------------------------------------------------------------
+
+def latency_stats(latencies):
+    """p50, p99 (nearest rank), mean, population std of a list of microseconds."""
+    from agent.benchex import stats as stats_mod
+    ordered = sorted(latencies)
+    window = latency_mod.summarize(ordered) if ordered else None
+    return {"n": len(ordered),
+            "p50_us": stats_mod.percentile(ordered, 50),
+            "p99_us": stats_mod.percentile(ordered, 99),
+            "mean_us": window.mean_us if window else 0.0,
+            "std_us": window.std_us if window else 0.0}
+
+
+class Experiment:
+    """The lab (libvirtd, bottleneck, two guests) and runs on it.
+
+    ``setup()`` brings everything up; ``run(name, policy, seconds, ...)``
+    runs one measured run with a fresh agent; ``teardown()`` removes it all
+    (idempotent). A context manager too.
+    """
+
+    def __init__(self, workdir=None, rate_mbit=20.0, queue_ms=50.0, probe_rate=100.0,
+                 install=True, interval_s=0.5):
+        self.workdir = workdir or tempfile.mkdtemp(prefix="resex-lab-exp-")
+        self.lab = harness.Lab(workdir=self.workdir, install=install)
+        self.net = network.Bottleneck(rate_mbit=rate_mbit, latency_ms=queue_ms)
+        self.sink = None
+        self.probe_rate = probe_rate
+        self.poll_s = interval_s
+        self.sensitive = None
+        self.interferer = None
+        self.originals = {}
+        self._procs = []
+        self.runs = []
+
+    # -- setup/teardown ------------------------------------------------------
+    def setup(self, sla_us=1000.0, threshold_pct=10.0):
+        self.lab.setup()
+        benchex = build_benchex(os.path.join(self.workdir, "bin"))
+        with open(benchex, "rb") as f:
+            benchex_bytes = f.read()
+        e1000 = harness.kernel_module(self.lab.modules_dir, "e1000")
+        initrd = self.lab.initramfs(roles=ROLES, modules=(e1000,),
+                                    files={"/bin/benchex": benchex_bytes,
+                                           "/bin/resex-net-up": NET_UP},
+                                    name="experiment-initramfs.img")
+        self.net.setup()
+        self.sink = Sink(self.net.host_ip)
+        self.sensitive = self.lab.guest(
+            SENSITIVE, initrd, role="benchex", bridge=self.net.bridge, tap=TAPS[SENSITIVE],
+            sla={"resex:latency_sla_us": sla_us,
+                 "resex:interference_threshold_pct": threshold_pct},
+            extra_cmdline="resex.ip=%s" % network.guest_ip(1))
+        self.interferer = self.lab.guest(
+            INTERFERER, initrd, role="bulk", bridge=self.net.bridge, tap=TAPS[INTERFERER],
+            sla={"resex:io_class": "bulk"},
+            extra_cmdline="resex.ip=%s resex.sink=%s" % (network.guest_ip(2),
+                                                         self.net.host_ip))
+        for g in (self.sensitive, self.interferer):
+            self.net.redirect(TAPS[g.name])
+        self.wait_benchex()
+        conn = libvirt.open(harness.URI)
+        try:
+            for g in (self.sensitive, self.interferer):
+                self.originals[g.name] = conn.lookupByName(g.name).schedulerParameters()
+        finally:
+            conn.close()
+        return self
+
+    def wait_benchex(self, timeout=120.0):
+        """Until the sensitive guest's BenchEx server answers a TCP connect."""
+        deadline = time.monotonic() + timeout
+        addr = (network.guest_ip(1), BENCHEX_PORT)
+        while True:
+            try:
+                socket.create_connection(addr, timeout=1.0).close()
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("BenchEx server in %s not reachable at %s:%d; see %s"
+                                       % (SENSITIVE, addr[0], addr[1],
+                                          self.sensitive.console))
+                time.sleep(0.5)
+
+    def teardown(self):
+        for proc in self._procs:
+            if proc.poll() is None:
+                harness.stop_pid(proc.pid)
+        self._procs = []
+        if self.sink is not None:
+            self.sink.close()
+        try:
+            self.lab.teardown()
+        finally:
+            self.net.teardown()
+
+    def __enter__(self):
+        try:
+            return self.setup()
+        except BaseException:
+            self.teardown()
+            raise
+
+    def __exit__(self, *exc):
+        self.teardown()
+
+    # -- SLA ------------------------------------------------------------------
+    def set_sla(self, latency_sla_us, threshold_pct):
+        """Declare the sensitive guest's SLA in its libvirt metadata (live and config)."""
+        xml = ("<sla><latency_sla_us>%.1f</latency_sla_us>"
+               "<interference_threshold_pct>%g</interference_threshold_pct></sla>"
+               % (latency_sla_us, threshold_pct))
+        conn = libvirt.open(harness.URI)
+        try:
+            dom = conn.lookupByName(SENSITIVE)
+            dom.setMetadata(libvirt.VIR_DOMAIN_METADATA_ELEMENT, xml, metadata_mod.PREFIX,
+                            metadata_mod.NAMESPACE,
+                            libvirt.VIR_DOMAIN_AFFECT_LIVE | libvirt.VIR_DOMAIN_AFFECT_CONFIG)
+        finally:
+            conn.close()
+
+    def knobs_now(self):
+        conn = libvirt.open(harness.URI)
+        try:
+            return {g.name: conn.lookupByName(g.name).schedulerParameters()
+                    for g in (self.sensitive, self.interferer)}
+        finally:
+            conn.close()
+
+    # -- one run ----------------------------------------------------------------
+    def run(self, name, policy, seconds, interfere=True, warmup_s=5.0, link_gbps=None,
+            window_reports=16, decay_half_life=0.05):
+        """One measured run with a fresh agent; returns (and keeps) its result dict."""
+        link_gbps = link_gbps or self.net.rate_mbit / 1000.0
+        agent = AgentProcess(self.workdir, name, policy, link_gbps,
+                             window_reports=window_reports, decay_half_life=decay_half_life)
+        poller = None
+        before = self.knobs_now()
+        try:
+            if interfere:
+                self.sink.open()
+            agent.start()
+            self._procs.append(agent.proc)
+            time.sleep(warmup_s)
+            poller = CapPoller((self.sensitive, self.interferer),
+                               self.sink if interfere else None, self.poll_s).start()
+            sink0, t0 = self.sink.received(), time.monotonic()
+            probe_out = os.path.join(agent.dir, "probe.json")
+            probe = subprocess.Popen(
+                [sys.executable, "-m", "tests.lab.probe", "--host", network.guest_ip(1),
+                 "--port", str(BENCHEX_PORT), "--rate", str(self.probe_rate),
+                 "--seconds", str(seconds), "--report-socket", agent.probe_socket,
+                 "--vm", self.sensitive.uuid, "--out", probe_out],
+                cwd=harness.ROOT, stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=open(probe_out + ".err", "wb"))
+            self._procs.append(probe)
+            probe_rc = probe.wait(seconds + 120.0)
+            elapsed = time.monotonic() - t0
+            sink_bytes = self.sink.received() - sink0
+            rows = poller.stop()
+            poller = None
+        finally:
+            if poller is not None:
+                poller.stop()
+            agent_rc = agent.stop()
+            if interfere:
+                self.sink.close()
+        after = self.knobs_now()
+        with open(probe_out) as f:
+            probe_result = json.load(f)
+        log = agent.log()
+        latencies = [lat for _t, lat in probe_result["samples"]]
+        result = {
+            "name": name, "policy": policy, "interfere": interfere,
+            "seconds": round(elapsed, 2), "probe_rate": self.probe_rate,
+            "probe_exit": probe_rc, "probe_summary": probe_result["summary"],
+            "reports_sent": probe_result["reports_sent"],
+            "reports_dropped": probe_result["reports_dropped"],
+            "latency": latency_stats(latencies),
+            "latency_series": per_second(probe_result["samples"]),
+            "interferer_bytes": sink_bytes,
+            "interferer_mbit_s": 8.0 * sink_bytes / elapsed / 1e6,
+            "polls": rows,
+            "agent_exit": agent_rc,
+            "agent_log": agent.log_path,
+            "claims_logged": log.count("VM %s claims latency" % self.sensitive.uuid),
+            "epochs": epoch_caps(log),
+            "knobs_before": before, "knobs_after": after,
+            "journal_left": agent.journal_left(),
+            "bottleneck": self.net.stats(),
+        }
+        caps = [r[INTERFERER]["cap_pct"] for r in rows if INTERFERER in r]
+        result["interferer_cap_mean_pct"] = (
+            sum(100.0 if c is None else c for c in caps) / len(caps) if caps else None)
+        result["interferer_cap_min_pct"] = min(
+            (100.0 if c is None else c for c in caps), default=None)
+        self.runs.append(result)
+        return result
+
+
+def per_second(samples):
+    """``[(second, n, mean_us, p99_us)]`` of ``(t, latency)`` samples binned by second."""
+    from agent.benchex import stats as stats_mod
+    bins = {}
+    for t, lat in samples:
+        bins.setdefault(int(t), []).append(lat)
+    out = []
+    for sec in sorted(bins):
+        vals = sorted(bins[sec])
+        out.append((sec, len(vals), sum(vals) / len(vals), stats_mod.percentile(vals, 99)))
+    return out
+
+
+# -- figures -----------------------------------------------------------------------
+
+def figures(runs):
+    """The goal's two ratios, from the runs named base, interfered and io_shares."""
+    by = {r["name"]: r for r in runs}
+    out = {}
+    base, none = by.get("base"), by.get("interfered")
+    if base is None or none is None:
+        return out
+    intf_none = none["latency"]["p99_us"] - base["latency"]["p99_us"]
+    for name in ("free_market", "io_shares"):
+        run = by.get(name)
+        if run is None:
+            continue
+        intf = run["latency"]["p99_us"] - base["latency"]["p99_us"]
+        out[name] = {
+            "p99_interference_us": intf,
+            "p99_interference_uncontrolled_us": intf_none,
+            "interference_cut_pct": 100.0 * (1.0 - intf / intf_none) if intf_none > 0 else None,
+            "throughput_kept_pct": (100.0 * run["interferer_mbit_s"] / none["interferer_mbit_s"]
+                                    if none["interferer_mbit_s"] > 0 else None),
+        }
+    return out
+
+
+def format_table(runs):
+    head = ("run", "p50 us", "p99 us", "mean us", "std us", "reqs", "intf Mbit/s",
+            "cap mean %", "cap min %")
+    lines = ["%-12s %9s %9s %9s %9s %6s %12s %10s %9s" % head]
+    for r in runs:
+        lat = r["latency"]
+        lines.append("%-12s %9.0f %9.0f %9.0f %9.0f %6d %12.2f %10s %9s" % (
+            r["name"], lat["p50_us"], lat["p99_us"], lat["mean_us"], lat["std_us"], lat["n"],
+            r["interferer_mbit_s"],
+            "-" if r["interferer_cap_mean_pct"] is None else "%.1f" % r["interferer_cap_mean_pct"],
+            "-" if r["interferer_cap_min_pct"] is None else "%.1f" % r["interferer_cap_min_pct"]))
+    for name, fig in figures(runs).items():
+        cut, kept = fig["interference_cut_pct"], fig["throughput_kept_pct"]
+        lines.append(
+            "%s: p99 interference %.0f us (uncontrolled %.0f us): cut %s; interferer keeps %s "
+            "of its uncontrolled throughput (goal: cut >= 70%%, keep >= 50%%)" % (
+                name, fig["p99_interference_us"], fig["p99_interference_uncontrolled_us"],
+                "-" if cut is None else "%.0f%%" % cut,
+                "-" if kept is None else "%.0f%%" % kept))
+    return "\n".join(lines)
+
+
+def plot(runs, outdir):
+    """Writes ``timeline.png`` and ``latency_cdf.png`` to ``outdir``.
+
+    The timeline: the sensitive guest's p99 per second, the interferer's cap
+    and its throughput, one line per run.
+    """
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    paths = []
+    fig, axes = plt.subplots(3, 1, figsize=(9, 10), sharex=True)
+    for r in runs:
+        series = r["latency_series"]
+        axes[0].plot([s[0] for s in series], [s[3] / 1000.0 for s in series], label=r["name"])
+        polls = r["polls"]
+        axes[1].plot([p["t"] for p in polls],
+                     [(p[INTERFERER]["cap_pct"] or 100.0) if INTERFERER in p else float("nan")
+                      for p in polls], label=r["name"])
+        if r["interfere"] and len(polls) > 1:
+            xs, ys = [], []
+            for a, b in zip(polls, polls[1:]):
+                dt = b["t"] - a["t"]
+                if dt > 0:
+                    xs.append(b["t"])
+                    ys.append(8.0 * (b["sink_bytes"] - a["sink_bytes"]) / dt / 1e6)
+            axes[2].plot(xs, ys, label=r["name"])
+    axes[0].set_ylabel("sensitive p99 per second (ms)")
+    axes[0].set_yscale("log")
+    axes[1].set_ylabel("interferer cap (% of a pCPU)")
+    axes[2].set_ylabel("interferer throughput (Mbit/s)")
+    axes[2].set_xlabel("seconds into the run")
+    for ax in axes:
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path = os.path.join(outdir, "timeline.png")
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    paths.append(path)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for r in runs:
+        with open(os.path.join(os.path.dirname(r["agent_log"]), "probe.json")) as f:
+            vals = sorted(lat for _t, lat in json.load(f)["samples"])
+        if vals:
+            ax.plot([v / 1000.0 for v in vals], [(i + 1) / len(vals) for i in range(len(vals))],
+                    label=r["name"])
+    ax.set_xscale("log")
+    ax.set_xlabel("request latency (ms)")
+    ax.set_ylabel("fraction of requests")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path = os.path.join(outdir, "latency_cdf.png")
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    paths.append(path)
+    return paths
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="resex-libvirt lab: the ResEx experiment "
+                                                 "on two QEMU/TCG guests")
+    parser.add_argument("--out", default=None, help="directory for results.json and PNGs")
+    parser.add_argument("--seconds", type=float, default=60.0, help="measured seconds per run")
+    parser.add_argument("--warmup", type=float, default=8.0, help="seconds before measuring")
+    parser.add_argument("--rate-mbit", type=float, default=20.0, help="bottleneck rate")
+    parser.add_argument("--queue-ms", type=float, default=50.0, help="tbf latency (queue)")
+    parser.add_argument("--probe-rate", type=float, default=100.0, help="BenchEx requests/s")
+    parser.add_argument("--threshold", type=float, default=10.0,
+                        help="resex:interference_threshold_pct of the sensitive guest")
+    parser.add_argument("--window-reports", type=int, default=16,
+                        help="[latency] window_reports of the agent")
+    parser.add_argument("--decay-half-life", type=float, default=0.05,
+                        help="[market] decay_half_life of the agent (epochs)")
+    parser.add_argument("--runs", default="base,interfered,free_market,io_shares")
+    parser.add_argument("--no-install", action="store_true")
+    args = parser.parse_args(argv)
+    if not harness.is_root():
+        print("the lab needs root (libvirtd, cgroups, bridges)", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="lab %(levelname)s %(name)s: %(message)s")
+    out = args.out or tempfile.mkdtemp(prefix="resex-lab-out-")
+    os.makedirs(out, exist_ok=True)
+    signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))
+    wanted = args.runs.split(",")
+    policies = {"base": "none", "interfered": "none", "free_market": "free_market",
+                "io_shares": "io_shares"}
+    exp = Experiment(rate_mbit=args.rate_mbit, queue_ms=args.queue_ms,
+                     probe_rate=args.probe_rate, install=not args.no_install)
+    kw = {"warmup_s": args.warmup, "window_reports": args.window_reports,
+          "decay_half_life": args.decay_half_life}
+    try:
+        exp.setup()
+        print("lab up in %s: bottleneck %g Mbit/s (tbf queue %g ms), BenchEx at %g req/s"
+              % (exp.workdir, args.rate_mbit, args.queue_ms, args.probe_rate), flush=True)
+        base = exp.run("base", "none", args.seconds, interfere=False, **kw)
+        sla = base["latency"]["mean_us"]
+        exp.set_sla(sla, args.threshold)
+        print("base: mean %.0f us, p99 %.0f us -> resex:latency_sla_us = %.0f, threshold %g%%"
+              % (sla, base["latency"]["p99_us"], sla, args.threshold), flush=True)
+        for name in wanted:
+            if name == "base":
+                continue
+            r = exp.run(name, policies[name], args.seconds, interfere=True, **kw)
+            print("%s: p99 %.0f us, interferer %.2f Mbit/s, cap mean %s" % (
+                name, r["latency"]["p99_us"], r["interferer_mbit_s"],
+                r["interferer_cap_mean_pct"]), flush=True)
+    finally:
+        exp.teardown()
+    summary = {"settings": vars(args), "sla_us": sla, "figures": figures(exp.runs),
+               "runs": exp.runs}
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+    paths = plot(exp.runs, out)
+    print()
+    print("ResEx on QEMU/TCG: sensitive guest's BenchEx latency, interferer's bulk TCP through "
+          "a %g Mbit/s bottleneck (%g s runs):" % (args.rate_mbit, args.seconds))
+    print(format_table(exp.runs))
+    print("results: %s; plots: %s" % (os.path.join(out, "results.json"), ", ".join(paths)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
