@@ -33,7 +33,12 @@ bench: bootstrap
 	$(BIN)/python -m bench
 
 pep8: bootstrap
-	$(BIN)/flake8 resex_libvirt agent nova_filter tests bench
+	$(BIN)/flake8 resex_libvirt agent nova_filter tests bench tools
+	$(BIN)/bashate -v devstack/plugin.sh devstack/settings tests/unit/devstack/devstack_shim.sh
+
+docs: bootstrap
+	$(BIN)/pip install -q -r doc/requirements.txt
+	$(BIN)/sphinx-build -W -b html doc/source doc/build/html
 
 benchex-static: build/benchex/benchex
 

@@ -8,6 +8,7 @@ from oslo_config import cfg
 from oslo_log import log as oslo_log
 
 from agent import conf as agent_conf
+from agent import metrics as metrics_mod
 from agent import service
 import resex_libvirt
 from resex_libvirt import exceptions
@@ -15,9 +16,18 @@ from resex_libvirt import exceptions
 LOG = logging.getLogger(__name__)
 
 
+CLI_OPTS = [
+    cfg.BoolOpt("check", default=False,
+                help="Validate the configuration, reach the hypervisor and the price "
+                     "board, list the VMs that would be controlled with their SLAs and "
+                     "knobs, and exit (non-zero on any problem)."),
+]
+
+
 def make_conf(argv):
     conf = cfg.ConfigOpts()
     oslo_log.register_options(conf)
+    conf.register_cli_opts(CLI_OPTS)
     agent_conf.register_opts(conf)
     conf(argv, project="resex", prog="resex-agent", version=resex_libvirt.version())
     return conf
@@ -45,11 +55,22 @@ def main(argv=None):
         print("resex-agent: %s" % exc, file=sys.stderr)
         return 2
     oslo_log.setup(conf, "resex-agent")
+    if conf.check:
+        from agent import check
+        return check.run_check(conf, out=sys.stdout)
     try:
         agent = service.build_agent(conf)
     except (exceptions.ResexError, ValueError) as exc:
         LOG.error("cannot start: %s", exc)
         print("resex-agent: cannot start: %s" % exc, file=sys.stderr)
+        return 1
+    try:
+        # Built here, not in build_agent: only the daemon binds the port.
+        agent.metrics = metrics_mod.PrometheusMetrics.from_conf(conf)
+    except exceptions.ConfigError as exc:
+        LOG.error("cannot start: %s", exc)
+        print("resex-agent: cannot start: %s" % exc, file=sys.stderr)
+        agent.shutdown()
         return 1
     if agent.journal is not None:
         agent.journal.reconcile(agent.hypervisor)
@@ -69,6 +90,8 @@ def main(argv=None):
         agent.run()
     finally:
         agent.shutdown()
+        if agent.metrics is not None:
+            agent.metrics.close()
     if conf.agent.print_table:
         print()
         print("What the agent saw and did (%d epochs, policy %s):"

@@ -101,6 +101,10 @@ class Agent:
         s = self.settings
         LOG.info("agent on %s: interval %.4f s, %d intervals per epoch, policy %s",
                  s.host, s.interval_s, s.intervals_per_epoch, self.market.policy.name)
+        for source in self.latency_sources:
+            start = getattr(source, "start", None)
+            if start is not None:
+                start()
         self.controller.prime(self.clock.now())
         deadline = self.clock.now() + s.interval_s
         while not self._stop.is_set():

@@ -4,6 +4,7 @@ Only this module knows which concrete adapter a configuration means; the
 loop sees interfaces.
 """
 
+import dataclasses
 import logging
 import os
 
@@ -74,9 +75,9 @@ def _libvirt(conf, parts):
     from resex_libvirt.hypervisor import libvirt_host
     parts.hypervisor = libvirt_host.LibvirtHypervisor.from_conf(conf)
     parts.fabric = fabric.build_from_conf(conf, connection=parts.hypervisor.connection.get)
-    intake = intake_service.LatencyIntake(conf)
-    intake.start()
-    parts.latency_sources.append(intake)
+    # Started by the loop (Agent.run), so that building the parts (as
+    # --check does) never binds the probe socket of a running agent.
+    parts.latency_sources.append(intake_service.LatencyIntake(conf))
     parts.clock = clock_mod.RealClock()
     parts.interval_s = LIBVIRT_INTERVAL_S
     parts.epoch_s = LIBVIRT_EPOCH_S
@@ -135,11 +136,22 @@ def build_agent(conf, parts=None):
 
 
 def reload_market(conf, agent):
-    """SIGHUP: re-read mutable options and swap in a freshly built policy."""
+    """SIGHUP: re-read the mutable options and apply them to the running agent.
+
+    The policy is rebuilt from ``[market]`` (a policy's state, such as
+    IOShares' taxes, starts afresh), prices, the minimum cap and the CPU
+    supply are applied to the market from the next interval, and the
+    deadband to the loop.
+    """
     conf.mutate_config_files()
     agent.settings.deadband_pct = conf.agent.deadband_pct
+    market = agent.market
+    market.set_params(dataclasses.replace(
+        market.params, cpu_price=conf.market.cpu_price, io_price=conf.market.io_price,
+        min_cap_pct=conf.market.min_cap_pct,
+        pcpus=conf.market.pcpus or agent.hypervisor.pcpus()))
     policy = build_policy(conf)
-    if policy.name != agent.market.policy.name:
-        LOG.info("policy changed from %s to %s", agent.market.policy.name, policy.name)
-    agent.market.policy = policy
+    if policy.name != market.policy.name:
+        LOG.info("policy changed from %s to %s", market.policy.name, policy.name)
+    market.set_policy(policy)
     LOG.info("configuration reloaded")

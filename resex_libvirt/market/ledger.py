@@ -57,6 +57,14 @@ class Ledger:
         self._accounts.pop(vm, None)
         self._reallocate()
 
+    def set_supply(self, cpu_supply, io_supply):
+        """New supplies; allocations follow, balances from the next epoch."""
+        if cpu_supply < 0 or io_supply < 0:
+            raise ValueError("supplies must be >= 0")
+        self.cpu_supply = float(cpu_supply)
+        self.io_supply = float(io_supply)
+        self._reallocate()
+
     def set_shares(self, vm, shares):
         self._accounts[vm].shares = int(shares)
         self._reallocate()

@@ -195,6 +195,33 @@ class Market:
         self._decisions[vm] = records.Decision(self._caps[vm], self._weights[vm],
                                                self._rates[vm])
 
+    def set_params(self, params):
+        """Apply new prices, minimum cap or supply (a reload) from the next interval.
+
+        The interval and the epoch length cannot change in a running market.
+        """
+        if (params.interval_s, params.intervals_per_epoch) != (
+                self.params.interval_s, self.params.intervals_per_epoch):
+            raise ValueError("the interval and the epoch cannot change in a running market")
+        self.params = params
+        self.ledger.set_supply(params.cpu_supply, params.io_supply)
+        for vm, spec in self.specs.items():
+            self._bounds[vm] = floor, limit = self._bounds_of(spec)
+            cap = min(limit, max(floor, self._caps[vm]))
+            if cap != self._caps[vm]:
+                self._caps[vm] = cap
+                self._decisions[vm] = records.Decision(cap, self._weights[vm], self._rates[vm])
+
+    def set_policy(self, policy):
+        """Replace the policy; it starts from scratch: every VM at its limit, base rate."""
+        self.policy = policy
+        for vm in self.specs:
+            limit = self._bounds[vm][1]
+            if self._caps[vm] != limit or self._rates[vm] != 1.0:
+                self._caps[vm] = limit
+                self._rates[vm] = 1.0
+                self._decisions[vm] = records.Decision(limit, self._weights[vm], 1.0)
+
     def remove(self, vm):
         """Forget a VM that left the host."""
         if vm not in self.specs:

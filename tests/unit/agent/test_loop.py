@@ -135,13 +135,19 @@ class LoopTest(unittest.TestCase):
             self.assertEqual(original, sim.get_knobs(uuid))
             self.assertEqual({}, journal_mod.Journal(journal.path).originals())
 
-    def test_reload_switches_the_policy(self):
-        agent, _sim = build(duration=1.0)
-        conf = make_conf(market={"policy": "free_market"})
+    def test_reload_switches_the_policy_from_a_clean_slate(self):
+        agent, sim = build(duration=2.0)
+        agent.run()
+        uuid = sim.uuid_of("vm2m")
+        self.assertLess(agent.market.decision(uuid).cap_pct, 100.0)
+        conf = make_conf(market={"policy": "free_market", "cpu_price": 2.0, "min_cap_pct": 5.0})
         with self.assertLogs("agent.service", level=logging.INFO) as logs:
             service.reload_market(conf, agent)
         self.assertEqual("free_market", agent.market.policy.name)
         self.assertTrue(any("policy changed" in m for m in logs.output))
+        self.assertEqual(2.0, agent.market.params.cpu_price)
+        self.assertEqual(5.0, agent.market.params.min_cap_pct)
+        self.assertEqual(100.0, agent.market.decision(uuid).cap_pct)
 
 
 class IntervalsPerEpochTest(unittest.TestCase):

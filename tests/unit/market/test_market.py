@@ -115,3 +115,21 @@ class MarketTest(unittest.TestCase):
     def test_unknown_policy_names_the_known_ones(self):
         with self.assertRaisesRegex(ValueError, "free_market"):
             policy_mod.load("nope")
+
+
+class ReloadTest(unittest.TestCase):
+
+    def test_new_params_reclamp_caps_and_resupply_the_ledger(self):
+        m = market_mod.Market(market_mod.MarketParams(intervals_per_epoch=10, pcpus=1),
+                              policy_mod.NoControl())
+        m.add(records.VMSpec("a"))
+        before = m.ledger.allocation("a")
+        m.set_params(market_mod.MarketParams(intervals_per_epoch=10, pcpus=2,
+                                             min_cap_pct=150.0))
+        self.assertGreater(m.ledger.allocation("a"), before)
+
+    def test_the_interval_cannot_change_in_a_running_market(self):
+        m = market_mod.Market(market_mod.MarketParams(intervals_per_epoch=10),
+                              policy_mod.NoControl())
+        with self.assertRaises(ValueError):
+            m.set_params(market_mod.MarketParams(intervals_per_epoch=20))
