@@ -1,0 +1,34 @@
+"""The project's own rules, checked on every test run (what ``tox -e pep8`` runs).
+
+hacking 8.1 with H905 on: no eventlet anywhere (native threads only), lazy
+log arguments (H904), and the OpenStack style rules.
+"""
+
+import os
+import subprocess
+import sys
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
+
+
+class StyleTest(unittest.TestCase):
+
+    def test_flake8_with_hacking_is_clean(self):
+        proc = subprocess.run(
+            [sys.executable, "-m", "flake8", "resex_libvirt", "agent", "nova_filter", "tests",
+             "bench", "tools"],
+            cwd=ROOT, capture_output=True, text=True, timeout=600)
+        self.assertEqual(0, proc.returncode, proc.stdout + proc.stderr)
+
+    def test_the_scheduler_side_never_imports_libvirt_or_the_agent(self):
+        proc = subprocess.run(
+            [sys.executable, "-c",
+             "import sys, nova_filter.filter, nova_filter.weigher, nova_filter.extra_specs;"
+             "bad = sorted(m for m in sys.modules if m == 'libvirt' or m == 'agent' "
+             "or m.startswith('agent.'));"
+             "print(bad); sys.exit(1 if bad else 0)"],
+            cwd=ROOT, capture_output=True, text=True, timeout=300,
+            env=dict(os.environ, OS_NOVA_DISABLE_EVENTLET_PATCHING="1"))
+        self.assertEqual(0, proc.returncode, proc.stdout + proc.stderr)
