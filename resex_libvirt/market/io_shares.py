@@ -70,16 +70,19 @@ class IOShares(free_market.FreeMarket):
         intervals = max(1e-9, self.decay_half_life * view.intervals_per_epoch)
         return math.pow(0.5, 1.0 / intervals)
 
-    def find_interferer(self, view, victim, top=None):
+    def find_interferer(self, view, victim, demands=None, top=None):
         """Alg. 2 line 7: the largest I/O demand other than ``victim``'s.
 
-        ``top`` is the two largest demands, ``[(demand, vm), ...]``, when the
-        caller has them (one pass for all victims instead of one per victim).
+        ``demands`` (:func:`_demands`) and ``top`` (its two largest,
+        :func:`_top_two`) are passed when the caller has them: one pass for
+        all victims of an interval instead of one per victim.
         """
+        if demands is None:
+            demands = _demands(view)
         if top is None:
-            top = _top_two(view)
+            top = _top_two(demands)
         best_demand, best = next(((d, vm) for d, vm in top if vm != victim), (0.0, None))
-        own = _demand(view, victim)
+        own = demands.get(victim, 0.0)
         if best is None or best_demand <= 0.0 or best_demand < self.heavier * own:
             return None
         return best
@@ -98,9 +101,10 @@ class IOShares(free_market.FreeMarket):
             if intf <= spec.sla.interference_threshold_pct:
                 continue
             if top is None:
-                top = _top_two(view)
+                demands = _demands(view)
+                top = _top_two(demands)
                 total_mtus = sum(mtu_rate.get(vm, 0.0) for vm in view.specs)
-            culprit = self.find_interferer(view, victim, top)
+            culprit = self.find_interferer(view, victim, demands, top)
             if culprit is None or total_mtus <= 0:
                 continue
             ioshare = mtu_rate[culprit] / total_mtus
@@ -108,9 +112,8 @@ class IOShares(free_market.FreeMarket):
             rate = self._rates.get(culprit, 1.0)
             self._rates[culprit] = min(self.max_rate, rate + increase)
             named.add(culprit)
-            self._taxes.append({"victim": victim, "interferer": culprit,
-                                "interference_pct": intf, "io_share": ioshare,
-                                "rate_increase": increase, "rate": self._rates[culprit]})
+            self._taxes.append((victim, culprit, intf, ioshare, increase,
+                                self._rates[culprit]))
         out = {}
         if self.use_balance:
             for vm, cap in self.lowered(view).items():
@@ -142,8 +145,8 @@ class IOShares(free_market.FreeMarket):
     def rate(self, vm):
         return self._rates.get(vm, 1.0)
 
-    def explain(self):
-        return list(self._taxes)
+    def taxes(self):
+        return self._taxes
 
     def forget(self, vm):
         super().forget(vm)
@@ -151,24 +154,25 @@ class IOShares(free_market.FreeMarket):
         self._taxed.discard(vm)
 
 
-def _demand(view, vm):
-    """Recent MTU rate scaled up by how far the VM's cap holds it down."""
-    rate = view.mtu_rate.get(vm, 0.0)
-    cap = view.caps.get(vm)
-    bounds = view.bounds.get(vm)
-    if rate <= 0.0 or cap is None or bounds is None or cap >= bounds[1] or cap <= 0.0:
-        return rate
-    return rate * bounds[1] / cap
-
-
-def _top_two(view):
-    """The two largest I/O demands as ``[(demand, vm), ...]``."""
-    first = second = (0.0, None)
-    specs = view.specs
-    for vm in view.mtu_rate:
+def _demands(view):
+    """Each VM's I/O demand: its recent MTU rate scaled up by how far its cap holds it down."""
+    out = {}
+    caps, bounds, specs = view.caps, view.bounds, view.specs
+    for vm, rate in view.mtu_rate.items():
         if vm not in specs:
             continue
-        demand = _demand(view, vm)
+        cap = caps.get(vm)
+        limit = bounds[vm][1]
+        if rate > 0.0 and cap is not None and 0.0 < cap < limit:
+            rate = rate * limit / cap
+        out[vm] = rate
+    return out
+
+
+def _top_two(demands):
+    """The two largest demands as ``[(demand, vm), ...]``."""
+    first = second = (0.0, None)
+    for vm, demand in demands.items():
         if demand > first[0]:
             first, second = (demand, vm), first
         elif demand > second[0]:

@@ -11,6 +11,7 @@ rate multiplier), then ask the policy for caps and rates, then clamp every
 cap to the VM's mClock [reservation, limit] (seed 001).
 """
 
+import collections
 import dataclasses
 import types
 
@@ -156,7 +157,7 @@ class Market:
         self._charged_io = 0.0
         self._cpu_units = 0.0
         self._mtu_units = 0
-        self._taxes = []
+        self._taxes = collections.deque(maxlen=50)
         n = mtu_ewma_intervals or max(1.0, params.intervals_per_epoch / 20.0)
         self._alpha = 1.0 / n
         self.last_interference = {}
@@ -165,6 +166,7 @@ class Market:
         self._caps_ro = types.MappingProxyType(self._caps)
         self._rates_ro = types.MappingProxyType(self._rates)
         self._bounds_ro = types.MappingProxyType(self._bounds)
+        self._accounts = {}
 
     # -- membership -----------------------------------------------------------
     def _bounds_of(self, spec):
@@ -184,12 +186,15 @@ class Market:
         else:
             left = (self.params.intervals_per_epoch - self.tick) / self.params.intervals_per_epoch
             self.ledger.open(vm, spec.sla.shares, fraction_left=left)
+            self._accounts[vm] = self.ledger.account(vm)
             self._caps[vm] = limit
             self._rates[vm] = 1.0
             self._mtu_rate[vm] = 0.0
             self._tally[vm] = _Tally(since=self.tick, since_start=self.tick, cap_min=limit)
         if spec.sla.sensitive:
-            self._baselines.setdefault(vm, latency.BaselineTracker())
+            tracker = self._baselines.setdefault(vm, latency.BaselineTracker())
+            tracker.base_mean_us = spec.sla.latency_sla_us
+            tracker.threshold_pct = spec.sla.interference_threshold_pct
         else:
             self._baselines.pop(vm, None)
         self._decisions[vm] = records.Decision(self._caps[vm], self._weights[vm],
@@ -229,7 +234,8 @@ class Market:
         del self.specs[vm]
         self.ledger.close(vm)
         for table in (self._caps, self._rates, self._mtu_rate, self._baselines, self._tally,
-                      self._bounds, self._weights, self._decisions, self.last_interference):
+                      self._bounds, self._weights, self._decisions, self.last_interference,
+                      self._accounts):
             table.pop(vm, None)
         self.policy.forget(vm)
 
@@ -257,7 +263,7 @@ class Market:
         windows = windows or {}
         p = self.params
         cpu_price, io_price = p.cpu_price, p.io_price
-        rates, tally, charge = self._rates, self._tally, self.ledger.charge
+        rates, tally, accounts = self._rates, self._tally, self._accounts
         alpha, mtu_rate = self._alpha, self._mtu_rate
         charged_cpu = charged_io = cpu_units = 0.0
         mtu_units = seen = 0
@@ -271,7 +277,12 @@ class Market:
             rate = rates[vm]
             cpu_resos = cpu * cpu_price * rate
             io_resos = mtus * io_price * rate
-            charge(vm, cpu_resos, io_resos)
+            # Ledger.charge, inlined on the hot path (same arithmetic).
+            acct = accounts[vm]
+            acct.spent_cpu += cpu_resos
+            acct.spent_io += io_resos
+            left = acct.balance - cpu_resos - io_resos
+            acct.balance = left if left > 0.0 else 0.0
             charged_cpu += cpu_resos
             charged_io += io_resos
             cpu_units += cpu
@@ -292,15 +303,12 @@ class Market:
         self._mtu_units += mtu_units
 
         interference = {}
-        for vm, tracker in self._baselines.items():
-            win = windows.get(vm)
-            if win is None:
+        baselines = self._baselines
+        for vm, win in windows.items():
+            tracker = baselines.get(vm)
+            if tracker is None:
                 continue
-            vm_sla = self.specs[vm].sla
-            base_std = tracker.observe(win, vm_sla.latency_sla_us,
-                                       vm_sla.interference_threshold_pct)
-            interference[vm] = value = latency.interference_pct(
-                win, vm_sla.latency_sla_us, base_std)
+            interference[vm] = value = tracker.interference(win)
             t = tally[vm]
             t.intf_sum += value
             t.intf_n += 1
@@ -308,7 +316,9 @@ class Market:
 
         view = self._view(self.tick, samples, windows, interference)
         answers = self.policy.decide(view)
-        self._taxes.extend(self.policy.explain())
+        taxes = self.policy.taxes()
+        if taxes:
+            self._taxes.extend(taxes)
         caps, bounds, decisions, tick = self._caps, self._bounds, self._decisions, self.tick + 1
         for vm, (cap, rate) in answers.items():
             t = tally.get(vm)
@@ -362,14 +372,14 @@ class Market:
             cpu_price=(self._charged_cpu / self._cpu_units) if self._cpu_units else p.cpu_price,
             io_price=(self._charged_io / self._mtu_units) if self._mtu_units else p.io_price,
             latency_inflation_pct=max(inflations) if inflations else 0.0,
-            taxes=tuple(self._taxes[-50:]),
+            taxes=tuple(dict(zip(policy_mod.TAX_FIELDS, t)) for t in self._taxes),
         )
         self.ledger.replenish()
         self.epoch += 1
         self.tick = 0
         self._charged_cpu = self._charged_io = self._cpu_units = 0.0
         self._mtu_units = 0
-        self._taxes = []
+        self._taxes.clear()
         for vm in self.specs:
             self._tally[vm] = _Tally(cap_min=self._caps[vm])
         view = self._view(0, {}, {}, {})

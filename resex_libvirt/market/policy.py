@@ -16,6 +16,10 @@ import importlib.metadata
 import types
 
 
+#: The fields of one taxation record: ``taxes()`` gives tuples in this order.
+TAX_FIELDS = ("victim", "interferer", "interference_pct", "io_share", "rate_increase", "rate")
+
+
 @dataclasses.dataclass(frozen=True)
 class MarketView:
     """Read-only state of the market after the current interval was charged.
@@ -75,8 +79,12 @@ class Policy:
         """Drop any state about ``vm`` (it left the host)."""
 
     def explain(self):
-        """Recent taxation decisions as plain dicts, for logs and reports."""
-        return []
+        """This interval's taxation decisions as plain dicts, for logs and reports."""
+        return [dict(zip(TAX_FIELDS, tax)) for tax in self.taxes()]
+
+    def taxes(self):
+        """This interval's taxation decisions as tuples (cheap; see :meth:`explain`)."""
+        return ()
 
 
 class NoControl(Policy):
