@@ -1,0 +1,32 @@
+"""The sample configuration files in etc/ are what oslo-config-generator makes now."""
+
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
+
+
+class SampleConfigTest(unittest.TestCase):
+
+    def check(self, generator, sample):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "sample.conf")
+            subprocess.run(
+                [sys.executable, "-m", "oslo_config.generator", "--config-file",
+                 os.path.join(ROOT, "etc", "resex", generator), "--output-file", out],
+                cwd=ROOT, check=True, capture_output=True, timeout=300)
+            with open(out) as f:
+                fresh = f.read()
+        with open(os.path.join(ROOT, "etc", "resex", sample)) as f:
+            committed = f.read()
+        self.assertEqual(fresh, committed, "etc/resex/%s is stale: run `make genconfig`" % sample)
+
+    def test_the_agent_sample_is_current(self):
+        self.check("resex-agent-config-generator.conf", "resex-agent.conf.sample")
+
+    def test_the_nova_sample_is_current(self):
+        self.check("resex-nova-config-generator.conf", "resex-nova.conf.sample")
