@@ -26,6 +26,9 @@ from resex_libvirt import exceptions
 
 LOG = logging.getLogger(__name__)
 
+#: Epoch summaries kept in memory (the last minute at the default epoch).
+KEEP_SUMMARIES = 60
+
 
 @dataclasses.dataclass
 class LoopSettings:
@@ -152,7 +155,7 @@ class Agent:
         self.epochs += 1
         summary = self.market.end_epoch()
         self.summaries.append(summary)
-        del self.summaries[:-3600]
+        del self.summaries[:-KEEP_SUMMARIES]
         self._log_summary(summary)
         self._publish(summary)
         if self.metrics is not None:
