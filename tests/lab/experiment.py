@@ -83,11 +83,27 @@ ROLES = {
     # (the base run) the connection is refused and it retries every second.
     "bulk": ("/bin/resex-net-up\n"
              "for arg in $(cat /proc/cmdline); do\n"
-             "    case \"$arg\" in resex.sink=*) sink=\"${arg#resex.sink=}\";; esac\n"
+             "    case \"$arg\" in\n"
+             "        resex.sink=*) sink=\"${arg#resex.sink=}\";;\n"
+             "        resex.source=*) source=\"${arg#resex.source=}\";;\n"
+             "    esac\n"
              "done\n"
-             "echo resex: bulk sender to $sink\n"
-             "while :; do nc $sink %d < /dev/zero; sleep 1; done\n" % SINK_PORT),
+             "echo resex: bulk sender to $sink from /dev/$source\n"
+             "while :; do nc $sink %d < /dev/$source; sleep 1; done\n" % SINK_PORT),
 }
+
+
+def wait_for_free_libvirtd(timeout_s):
+    """Wait until no libvirtd another lab started is running; False after ``timeout_s``.
+
+    The harness refuses to share a libvirtd with another lab.
+    """
+    deadline = time.monotonic() + timeout_s
+    while harness.Libvirtd.running_pid() is not None:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(1.0)
+    return True
 
 
 def build_benchex(outdir):
@@ -396,14 +412,15 @@ class Experiment:
     (idempotent). A context manager too.
     """
 
-    def __init__(self, workdir=None, rate_mbit=20.0, queue_ms=50.0, probe_rate=100.0,
-                 install=True, interval_s=0.5):
+    def __init__(self, workdir=None, rate_mbit=20.0, queue_ms=200.0, probe_rate=100.0,
+                 install=True, interval_s=0.5, bulk_source="zero"):
         self.workdir = workdir or tempfile.mkdtemp(prefix="resex-lab-exp-")
         self.lab = harness.Lab(workdir=self.workdir, install=install)
         self.net = network.Bottleneck(rate_mbit=rate_mbit, latency_ms=queue_ms)
         self.sink = None
         self.probe_rate = probe_rate
         self.poll_s = interval_s
+        self.bulk_source = bulk_source
         self.sensitive = None
         self.interferer = None
         self.originals = {}
@@ -411,7 +428,11 @@ class Experiment:
         self.runs = []
 
     # -- setup/teardown ------------------------------------------------------
-    def setup(self, sla_us=1000.0, threshold_pct=10.0):
+    def setup(self, sla_us=1000.0, threshold_pct=10.0, wait_s=0.0):
+        """Bring the lab up; first wait up to ``wait_s`` for another lab's libvirtd to go."""
+        if not wait_for_free_libvirtd(wait_s):
+            raise RuntimeError("another lab's libvirtd (pid %s) is still running after %.0f s"
+                               % (harness.Libvirtd.running_pid(), wait_s))
         self.lab.setup()
         benchex = build_benchex(os.path.join(self.workdir, "bin"))
         with open(benchex, "rb") as f:
@@ -431,8 +452,8 @@ class Experiment:
         self.interferer = self.lab.guest(
             INTERFERER, initrd, role="bulk", bridge=self.net.bridge, tap=TAPS[INTERFERER],
             sla={"resex:io_class": "bulk"},
-            extra_cmdline="resex.ip=%s resex.sink=%s" % (network.guest_ip(2),
-                                                         self.net.host_ip))
+            extra_cmdline="resex.ip=%s resex.sink=%s resex.source=%s" % (
+                network.guest_ip(2), self.net.host_ip, self.bulk_source))
         for g in (self.sensitive, self.interferer):
             self.net.redirect(TAPS[g.name])
         self.wait_benchex()
@@ -645,14 +666,16 @@ def plot(runs, outdir):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     paths = []
+    colors = {r["name"]: "C%d" % i for i, r in enumerate(runs)}
     fig, axes = plt.subplots(3, 1, figsize=(9, 10), sharex=True)
     for r in runs:
+        style = {"label": r["name"], "color": colors[r["name"]]}
         series = r["latency_series"]
-        axes[0].plot([s[0] for s in series], [s[3] / 1000.0 for s in series], label=r["name"])
+        axes[0].plot([s[0] for s in series], [s[3] / 1000.0 for s in series], **style)
         polls = r["polls"]
         axes[1].plot([p["t"] for p in polls],
                      [(p[INTERFERER]["cap_pct"] or 100.0) if INTERFERER in p else float("nan")
-                      for p in polls], label=r["name"])
+                      for p in polls], **style)
         if r["interfere"] and len(polls) > 1:
             xs, ys = [], []
             for a, b in zip(polls, polls[1:]):
@@ -660,7 +683,7 @@ def plot(runs, outdir):
                 if dt > 0:
                     xs.append(b["t"])
                     ys.append(8.0 * (b["sink_bytes"] - a["sink_bytes"]) / dt / 1e6)
-            axes[2].plot(xs, ys, label=r["name"])
+            axes[2].plot(xs, ys, **style)
     axes[0].set_ylabel("sensitive p99 per second (ms)")
     axes[0].set_yscale("log")
     axes[1].set_ylabel("interferer cap (% of a pCPU)")
@@ -680,7 +703,7 @@ def plot(runs, outdir):
             vals = sorted(lat for _t, lat in json.load(f)["samples"])
         if vals:
             ax.plot([v / 1000.0 for v in vals], [(i + 1) / len(vals) for i in range(len(vals))],
-                    label=r["name"])
+                    label=r["name"], color=colors[r["name"]])
     ax.set_xscale("log")
     ax.set_xlabel("request latency (ms)")
     ax.set_ylabel("fraction of requests")
@@ -701,7 +724,7 @@ def main(argv=None):
     parser.add_argument("--seconds", type=float, default=60.0, help="measured seconds per run")
     parser.add_argument("--warmup", type=float, default=8.0, help="seconds before measuring")
     parser.add_argument("--rate-mbit", type=float, default=20.0, help="bottleneck rate")
-    parser.add_argument("--queue-ms", type=float, default=50.0, help="tbf latency (queue)")
+    parser.add_argument("--queue-ms", type=float, default=200.0, help="tbf latency (queue)")
     parser.add_argument("--probe-rate", type=float, default=100.0, help="BenchEx requests/s")
     parser.add_argument("--threshold", type=float, default=10.0,
                         help="resex:interference_threshold_pct of the sensitive guest")
@@ -710,6 +733,8 @@ def main(argv=None):
     parser.add_argument("--decay-half-life", type=float, default=0.05,
                         help="[market] decay_half_life of the agent (epochs)")
     parser.add_argument("--runs", default="base,interfered,free_market,io_shares")
+    parser.add_argument("--wait", type=float, default=900.0,
+                        help="seconds to wait for another lab's libvirtd to go away")
     parser.add_argument("--no-install", action="store_true")
     args = parser.parse_args(argv)
     if not harness.is_root():
@@ -728,7 +753,7 @@ def main(argv=None):
     kw = {"warmup_s": args.warmup, "window_reports": args.window_reports,
           "decay_half_life": args.decay_half_life}
     try:
-        exp.setup()
+        exp.setup(threshold_pct=args.threshold, wait_s=args.wait)
         print("lab up in %s: bottleneck %g Mbit/s (tbf queue %g ms), BenchEx at %g req/s"
               % (exp.workdir, args.rate_mbit, args.queue_ms, args.probe_rate), flush=True)
         base = exp.run("base", "none", args.seconds, interfere=False, **kw)
