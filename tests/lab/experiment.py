@@ -744,7 +744,10 @@ def main(argv=None):
                         format="lab %(levelname)s %(name)s: %(message)s")
     out = args.out or tempfile.mkdtemp(prefix="resex-lab-out-")
     os.makedirs(out, exist_ok=True)
+    # SIGTERM (a CI timeout) and Ctrl-C (even when started with SIGINT ignored, as a
+    # background job is) must still run the teardown below.
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     wanted = args.runs.split(",")
     policies = {"base": "none", "interfered": "none", "free_market": "free_market",
                 "io_shares": "io_shares"}
