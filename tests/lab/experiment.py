@@ -526,6 +526,56 @@ class Experiment:
             conn.close()
 
     # -- one run ----------------------------------------------------------------
+    def probe(self, seconds, out, report_socket=None):
+        """Run :mod:`tests.lab.probe` for ``seconds``; its exit status (samples in ``out``)."""
+        cmd = [sys.executable, "-m", "tests.lab.probe", "--host", network.guest_ip(1),
+               "--port", str(BENCHEX_PORT), "--rate", str(self.probe_rate),
+               "--seconds", str(seconds), "--out", out]
+        if report_socket:
+            cmd += ["--report-socket", report_socket, "--vm", self.sensitive.uuid]
+        with open(out + ".err", "wb") as err:
+            probe = subprocess.Popen(cmd, cwd=harness.ROOT, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=err)
+        self._procs.append(probe)
+        return probe.wait(seconds + 120.0)
+
+    def sweep(self, caps, seconds, warmup_s=5.0, settle_s=2.0):
+        """Static caps on the interferer, no agent: what ANY cap policy could reach here.
+
+        Each cap is set through the agent's actuator
+        (:meth:`LibvirtHypervisor.set_knobs`), held for ``seconds`` while the
+        probe measures; the original knobs are restored at the end. Returns
+        ``[{"cap_pct", "interferer_mbit_s", "latency"}]`` (``cap_pct`` None =
+        uncapped).
+        """
+        from resex_libvirt.hypervisor import libvirt_host
+        hyp = libvirt_host.LibvirtHypervisor(harness.URI, backoff_min=0.2, backoff_max=2.0)
+        rows = []
+        uuid = self.interferer.uuid
+        original = None
+        try:
+            hyp.vms()
+            original = hyp.get_knobs(uuid)
+            self.sink.open()
+            time.sleep(warmup_s)
+            for cap in caps:
+                hyp.set_knobs(uuid, cap, None)
+                time.sleep(settle_s)
+                out = os.path.join(self.workdir, "sweep-%s.json" % cap)
+                sink0, t0 = self.sink.received(), time.monotonic()
+                self.probe(seconds, out)
+                mbit = 8.0 * (self.sink.received() - sink0) / (time.monotonic() - t0) / 1e6
+                with open(out) as f:
+                    latencies = [lat for _t, lat in json.load(f)["samples"]]
+                rows.append({"cap_pct": cap, "interferer_mbit_s": mbit,
+                             "latency": latency_stats(latencies)})
+        finally:
+            self.sink.close()
+            if original is not None:
+                hyp.restore_knobs(uuid, original)
+            hyp.close()
+        return rows
+
     def run(self, name, policy, seconds, interfere=True, warmup_s=5.0, link_gbps=None,
             window_reports=16, decay_half_life=0.05):
         """One measured run with a fresh agent; returns (and keeps) its result dict."""
@@ -544,15 +594,7 @@ class Experiment:
                                self.sink if interfere else None, self.poll_s).start()
             sink0, t0 = self.sink.received(), time.monotonic()
             probe_out = os.path.join(agent.dir, "probe.json")
-            probe = subprocess.Popen(
-                [sys.executable, "-m", "tests.lab.probe", "--host", network.guest_ip(1),
-                 "--port", str(BENCHEX_PORT), "--rate", str(self.probe_rate),
-                 "--seconds", str(seconds), "--report-socket", agent.probe_socket,
-                 "--vm", self.sensitive.uuid, "--out", probe_out],
-                cwd=harness.ROOT, stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=open(probe_out + ".err", "wb"))
-            self._procs.append(probe)
-            probe_rc = probe.wait(seconds + 120.0)
+            probe_rc = self.probe(seconds, probe_out, agent.probe_socket)
             elapsed = time.monotonic() - t0
             sink_bytes = self.sink.received() - sink0
             rows = poller.stop()
@@ -665,6 +707,17 @@ def format_table(runs):
     return "\n".join(lines)
 
 
+def format_sweep(rows, base):
+    head = ("cap %", "intf Mbit/s", "p50 us", "p99 us", "mean us", "p99 above base")
+    lines = ["%10s %12s %9s %9s %9s %14s" % head]
+    for r in rows:
+        lat = r["latency"]
+        lines.append("%10s %12.2f %9.0f %9.0f %9.0f %14.0f" % (
+            "none" if r["cap_pct"] is None else "%g" % r["cap_pct"], r["interferer_mbit_s"],
+            lat["p50_us"], lat["p99_us"], lat["mean_us"], lat["p99_us"] - base["p99_us"]))
+    return "\n".join(lines)
+
+
 def plot(runs, outdir):
     """Writes ``timeline.png`` and ``latency_cdf.png`` to ``outdir``.
 
@@ -742,6 +795,10 @@ def main(argv=None):
     parser.add_argument("--decay-half-life", type=float, default=0.05,
                         help="[market] decay_half_life of the agent (epochs)")
     parser.add_argument("--runs", default="base,interfered,free_market,io_shares")
+    parser.add_argument("--sweep", default="20,10,7,5,3,1",
+                        help="static caps (%% of a pCPU) held on the interferer without the "
+                             "agent, to show what any cap policy could reach ('' = none)")
+    parser.add_argument("--sweep-seconds", type=float, default=15.0)
     parser.add_argument("--wait", type=float, default=900.0,
                         help="seconds to wait for another lab's libvirtd to go away")
     parser.add_argument("--no-install", action="store_true")
@@ -780,10 +837,12 @@ def main(argv=None):
             print("%s: p99 %.0f us, interferer %.2f Mbit/s, cap mean %s" % (
                 name, r["latency"]["p99_us"], r["interferer_mbit_s"],
                 r["interferer_cap_mean_pct"]), flush=True)
+        caps = [float(c) for c in args.sweep.split(",") if c.strip()]
+        sweep = exp.sweep([None] + caps, args.sweep_seconds) if caps else []
     finally:
         exp.teardown()
     summary = {"settings": vars(args), "sla_us": sla, "figures": figures(exp.runs),
-               "runs": exp.runs}
+               "runs": exp.runs, "sweep": sweep}
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump(summary, f, indent=1)
     paths = plot(exp.runs, out)
@@ -791,6 +850,11 @@ def main(argv=None):
     print("ResEx on QEMU/TCG: sensitive guest's BenchEx latency, interferer's bulk TCP through "
           "a %g Mbit/s bottleneck (%g s runs):" % (args.rate_mbit, args.seconds))
     print(format_table(exp.runs))
+    if sweep:
+        print()
+        print("Static caps on the interferer, no agent (%g s each): the latency/throughput "
+              "frontier any cap policy is on here:" % args.sweep_seconds)
+        print(format_sweep(sweep, base["latency"]))
     print("results: %s; plots: %s" % (os.path.join(out, "results.json"), ", ".join(paths)))
     return 0
 
