@@ -2,8 +2,9 @@
 
 Paper Sections IV and VII on this machine: a latency-sensitive guest runs
 the BenchEx server (the static C ``benchex`` inside a busybox initramfs); an
-interfering guest sends bulk TCP as fast as its (TCG, hence CPU-bound) vCPU
-allows to a sink on the host; both guests transmit through one shared
+interfering guest sends bulk TCP to a sink on the host as fast as it can
+(a TCG vCPU sends about 1 Mbit/s per percent of a pCPU, so a CPU cap
+throttles it, ResEx's premise); both guests transmit through one shared
 bottleneck (:mod:`tests.lab.network`: their taps redirected into one ifb
 with a tbf). BenchEx clients on the host (:mod:`tests.lab.probe`) measure
 the sensitive guest's request latency and report it to the REAL agent
