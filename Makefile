@@ -31,6 +31,7 @@ test: bootstrap
 # The full lab: cap accuracy (issue 3) and the ResEx experiment (issue 8).
 lab: bootstrap
 	$(BIN)/python -m tests.lab.run
+	$(BIN)/python -m tests.lab.experiment --out lab-results
 
 bench: bootstrap
 	$(BIN)/python -m bench
