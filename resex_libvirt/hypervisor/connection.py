@@ -234,12 +234,12 @@ class Connection:
         try:
             conn.registerCloseCallback(self._on_close, None)
         except libvirt.libvirtError as exc:
-            LOG.debug("%s: no close callback: %s", self.uri, exc)
+            LOG.debug("no close callback on %s: %s", self.uri, exc)
         if self._keepalive[0] > 0:
             try:
                 conn.setKeepAlive(*self._keepalive)
             except libvirt.libvirtError as exc:
-                LOG.debug("%s: no keepalive: %s", self.uri, exc)
+                LOG.debug("no keepalive on %s: %s", self.uri, exc)
         self._callback_ids = []
         for event_id in self._callbacks:
             self._register(conn, event_id)
@@ -258,7 +258,7 @@ class Connection:
         try:
             self._callback_ids.append(conn.domainEventRegisterAny(None, event_id, relay, None))
         except libvirt.libvirtError as exc:
-            LOG.info("%s sends no domain event %d: %s", self.uri, event_id, exc)
+            LOG.info("no domain event %d from %s: %s", event_id, self.uri, exc)
 
     def _on_close(self, conn, reason, opaque):
         # Runs on the event thread inside libvirt's client lock: never take

@@ -312,7 +312,7 @@ class LibvirtHypervisor(base.Hypervisor):
             if out is not None:
                 self._bulk_stats = True
                 return out
-            LOG.info("%s has no bulk cpu.time: reading CPU time per domain", self.uri)
+            LOG.info("no bulk cpu.time at %s: reading CPU time per domain", self.uri)
             self._bulk_stats = False
         return self._conn.call("CPU time per domain", self._per_domain_cpu)
 

@@ -43,7 +43,7 @@ class Ledger:
         self._accounts = {}
 
     # -- membership -------------------------------------------------------
-    def open(self, vm, shares, fraction_left=1.0):
+    def open_account(self, vm, shares, fraction_left=1.0):
         """Add ``vm``; it starts with its allocation prorated to what is left of the epoch."""
         if shares < 1:
             raise ValueError("shares must be >= 1")
@@ -52,7 +52,7 @@ class Ledger:
         acct = self._accounts[vm]
         acct.balance = acct.allocation * min(1.0, max(0.0, fraction_left))
 
-    def close(self, vm):
+    def close_account(self, vm):
         """Remove ``vm``; the others' allocations grow from the next epoch."""
         self._accounts.pop(vm, None)
         self._reallocate()

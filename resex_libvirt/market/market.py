@@ -185,7 +185,7 @@ class Market:
             self._caps[vm] = min(limit, max(floor, self._caps[vm]))
         else:
             left = (self.params.intervals_per_epoch - self.tick) / self.params.intervals_per_epoch
-            self.ledger.open(vm, spec.sla.shares, fraction_left=left)
+            self.ledger.open_account(vm, spec.sla.shares, fraction_left=left)
             self._accounts[vm] = self.ledger.account(vm)
             self._caps[vm] = limit
             self._rates[vm] = 1.0
@@ -232,7 +232,7 @@ class Market:
         if vm not in self.specs:
             return
         del self.specs[vm]
-        self.ledger.close(vm)
+        self.ledger.close_account(vm)
         for table in (self._caps, self._rates, self._mtu_rate, self._baselines, self._tally,
                       self._bounds, self._weights, self._decisions, self.last_interference,
                       self._accounts):

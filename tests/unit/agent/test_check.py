@@ -5,39 +5,15 @@ The libvirt cases (libvirt's ``test:///`` driver) are in
 """
 
 import io
-import os
-import tempfile
 import unittest
 
-from oslo_config import cfg
 
 from agent import check
-from agent import conf as agent_conf
-from agent.conf import board as board_conf
-from agent.conf import fabric as fabric_conf
-from agent.conf import hypervisor as hypervisor_conf
-from agent.conf import latency as latency_conf
-from agent.conf import metrics as metrics_conf
 from resex_libvirt.sim import scenario as scenario_mod
+from tests.unit.agent import conf_helpers
 
 
-def make_conf(text):
-    """The agent's options (every group the agent reads) parsed from ``text``.
-
-    The board is off (``[board] url`` empty) unless ``text`` sets it.
-    """
-    conf = cfg.ConfigOpts()
-    agent_conf.register_opts(conf)
-    for module in (board_conf, hypervisor_conf, fabric_conf, latency_conf, metrics_conf):
-        module.register_opts(conf)
-    fd, path = tempfile.mkstemp(suffix=".conf")
-    with os.fdopen(fd, "w") as f:
-        f.write("[board]\nurl =\n" + text)
-    try:
-        conf(["--config-file", path], project="resex")
-    finally:
-        os.unlink(path)
-    return conf
+make_conf = conf_helpers.conf_from_text
 
 
 def run(text):

@@ -6,38 +6,21 @@ ephemeral loopback port; every figure scraped is compared with what the
 market itself holds.
 """
 
-import os
 import socket
-import tempfile
 import unittest
 import urllib.request
 
-from oslo_config import cfg
 from prometheus_client import parser
 
-from agent import conf as agent_conf
-from agent.conf import board as board_conf
-from agent.conf import metrics as metrics_conf
 from agent import metrics as metrics_mod
 from agent import service
 from resex_libvirt.board import report as report_mod
 from resex_libvirt import exceptions
 from resex_libvirt.market import records
+from tests.unit.agent import conf_helpers
 
 
-def make_conf(text):
-    conf = cfg.ConfigOpts()
-    agent_conf.register_opts(conf)
-    board_conf.register_opts(conf)
-    metrics_conf.register_opts(conf)
-    fd, path = tempfile.mkstemp(suffix=".conf")
-    with os.fdopen(fd, "w") as f:
-        f.write("[board]\nurl =\n" + text)
-    try:
-        conf(["--config-file", path], project="resex")
-    finally:
-        os.unlink(path)
-    return conf
+make_conf = conf_helpers.conf_from_text
 
 
 SIM_CONF = """

@@ -24,15 +24,15 @@ class PaperSupplyTest(unittest.TestCase):
 
     def test_equal_shares_split_the_supply_equally(self):
         ledger = ledger_mod.Ledger(cpu_supply=200_000, io_supply=1_048_576)
-        ledger.open("a", 100)
-        ledger.open("b", 100)
+        ledger.open_account("a", 100)
+        ledger.open_account("b", 100)
         self.assertEqual(ledger.allocation("a"), ledger.allocation("b"))
         self.assertEqual(624_288, ledger.allocation("a"))
 
     def test_shares_split_the_supply_in_proportion(self):
         ledger = ledger_mod.Ledger(cpu_supply=300, io_supply=0)
-        ledger.open("a", 200)
-        ledger.open("b", 100)
+        ledger.open_account("a", 200)
+        ledger.open_account("b", 100)
         self.assertEqual(200, ledger.allocation("a"))
         self.assertEqual(100, ledger.allocation("b"))
 
@@ -41,14 +41,14 @@ class EpochTest(unittest.TestCase):
 
     def test_leftovers_are_discarded_at_replenish(self):
         ledger = ledger_mod.Ledger(cpu_supply=1000, io_supply=0)
-        ledger.open("a", 1)
+        ledger.open_account("a", 1)
         ledger.charge("a", 10, 0)
         ledger.replenish()
         self.assertEqual(1000, ledger.balance("a"))
 
     def test_balance_never_goes_below_zero_but_spend_is_recorded(self):
         ledger = ledger_mod.Ledger(cpu_supply=100, io_supply=0)
-        ledger.open("a", 1)
+        ledger.open_account("a", 1)
         ledger.charge("a", 70, 80)
         self.assertEqual(0, ledger.balance("a"))
         self.assertEqual(70, ledger.account("a").spent_cpu)
@@ -56,13 +56,13 @@ class EpochTest(unittest.TestCase):
 
     def test_a_vm_joining_mid_epoch_gets_a_prorated_balance(self):
         ledger = ledger_mod.Ledger(cpu_supply=1000, io_supply=0)
-        ledger.open("a", 1, fraction_left=0.25)
+        ledger.open_account("a", 1, fraction_left=0.25)
         self.assertEqual(1000, ledger.allocation("a"))
         self.assertEqual(250, ledger.balance("a"))
 
     def test_negative_charges_are_refused(self):
         ledger = ledger_mod.Ledger(cpu_supply=1000, io_supply=0)
-        ledger.open("a", 1)
+        ledger.open_account("a", 1)
         with self.assertRaises(ValueError):
             ledger.charge("a", -1, 0)
 
@@ -82,7 +82,7 @@ class LedgerPropertiesTest(unittest.TestCase):
         ledger = ledger_mod.Ledger(cpu, io)
         names = "abc"[:len(shares)]
         for name, s in zip(names, shares):
-            ledger.open(name, s)
+            ledger.open_account(name, s)
         total = sum(ledger.allocation(n) for n in names)
         self.assertAlmostEqual(cpu + io, total, delta=1e-6 * max(1.0, cpu + io))
         for epoch in epochs:
