@@ -111,7 +111,13 @@ def compare_uncontrolled(sim):
     from resex_libvirt.sim import report
     from resex_libvirt.sim import runner
     duration = sim.now() or sim.scenario.duration_s
-    base = runner.run(sim.scenario.with_realtime(0.0).with_duration(duration), "none")
+    control_log = logging.getLogger("resex_libvirt.control")
+    level = control_log.level
+    control_log.setLevel(logging.WARNING)   # the contrast run's adoptions are not news
+    try:
+        base = runner.run(sim.scenario.with_realtime(0.0).with_duration(duration), "none")
+    finally:
+        control_log.setLevel(level)
     ours = sim.results()
     lines = ["Latency-sensitive VMs, with the agent vs the same run uncontrolled:"]
     for vm in sim.scenario.vms:
