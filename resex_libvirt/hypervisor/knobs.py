@@ -129,11 +129,27 @@ class XenCreditMapping(KnobMapping):
 
 
 class QemuPosixMapping(KnobMapping):
-    """QEMU cgroup ``global_period``/``global_quota`` and ``cpu_shares``."""
+    """QEMU cgroup ``global_period``/``global_quota`` and ``cpu_shares``.
+
+    ``period_us`` is the CFS period a cap is written with (100 ms by
+    default, the kernel's). A capped VM runs ``cap`` of every period, so the
+    period is the length of its bursts: Xen's credit scheduler, the paper's
+    setting, slices every 10 ms (Section III), and a VMM-bypass sender posts
+    a whole burst of I/O in its slot. A shorter period means shorter bursts
+    at the cost of more scheduler work; caps whose quota would fall under
+    1000 us still lengthen the period.
+    """
 
     knobs = base.Knobs(driver="qemu-posix", cap=True, weight=True)
     names = ("global_period", "global_quota", "cpu_shares")
     weight_names = ("cpu_shares",)
+
+    def __init__(self, period_us=None):
+        period = CFS_PERIOD_DEFAULT_US if period_us is None else int(period_us)
+        if not CFS_QUOTA_MIN_US <= period <= CFS_PERIOD_MAX_US:
+            raise ValueError("period_us must be within %d..%d, not %r"
+                             % (CFS_QUOTA_MIN_US, CFS_PERIOD_MAX_US, period_us))
+        self.period_us = period
 
     def params_for(self, cap_pct, weight, vcpus):
         params = {}
@@ -142,7 +158,7 @@ class QemuPosixMapping(KnobMapping):
             params["global_quota"] = -1
         else:
             cap = _clamp(float(cap_pct), QEMU_MIN_CAP_PCT, 100.0 * max(1, int(vcpus)))
-            period = CFS_PERIOD_DEFAULT_US
+            period = self.period_us
             quota = int(round(period * cap / 100.0))
             if quota < CFS_QUOTA_MIN_US:
                 period = min(CFS_PERIOD_MAX_US,
@@ -173,15 +189,16 @@ class QemuPosixMapping(KnobMapping):
         dom.setSchedulerParametersFlags(params, libvirt.VIR_DOMAIN_AFFECT_LIVE)
 
 
-def discover(sched_type, params):
+def discover(sched_type, params, qemu_period_us=None):
     """The :class:`KnobMapping` for a VM, or ``None`` for monitor-only.
 
     ``sched_type`` is the first element of ``virDomain.schedulerType()`` and
     ``params`` the VM's ``schedulerParameters()``: a mapping is chosen only
     when the driver reports the scheduler and offers the parameters it needs.
+    ``qemu_period_us`` is the CFS period of QEMU caps (:class:`QemuPosixMapping`).
     """
     if sched_type in ("credit", "credit2") and "cap" in params and "weight" in params:
         return XenCreditMapping(sched_type)
     if sched_type == "posix" and "global_quota" in params and "global_period" in params:
-        return QemuPosixMapping()
+        return QemuPosixMapping(qemu_period_us)
     return None

@@ -96,12 +96,13 @@ class LibvirtHypervisor(base.Hypervisor):
 
     def __init__(self, uri=DEFAULT_URI, sla_defaults=None, nova_sla=None, deadband_pct=0.5,
                  backoff_min=1.0, backoff_max=60.0, events=True, refresh_s=60.0,
-                 clock=time.monotonic):
+                 clock=time.monotonic, qemu_period_us=None):
         if deadband_pct < 0:
             raise exceptions.ConfigError("deadband_pct must be >= 0, not %r" % deadband_pct)
         self.uri = uri
         self.sla_defaults = sla_defaults if sla_defaults is not None else sla_mod.SLA()
         self.deadband_pct = float(deadband_pct)
+        self.qemu_period_us = qemu_period_us
         self.refresh_s = float(refresh_s)
         self._clock = clock
         self._nova = nova_sla
@@ -141,7 +142,8 @@ class LibvirtHypervisor(base.Hypervisor):
                       nova_sla=nova, deadband_pct=group.deadband_pct,
                       backoff_min=group.reconnect_backoff_min,
                       backoff_max=group.reconnect_backoff_max, events=group.events,
-                      refresh_s=group.metadata_refresh_interval)
+                      refresh_s=group.metadata_refresh_interval,
+                      qemu_period_us=group.qemu_cap_period_us)
         except BaseException:
             if nova is not None:
                 nova.close()
@@ -207,7 +209,7 @@ class LibvirtHypervisor(base.Hypervisor):
         except ET.ParseError as exc:
             raise exceptions.HypervisorError(
                 "VM %s: unreadable domain XML: %s" % (uuid, exc)) from exc
-        mapping = knobs_mod.discover(sched_type, params)
+        mapping = knobs_mod.discover(sched_type, params, self.qemu_period_us)
         if mapping is None:
             LOG.debug("VM %s (%s): scheduler %r has no cap knob: monitor-only",
                       facts.name, uuid, sched_type)

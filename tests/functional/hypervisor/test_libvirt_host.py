@@ -206,10 +206,13 @@ class FromConfTest(unittest.TestCase):
         conf = cfg.ConfigOpts()
         hyp_conf.register_opts(conf)
         conf([], project="resex-test")
+        self.addCleanup(conf.reset)   # overrides live on the shared option groups
         conf.set_override("connection_uri", URI, group="libvirt")
         conf.set_override("deadband_pct", 2.0, group="libvirt")
+        conf.set_override("qemu_cap_period_us", 10000, group="libvirt")
         conf.set_override("shares", 77, group="sla")
         hyp = libvirt_host.LibvirtHypervisor.from_conf(conf)
         self.addCleanup(hyp.close)
         self.assertEqual(2.0, hyp.deadband_pct)
+        self.assertEqual(10000, hyp.qemu_period_us)
         self.assertEqual(77, hyp.vms()[PLAIN].sla.shares)

@@ -155,3 +155,27 @@ class DiscoverTest(unittest.TestCase):
     def test_test_driver_fair_scheduler_is_monitor_only(self):
         self.assertIsNone(knobs.discover("fair", {"weight": 50}))
         self.assertFalse(base.MONITOR_ONLY.actuated)
+
+
+class QemuPosixPeriodTest(unittest.TestCase):
+
+    def test_a_configured_period_sets_the_burst_length(self):
+        # Xen's 10 ms slice: a 30% cap runs 3 ms of every 10 ms.
+        params = knobs.QemuPosixMapping(10000).params_for(30.0, None, 1)
+        self.assertEqual({"global_period": 10000, "global_quota": 3000}, params)
+        self.assertAlmostEqual(30.0, knobs.QemuPosixMapping(10000).cap_of(params, 1))
+
+    def test_a_short_period_still_keeps_the_quota_legal(self):
+        params = knobs.QemuPosixMapping(10000).params_for(5.0, None, 1)
+        self.assertGreaterEqual(params["global_quota"], knobs.CFS_QUOTA_MIN_US)
+        self.assertAlmostEqual(5.0, 100.0 * params["global_quota"] / params["global_period"])
+
+    def test_a_period_outside_the_cfs_bounds_is_refused(self):
+        for bad in (999, 1000001):
+            with self.assertRaises(ValueError):
+                knobs.QemuPosixMapping(bad)
+
+    def test_discover_passes_the_period_on(self):
+        mapping = knobs.discover("posix", {"global_quota": -1, "global_period": 100000},
+                                 qemu_period_us=20000)
+        self.assertEqual(20000, mapping.period_us)
