@@ -281,6 +281,7 @@ print_table = true
 
 [libvirt]
 connection_uri = %(uri)s
+qemu_cap_period_us = %(period_us)d
 
 [fabric]
 source = libvirt_iface
@@ -313,7 +314,7 @@ class AgentProcess:
     """The real ``resex-agent`` with a generated configuration, stopped by SIGTERM."""
 
     def __init__(self, workdir, name, policy, link_gbps, window_reports=16,
-                 decay_half_life=0.05):
+                 decay_half_life=0.05, period_us=100000):
         self.dir = os.path.join(workdir, "agent-%s" % name)
         os.makedirs(self.dir, exist_ok=True)
         self.conf_path = os.path.join(self.dir, "resex-agent.conf")
@@ -326,7 +327,7 @@ class AgentProcess:
                 "state_dir": self.state_dir, "uri": harness.URI, "link_gbps": link_gbps,
                 "probe_socket": self.probe_socket, "policy": policy,
                 "window_reports": window_reports, "decay_half_life": decay_half_life,
-                "board": os.path.join(self.dir, "board.sqlite")})
+                "period_us": period_us, "board": os.path.join(self.dir, "board.sqlite")})
         self.proc = None
         self.returncode = None
 
@@ -418,8 +419,9 @@ class Experiment:
     """
 
     def __init__(self, workdir=None, rate_mbit=20.0, queue_ms=200.0, probe_rate=100.0,
-                 install=True, interval_s=0.5, bulk_source="zero"):
+                 install=True, interval_s=0.5, bulk_source="zero", period_us=100000):
         self.workdir = workdir or tempfile.mkdtemp(prefix="resex-lab-exp-")
+        self.period_us = period_us
         self.lab = harness.Lab(workdir=self.workdir, install=install)
         self.net = network.Bottleneck(rate_mbit=rate_mbit, latency_ms=queue_ms)
         self.sink = None
@@ -554,7 +556,8 @@ class Experiment:
         uncapped).
         """
         from resex_libvirt.hypervisor import libvirt_host
-        hyp = libvirt_host.LibvirtHypervisor(harness.URI, backoff_min=0.2, backoff_max=2.0)
+        hyp = libvirt_host.LibvirtHypervisor(harness.URI, backoff_min=0.2, backoff_max=2.0,
+                                             qemu_period_us=self.period_us)
         rows = []
         uuid = self.interferer.uuid
         original = None
@@ -586,7 +589,8 @@ class Experiment:
         """One measured run with a fresh agent; returns (and keeps) its result dict."""
         link_gbps = link_gbps or self.net.rate_mbit / 1000.0
         agent = AgentProcess(self.workdir, name, policy, link_gbps,
-                             window_reports=window_reports, decay_half_life=decay_half_life)
+                             window_reports=window_reports, decay_half_life=decay_half_life,
+                             period_us=self.period_us)
         poller = None
         before = self.knobs_now()
         try:
@@ -807,6 +811,8 @@ def main(argv=None):
     parser.add_argument("--wait", type=float, default=900.0,
                         help="seconds to wait for another lab's libvirtd to go away")
     parser.add_argument("--no-install", action="store_true")
+    parser.add_argument("--cap-period-us", type=int, default=100000,
+                        help="CFS period of the caps ([libvirt] qemu_cap_period_us)")
     args = parser.parse_args(argv)
     if not harness.is_root():
         print("the lab needs root (libvirtd, cgroups, bridges)", file=sys.stderr)
@@ -823,7 +829,8 @@ def main(argv=None):
     policies = {"base": "none", "interfered": "none", "free_market": "free_market",
                 "io_shares": "io_shares"}
     exp = Experiment(rate_mbit=args.rate_mbit, queue_ms=args.queue_ms,
-                     probe_rate=args.probe_rate, install=not args.no_install)
+                     probe_rate=args.probe_rate, install=not args.no_install,
+                     period_us=args.cap_period_us)
     kw = {"warmup_s": args.warmup, "window_reports": args.window_reports,
           "decay_half_life": args.decay_half_life}
     try:
