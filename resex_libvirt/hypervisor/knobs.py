@@ -131,8 +131,9 @@ class XenCreditMapping(KnobMapping):
 class QemuPosixMapping(KnobMapping):
     """QEMU cgroup ``global_period``/``global_quota`` and ``cpu_shares``.
 
-    ``period_us`` is the CFS period a cap is written with (100 ms by
-    default, the kernel's). A capped VM runs ``cap`` of every period, so the
+    ``period_us`` is the CFS period a cap is written with (the kernel's
+    100 ms unless given; the agent passes ``[libvirt] qemu_cap_period_us``,
+    10 ms by default). A capped VM runs ``cap`` of every period, so the
     period is the length of its bursts: Xen's credit scheduler, the paper's
     setting, slices every 10 ms (Section III), and a VMM-bypass sender posts
     a whole burst of I/O in its slot. A shorter period means shorter bursts

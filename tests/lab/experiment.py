@@ -314,7 +314,7 @@ class AgentProcess:
     """The real ``resex-agent`` with a generated configuration, stopped by SIGTERM."""
 
     def __init__(self, workdir, name, policy, link_gbps, window_reports=16,
-                 decay_half_life=0.05, period_us=100000):
+                 decay_half_life=0.05, period_us=10000):
         self.dir = os.path.join(workdir, "agent-%s" % name)
         os.makedirs(self.dir, exist_ok=True)
         self.conf_path = os.path.join(self.dir, "resex-agent.conf")
@@ -419,7 +419,7 @@ class Experiment:
     """
 
     def __init__(self, workdir=None, rate_mbit=20.0, queue_ms=200.0, probe_rate=100.0,
-                 install=True, interval_s=0.5, bulk_source="zero", period_us=100000):
+                 install=True, interval_s=0.5, bulk_source="zero", period_us=10000):
         self.workdir = workdir or tempfile.mkdtemp(prefix="resex-lab-exp-")
         self.period_us = period_us
         self.lab = harness.Lab(workdir=self.workdir, install=install)
@@ -811,7 +811,7 @@ def main(argv=None):
     parser.add_argument("--wait", type=float, default=900.0,
                         help="seconds to wait for another lab's libvirtd to go away")
     parser.add_argument("--no-install", action="store_true")
-    parser.add_argument("--cap-period-us", type=int, default=100000,
+    parser.add_argument("--cap-period-us", type=int, default=10000,
                         help="CFS period of the caps ([libvirt] qemu_cap_period_us)")
     args = parser.parse_args(argv)
     if not harness.is_root():

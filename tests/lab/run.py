@@ -191,6 +191,8 @@ def main(argv=None):
     parser.add_argument("--windows", type=int, default=3, help="5 s windows per cap")
     parser.add_argument("--window", type=float, default=5.0, help="window length (s)")
     parser.add_argument("--caps", default=",".join("%g" % c for c in CAPS))
+    parser.add_argument("--cap-period-us", type=int, default=None,
+                        help="CFS period of the caps ([libvirt] qemu_cap_period_us)")
     parser.add_argument("--no-install", action="store_true",
                         help="do not apt-get install the lab packages")
     args = parser.parse_args(argv)
@@ -207,7 +209,8 @@ def main(argv=None):
     try:
         lab.setup()
         guest = lab.guest("resex-burn", lab.initramfs(), role="burn")
-        hyp = libvirt_host.LibvirtHypervisor(harness.URI, backoff_min=0.2, backoff_max=2.0)
+        hyp = libvirt_host.LibvirtHypervisor(harness.URI, backoff_min=0.2, backoff_max=2.0,
+                                             qemu_period_us=args.cap_period_us)
         hyp.vms()
         wait_burning(hyp, guest.uuid)
         journal = journal_mod.Journal(os.path.join(workdir, "journal.json"))
