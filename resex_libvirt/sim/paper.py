@@ -181,9 +181,7 @@ def write_plots(data, evaluation, out_dir):
     ax.bar(cases, means, yerr=[lo, hi], capsize=4)
     ax.set_ylabel("64 KB VM latency (us): mean, p50..p99")
     ax.set_title("Figs. 5 and 7")
-    fig.tight_layout()
-    fig.savefig(os.path.join(out_dir, "fig5_7.png"), dpi=100)
-    plt.close(fig)
+    report.save_figure(fig, os.path.join(out_dir, "fig5_7.png"))
 
     run = evaluation.result(INTERFERED, "free_market")
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -194,9 +192,7 @@ def write_plots(data, evaluation, out_dir):
     ax.set_ylabel("Resos left")
     ax.set_title("Fig. 6: Reso balances during FreeMarket")
     ax.legend(loc="best")
-    fig.tight_layout()
-    fig.savefig(os.path.join(out_dir, "fig6.png"), dpi=100)
-    plt.close(fig)
+    report.save_figure(fig, os.path.join(out_dir, "fig6.png"))
 
     fig, ax = plt.subplots(figsize=(7, 4))
     labels = [r["case"] for r in data["fig8"]]
@@ -211,9 +207,7 @@ def write_plots(data, evaluation, out_dir):
     ax.set_ylabel("64 KB VM mean latency (us)")
     ax.set_title("Fig. 8: no-interference cases")
     ax.legend(loc="best")
-    fig.tight_layout()
-    fig.savefig(os.path.join(out_dir, "fig8.png"), dpi=100)
-    plt.close(fig)
+    report.save_figure(fig, os.path.join(out_dir, "fig8.png"))
 
     fig, ax = plt.subplots(figsize=(7, 4))
     xs = [r["interferer"] for r in data["fig9"]]
@@ -224,6 +218,4 @@ def write_plots(data, evaluation, out_dir):
     ax.set_ylabel("64 KB VM mean latency (us)")
     ax.set_title("Fig. 9: interferer buffer sweep")
     ax.legend(loc="best")
-    fig.tight_layout()
-    fig.savefig(os.path.join(out_dir, "fig9.png"), dpi=100)
-    plt.close(fig)
+    report.save_figure(fig, os.path.join(out_dir, "fig9.png"))

@@ -64,6 +64,13 @@ def pyplot():
     return plt
 
 
+def save_figure(fig, path):
+    """Lay out ``fig``, write it as a PNG to ``path`` and free it."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    pyplot().close(fig)
+
+
 def plot_run(result, path):
     """Caps and Reso balances over time, and the latency histogram, of one run."""
     plt = pyplot()
@@ -84,6 +91,4 @@ def plot_run(result, path):
     axes[2].set_ylabel("requests")
     axes[2].legend(loc="best")
     fig.suptitle("%s, policy %s" % (result.scenario, result.policy))
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path)
