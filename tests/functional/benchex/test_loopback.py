@@ -63,6 +63,21 @@ class LoopbackTestCase(unittest.TestCase):
         self.addCleanup(intake.close)
         return intake
 
+    def guest_channel(self):
+        """An intake on a guest channel, and the FIFO playing the guest's port.
+
+        QEMU is played by the test. Returns ``(intake, port_path)``.
+        """
+        qemu = FakeQemuChannel(os.path.join(self.dir, "vm.chan"))
+        self.addCleanup(qemu.close)
+        intake = self.intake(probe_socket_path=None)
+        intake.sync({VM: base.VMInfo(uuid=VM, name="vm", sla=sla_mod.SLA(latency_sla_us=300),
+                                     latency_channel=qemu.path)})
+        qemu.accept()
+        port_path = os.path.join(self.dir, "org.resex.latency.0")
+        qemu.forward_from_fifo(port_path)
+        return intake, port_path
+
 
 class TestPythonBenchex(LoopbackTestCase):
 
@@ -114,14 +129,7 @@ class TestPythonBenchex(LoopbackTestCase):
         self.assertEqual(0, rep.dropped)
 
     def test_server_side_reports_reach_the_window_through_the_guest_channel(self):
-        qemu = FakeQemuChannel(os.path.join(self.dir, "vm.chan"))
-        self.addCleanup(qemu.close)
-        intake = self.intake(probe_socket_path=None)
-        intake.sync({VM: base.VMInfo(uuid=VM, name="vm", sla=sla_mod.SLA(latency_sla_us=300),
-                                     latency_channel=qemu.path)})
-        qemu.accept()
-        port_path = os.path.join(self.dir, "org.resex.latency.0")
-        qemu.forward_from_fifo(port_path)
+        intake, port_path = self.guest_channel()
         rep = reporter_mod.LatencyReporter(reporter_mod.ChannelSink(port_path), interval_s=0.02)
         port = self.python_server(reporter=rep)
         client_mod.closed_loop("127.0.0.1", port, 300, concurrency=2)
@@ -222,14 +230,7 @@ class TestCBenchex(LoopbackTestCase):
         self.assertAlmostEqual(summary["mean_us"], win.mean_us, delta=0.01)
 
     def test_c_server_reports_through_the_guest_channel(self):
-        qemu = FakeQemuChannel(os.path.join(self.dir, "vm.chan"))
-        self.addCleanup(qemu.close)
-        intake = self.intake(probe_socket_path=None)
-        intake.sync({VM: base.VMInfo(uuid=VM, name="vm", sla=sla_mod.SLA(latency_sla_us=300),
-                                     latency_channel=qemu.path)})
-        qemu.accept()
-        port_path = os.path.join(self.dir, "org.resex.latency.0")
-        qemu.forward_from_fifo(port_path)
+        intake, port_path = self.guest_channel()
         port = self.c_server("--report-channel", port_path, "--report-interval", "0.02")
         client_mod.closed_loop("127.0.0.1", port, 300, concurrency=2)
         self.stop_c_server()  # SIGTERM: the server flushes its last window and exits
