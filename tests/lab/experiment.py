@@ -410,7 +410,7 @@ def latency_stats(latencies):
             "std_us": window.std_us if window else 0.0}
 
 
-class Experiment:
+class Experiment(harness.SetUpTearDown):
     """The lab (libvirtd, bottleneck, two guests) and runs on it.
 
     ``setup()`` brings everything up; ``run(name, policy, seconds, ...)``
@@ -498,16 +498,6 @@ class Experiment:
             self.lab.teardown()
         finally:
             self.net.teardown()
-
-    def __enter__(self):
-        try:
-            return self.setup()
-        except BaseException:
-            self.teardown()
-            raise
-
-    def __exit__(self, *exc):
-        self.teardown()
 
     # -- SLA ------------------------------------------------------------------
     def set_sla(self, latency_sla_us, threshold_pct):

@@ -463,7 +463,24 @@ def cgroup_cpu_quota(guest):
     return None
 
 
-class Lab:
+class SetUpTearDown:
+    """``with`` support for the lab's parts: ``setup()`` in, ``teardown()`` out.
+
+    A setup that fails half-way is torn down before the error goes on.
+    """
+
+    def __enter__(self):
+        try:
+            return self.setup()
+        except BaseException:
+            self.teardown()
+            raise
+
+    def __exit__(self, *exc):
+        self.teardown()
+
+
+class Lab(SetUpTearDown):
     """A libvirtd, a bridge and guests, torn down together by PID."""
 
     def __init__(self, workdir=None, install=True):
@@ -522,13 +539,3 @@ class Lab:
         for br in self.bridges:
             br.remove()
         self.bridges = []
-
-    def __enter__(self):
-        try:
-            return self.setup()
-        except BaseException:
-            self.teardown()
-            raise
-
-    def __exit__(self, *exc):
-        self.teardown()

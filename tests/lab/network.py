@@ -24,6 +24,8 @@ import logging
 import shutil
 import subprocess
 
+from tests.lab import harness
+
 LOG = logging.getLogger(__name__)
 
 #: Names chosen not to collide with what others create (ifb0/ifb1 come with the
@@ -60,7 +62,7 @@ def link_exists(name):
     return _run("ip", "link", "show", "dev", name, check=False).returncode == 0
 
 
-class Bottleneck:
+class Bottleneck(harness.SetUpTearDown):
     """Bridge + host address + one ifb with a tbf, and the taps redirected into it.
 
     ``rate_mbit`` is the bottleneck's rate (megabits per second, tc's
@@ -135,16 +137,6 @@ class Bottleneck:
                 if proc.returncode:
                     LOG.warning("could not remove %s: %s", name, proc.stderr.strip())
         self.created = []
-
-    def __enter__(self):
-        try:
-            return self.setup()
-        except BaseException:
-            self.teardown()
-            raise
-
-    def __exit__(self, *exc):
-        self.teardown()
 
 
 def parse_tbf_stats(text):
