@@ -12,11 +12,13 @@ export OS_NOVA_DISABLE_EVENTLET_PATCHING := 1
 
 bootstrap: $(STAMP)
 
-$(STAMP): requirements.txt test-requirements.txt setup.cfg bindep.txt
+# BenchEx (./benchex, its own distribution) is installed with the
+# requirements: resex-libvirt's intake imports its wire format.
+$(STAMP): requirements.txt test-requirements.txt setup.cfg bindep.txt benchex/pyproject.toml
 	tools/install-deb.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -U pip
-	$(BIN)/pip install -q -r requirements.txt -r test-requirements.txt
+	$(BIN)/pip install -q -e ./benchex -r requirements.txt -r test-requirements.txt
 	$(BIN)/pip install -q --no-deps -e .
 	touch $@
 
@@ -37,7 +39,7 @@ bench: bootstrap
 	$(BIN)/python -m bench
 
 pep8: bootstrap
-	$(BIN)/flake8 resex_libvirt agent nova_filter tests bench tools
+	$(BIN)/flake8 resex_libvirt agent nova_filter benchex tests bench tools
 	$(BIN)/bashate -v devstack/plugin.sh devstack/settings tests/unit/devstack/devstack_shim.sh
 
 docs: bootstrap
@@ -46,8 +48,8 @@ docs: bootstrap
 
 benchex-static: build/benchex/benchex
 
-build/benchex/benchex: agent/benchex/benchex.c agent/benchex/build.sh
-	sh agent/benchex/build.sh build/benchex
+build/benchex/benchex: benchex/benchex.c benchex/build.sh
+	sh benchex/build.sh build/benchex
 
 genconfig: bootstrap
 	$(BIN)/oslo-config-generator --config-file etc/resex/resex-agent-config-generator.conf

@@ -26,7 +26,7 @@ from agent.intake import IntakeParams
 from agent.intake import LatencyIntake
 from agent.intake import params as params_mod
 from agent.intake import store as store_mod
-from agent.intake import wire
+from benchex import wire
 from resex_libvirt.hypervisor import base
 from resex_libvirt import sla as sla_mod
 

@@ -47,7 +47,3 @@ class FabricError(ResexError):
 
 class BoardUnavailable(ResexError):
     """The price board's backend cannot be reached or answered badly."""
-
-
-class ReportRejected(ResexError, ValueError):
-    """A latency report from a tenant failed validation or rate limiting."""

@@ -1,7 +1,7 @@
 """The latency intake: tenants' and probes' latency reports in, bounded per-VM windows out.
 
 ``LatencyIntake`` (:mod:`agent.intake.service`) is what the agent loop uses;
-the wire format is :mod:`agent.intake.wire` (``doc/source/latency.rst``).
+the wire format is :mod:`benchex.wire` (``doc/source/latency.rst``).
 """
 
 from agent.intake.params import IntakeParams  # noqa: F401

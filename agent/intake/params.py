@@ -2,7 +2,7 @@
 
 import dataclasses
 
-from agent.intake import wire
+from benchex import wire
 
 
 @dataclasses.dataclass(frozen=True)

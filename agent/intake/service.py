@@ -15,7 +15,7 @@ observed server-side latencies" to an agent that forwards them to ResEx):
   ``/dev/virtio-ports/org.resex.latency.0``, and the agent *connects* to the
   host path (``VMInfo.latency_channel``). Whatever arrives on that
   connection belongs to that VM: the channel is the identity, and a ``vm``
-  field in a channel message is rejected (:mod:`agent.intake.wire`). QEMU's
+  field in a channel message is rejected (:mod:`benchex.wire`). QEMU's
   socket chardev serves one client at a time, so nothing else on the host
   can inject into a VM's channel while the agent holds it. When the VM stops
   (EOF) or the socket is not there yet, the agent retries every
@@ -48,7 +48,7 @@ import time
 from agent.intake import framing
 from agent.intake import params as params_mod
 from agent.intake import store as store_mod
-from agent.intake import wire
+from benchex import wire
 from resex_libvirt import exceptions
 
 LOG = logging.getLogger(__name__)

@@ -27,7 +27,7 @@ import threading
 from agent.intake import framing
 from agent.intake import ratelimit
 from agent.intake import window as window_mod
-from agent.intake import wire
+from benchex import wire
 
 LOG = logging.getLogger(__name__)
 

@@ -80,7 +80,7 @@ echo "resex: eth0 $ip"
 
 #: The experiment's guest roles (:func:`tests.lab.harness.build_initramfs`).
 ROLES = {
-    # BenchEx server (the static C twin of agent/benchex): queues, prices, replies.
+    # BenchEx server (the static C twin of benchex): queues, prices, replies.
     "benchex": ("/bin/resex-net-up\n"
                 "echo resex: benchex server\n"
                 "/bin/benchex server --bind 0.0.0.0 --port %d\n" % BENCHEX_PORT),
@@ -112,8 +112,8 @@ def wait_for_free_libvirtd(timeout_s):
 
 
 def build_benchex(outdir):
-    """The static C BenchEx (``agent/benchex/build.sh``) for the busybox guest."""
-    script = os.path.join(harness.ROOT, "agent", "benchex", "build.sh")
+    """The static C BenchEx (``benchex/build.sh``) for the busybox guest."""
+    script = os.path.join(harness.ROOT, "benchex", "build.sh")
     subprocess.run([script, outdir], check=True, capture_output=True)
     return os.path.join(outdir, "benchex")
 
@@ -400,7 +400,7 @@ def epoch_caps(log_text):
 
 def latency_stats(latencies):
     """p50, p99 (nearest rank), mean, population std of a list of microseconds."""
-    from agent.benchex import stats as stats_mod
+    from benchex import stats as stats_mod
     ordered = sorted(latencies)
     window = latency_mod.summarize(ordered) if ordered else None
     return {"n": len(ordered),
@@ -639,7 +639,7 @@ class Experiment(harness.SetUpTearDown):
 
 def per_second(samples):
     """``[(second, n, mean_us, p99_us)]`` of ``(t, latency)`` samples binned by second."""
-    from agent.benchex import stats as stats_mod
+    from benchex import stats as stats_mod
     bins = {}
     for t, lat in samples:
         bins.setdefault(int(t), []).append(lat)

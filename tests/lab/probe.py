@@ -2,17 +2,17 @@
 
 ``python -m tests.lab.probe --host IP --rate R --seconds S --report-socket PATH
 --vm UUID --out FILE`` runs BenchEx's own client
-(:func:`agent.benchex.client.open_loop`) against the sensitive guest's
+(:func:`benchex.client.open_loop`) against the sensitive guest's
 server, reports one summary per 100 ms window to the agent's probe socket
 exactly as ``benchex client --report-socket`` does
-(:class:`agent.benchex.reporter.LatencyReporter`), and in addition keeps
+(:class:`benchex.reporter.LatencyReporter`), and in addition keeps
 each request's completion time and latency so the experiment can compute
 exact percentiles and plot latency over time. It runs as its own process so
 that the experiment's sink and pollers never share its interpreter lock.
 
 The latency of an open-loop request runs from its *scheduled* send time
 (paper Section IV: the client timestamps each request; coordinated
-omission avoided as in :mod:`agent.benchex.client`).
+omission avoided as in :mod:`benchex.client`).
 """
 
 import argparse
@@ -21,8 +21,8 @@ import sys
 import threading
 import time
 
-from agent.benchex import client as client_mod
-from agent.benchex import reporter as reporter_mod
+from benchex import client as client_mod
+from benchex import reporter as reporter_mod
 
 
 class RecordingReporter:

@@ -12,20 +12,20 @@ import sys
 import tempfile
 import unittest
 
-from agent.benchex import client as client_mod
-from agent.benchex import protocol
-from agent.benchex import reporter as reporter_mod
-from agent.benchex import server as server_mod
-from agent.benchex import stats
 from agent.intake import IntakeParams
 from agent.intake import LatencyIntake
+from benchex import client as client_mod
+from benchex import protocol
+from benchex import reporter as reporter_mod
+from benchex import server as server_mod
+from benchex import stats
 from resex_libvirt.hypervisor import base
 from resex_libvirt import sla as sla_mod
 from tests.functional.intake.fake_qemu import FakeQemuChannel
 from tests.functional.intake.fake_qemu import wait_for
 
 VM = "3c9d6a52-0000-4000-8000-0000000000be"
-BUILD = os.path.join(os.path.dirname(__file__), "..", "..", "..", "agent", "benchex", "build.sh")
+BUILD = os.path.join(os.path.dirname(__file__), "..", "..", "..", "benchex", "build.sh")
 COMPUTE_US = 200.0
 
 
@@ -252,7 +252,7 @@ class TestCBenchex(LoopbackTestCase):
 class TestCommand(LoopbackTestCase):
 
     def test_the_benchex_command_runs_server_and_client(self):
-        proc = subprocess.Popen([sys.executable, "-m", "agent.benchex.cli", "server", "--port",
+        proc = subprocess.Popen([sys.executable, "-m", "benchex.cli", "server", "--port",
                                  "0", "--compute-us", "50"], stdout=subprocess.PIPE, text=True)
 
         def stop():
@@ -261,7 +261,7 @@ class TestCommand(LoopbackTestCase):
             proc.stdout.close()
         self.addCleanup(stop)
         port = int(proc.stdout.readline().rsplit(":", 1)[1])
-        out = subprocess.run([sys.executable, "-m", "agent.benchex.cli", "client", "--port",
+        out = subprocess.run([sys.executable, "-m", "benchex.cli", "client", "--port",
                               str(port), "--requests", "200", "--concurrency", "2", "--json"],
                              capture_output=True, text=True, timeout=120)
         self.assertEqual(0, out.returncode, out.stderr)

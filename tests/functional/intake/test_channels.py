@@ -13,7 +13,7 @@ from agent.intake import IntakeParams
 from agent.intake import LatencyIntake
 from agent.intake import store as store_mod
 from agent.intake import window
-from agent.intake import wire
+from benchex import wire
 from resex_libvirt import exceptions
 from resex_libvirt.hypervisor import base
 from resex_libvirt import sla as sla_mod

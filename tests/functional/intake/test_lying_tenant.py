@@ -14,7 +14,7 @@ import unittest
 
 from agent.intake import IntakeParams
 from agent.intake import LatencyIntake
-from agent.intake import wire
+from benchex import wire
 from resex_libvirt.hypervisor import base
 from resex_libvirt import market as market_mod
 from resex_libvirt.market import policy as policy_mod

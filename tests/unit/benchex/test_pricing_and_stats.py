@@ -6,8 +6,8 @@ import unittest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.benchex import pricing
-from agent.benchex import stats
+from benchex import pricing
+from benchex import stats
 
 
 class TestBlackScholes(unittest.TestCase):
@@ -57,3 +57,13 @@ class TestSummary(unittest.TestCase):
         s = stats.summarize([], 1.0, errors=3)
         self.assertEqual((0, 3, 0.0), (s["requests"], s["errors"], s["p99_us"]))
         self.assertIn("errors 3", stats.render(s))
+
+    @given(st.lists(st.floats(0.001, 1e7), min_size=1, max_size=400))
+    def test_a_report_window_is_the_window_the_agent_computes(self, latencies):
+        # BenchEx summarises with the standard library only; its report must
+        # carry the same count, mean, std and p99 the agent's market computes.
+        from resex_libvirt.market import latency
+        n, mean_us, std_us, p99_us = stats.window(latencies)
+        agent = latency.summarize(latencies)
+        self.assertEqual((agent.count, agent.mean_us, agent.std_us, agent.p99_us),
+                         (n, mean_us, std_us, p99_us))

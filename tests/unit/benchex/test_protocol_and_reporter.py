@@ -11,11 +11,11 @@ import unittest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.benchex import cli
-from agent.benchex import protocol
-from agent.benchex import reporter as reporter_mod
 from agent.intake import framing
-from agent.intake import wire
+from benchex import cli
+from benchex import protocol
+from benchex import reporter as reporter_mod
+from benchex import wire
 
 VM = "6f2b8a3e-1c4d-4e5f-9a0b-1c2d3e4f5a6b"
 

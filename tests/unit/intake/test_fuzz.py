@@ -22,7 +22,7 @@ from agent.intake import framing
 from agent.intake import params as params_mod
 from agent.intake import store as store_mod
 from agent.intake import window
-from agent.intake import wire
+from benchex import wire
 from resex_libvirt import sla as sla_mod
 
 LIAR = "aaaaaaaa-0000-4000-8000-00000000000a"

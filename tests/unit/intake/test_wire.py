@@ -7,7 +7,7 @@ import unittest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.intake import wire
+from benchex import wire
 
 VM = "6f2b8a3e-1c4d-4e5f-9a0b-1c2d3e4f5a6b"
 LIMITS = wire.Limits(max_bytes=512, plausible_max_us=10_000_000.0, max_n=1_000_000)
@@ -118,9 +118,11 @@ class TestRejected(unittest.TestCase):
     def test_a_line_over_the_byte_limit_is_too_long(self):
         self.assertRejected(wire.TOO_LONG, line() + b" " * 600)
 
-    def test_every_rejection_is_a_report_rejected_error(self):
-        from resex_libvirt import exceptions
-        self.assertTrue(issubclass(wire.Rejected, exceptions.ReportRejected))
+    def test_every_rejection_is_a_value_error_carrying_its_reason(self):
+        self.assertTrue(issubclass(wire.Rejected, ValueError))
+        with self.assertRaises(ValueError) as ctx:
+            wire.parse(b"[]", wire.SOURCE_CHANNEL)
+        self.assertEqual(wire.NOT_OBJECT, ctx.exception.reason)
 
 
 class TestInvariant(unittest.TestCase):

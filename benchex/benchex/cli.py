@@ -22,11 +22,11 @@ import signal
 import sys
 import threading
 
-from agent.benchex import client as client_mod
-from agent.benchex import reporter as reporter_mod
-from agent.benchex import server as server_mod
-from agent.benchex import stats
-from agent.intake import wire
+from benchex import client as client_mod
+from benchex import reporter as reporter_mod
+from benchex import server as server_mod
+from benchex import stats
+from benchex import wire
 
 DEFAULT_PORT = 7788
 

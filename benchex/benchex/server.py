@@ -16,8 +16,8 @@ import socket
 import threading
 import time
 
-from agent.benchex import pricing
-from agent.benchex import protocol
+from benchex import pricing
+from benchex import protocol
 
 LOG = logging.getLogger(__name__)
 

@@ -17,6 +17,19 @@ def percentile(ordered, q):
     return ordered[min(len(ordered), rank) - 1]
 
 
+def window(values):
+    """``(n, mean, population std, p99)`` of a non-empty reporting window.
+
+    What one latency report carries (:func:`benchex.wire.encode`); the p99 is
+    the nearest-rank percentile, as in :func:`percentile`.
+    """
+    ordered = sorted(values)
+    n = len(ordered)
+    mean = math.fsum(ordered) / n
+    var = math.fsum((v - mean) ** 2 for v in ordered) / n
+    return n, mean, math.sqrt(var), percentile(ordered, 99)
+
+
 def summarize(latencies_us, elapsed_s, errors=0, fcfs_violations=0):
     ordered = sorted(latencies_us)
     n = len(ordered)

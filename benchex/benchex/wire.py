@@ -32,8 +32,6 @@ import json
 import math
 import re
 
-from resex_libvirt import exceptions
-
 VERSION = 1
 
 #: The virtio-serial port name (``<target type='virtio' name=...>``).
@@ -71,7 +69,7 @@ _PROBE_KEYS = _CHANNEL_KEYS | {"vm"}
 _UUID = re.compile(r"\A[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
 
 
-class Rejected(exceptions.ReportRejected):
+class Rejected(ValueError):
     """A report failed validation; ``reason`` is one of :data:`REASONS`."""
 
     def __init__(self, reason, detail=""):

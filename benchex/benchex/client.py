@@ -13,15 +13,15 @@ the request by taking a difference between the two timestamps."
   time, so a stalled sender does not hide queueing (coordinated omission).
 
 Both check FCFS from the replies: ``order`` must equal ``arrival`` (see
-:mod:`agent.benchex.protocol`), and on one connection orders must increase.
+:mod:`benchex.protocol`), and on one connection orders must increase.
 """
 
 import socket
 import threading
 import time
 
-from agent.benchex import protocol
-from agent.benchex import stats
+from benchex import protocol
+from benchex import stats
 
 
 class _Tally:

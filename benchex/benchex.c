@@ -2,14 +2,14 @@
  * benchex: the BenchEx latency benchmark (ResEx paper, Section IV) for
  * guests with no Python: server, client and latency reporter in one static
  * binary. Same arguments, TCP protocol and report wire format as the Python
- * `benchex` (agent/benchex/protocol.py, doc/source/latency.rst).
+ * `benchex` (benchex/benchex/protocol.py, doc/source/latency.rst).
  *
  *   benchex server [--bind ADDR] [--port N] [--compute-us US] [--reply-bytes N] [REPORT]
  *   benchex client [--host H] [--port N] (--rate R | --concurrency C) [--requests N]
  *                  [--request-bytes N] [--json] [REPORT]
  *   REPORT: --report-channel PATH | --report-socket PATH --vm UUID  [--report-interval S]
  *
- * Build: gcc -O2 -static -o benchex benchex.c -lm   (agent/benchex/build.sh)
+ * Build: gcc -O2 -static -o benchex benchex.c -lm   (benchex/build.sh)
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Build the static BenchEx binary for guests with no Python (busybox initramfs).
-# Usage: agent/benchex/build.sh OUTDIR   -> OUTDIR/benchex
+# Usage: benchex/build.sh OUTDIR   -> OUTDIR/benchex
 set -eu
 if [ $# -ne 1 ]; then
     echo "usage: $0 OUTDIR" >&2

@@ -24,8 +24,8 @@ import stat
 import threading
 import time
 
-from agent.intake import wire
-from resex_libvirt.market import latency as latency_mod
+from benchex import stats
+from benchex import wire
 
 LOG = logging.getLogger(__name__)
 
@@ -147,10 +147,10 @@ class LatencyReporter:
             self._started = self._clock()
             if not values:
                 return
-            window = latency_mod.summarize(values)
+            n, mean_us, std_us, p99_us = stats.window(values)
             # The intake requires latencies > 0; a sub-microsecond mean rounds up.
-            line = wire.encode(window.count, max(window.mean_us, 0.001), window.std_us,
-                               max(window.p99_us, 0.001), vm=self.sink.vm)
+            line = wire.encode(n, max(mean_us, 0.001), std_us, max(p99_us, 0.001),
+                               vm=self.sink.vm)
             try:
                 self.sink.send(line)
                 self.sent += 1

@@ -1,0 +1,91 @@
+"""BenchEx is its own distribution: standard library only, installable in a bare Python.
+
+It runs inside tenant guests, where neither resex-libvirt nor its
+dependencies are installed. The wheel is built once from ``benchex/`` with
+this environment's setuptools (offline), then installed with pip into a
+fresh ``python -m venv`` (no system site packages, no index, no
+dependencies), and run from there. The venv is made ``--without-pip`` and
+this environment's pip installs into it (``pip --python``): the same
+install, without the seconds ``ensurepip`` costs.
+"""
+
+import ast
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+DIST = os.path.join(ROOT, "benchex")
+PACKAGE = os.path.join(DIST, "benchex")
+
+
+def _modules():
+    return sorted(name[:-3] for name in os.listdir(PACKAGE) if name.endswith(".py"))
+
+
+class TestStandardLibraryOnly(unittest.TestCase):
+
+    def test_every_benchex_import_is_the_standard_library_or_benchex(self):
+        outside = []
+        for module in _modules():
+            path = os.path.join(PACKAGE, module + ".py")
+            with open(path, encoding="utf-8") as f:
+                tree = ast.parse(f.read(), path)
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                    names = [node.module]
+                else:
+                    continue
+                for name in names:
+                    top = name.split(".")[0]
+                    if top != "benchex" and top not in sys.stdlib_module_names:
+                        outside.append("%s imports %s" % (module, name))
+        self.assertEqual([], outside)
+
+
+class TestBareVenvInstall(unittest.TestCase):
+
+    def run_ok(self, *argv, **kwargs):
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=300, **kwargs)
+        self.assertEqual(0, proc.returncode, "%s\n%s\n%s" % (argv, proc.stdout, proc.stderr))
+        return proc.stdout
+
+    def test_benchex_installs_and_runs_in_a_bare_venv_with_no_other_package(self):
+        with tempfile.TemporaryDirectory(prefix="benchex-venv-") as tmp:
+            wheels = os.path.join(tmp, "wheels")
+            self.run_ok(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                        "--no-build-isolation", "--no-index", "-w", wheels, DIST)
+            (wheel,) = os.listdir(wheels)
+            venv = os.path.join(tmp, "venv")
+            self.run_ok(sys.executable, "-m", "venv", "--without-pip", venv)
+            python = os.path.join(venv, "bin", "python")
+            # A clean environment and a directory outside the repository, so
+            # nothing but the bare venv can supply a module.
+            env = {"PATH": os.path.join(venv, "bin") + ":/usr/bin:/bin",
+                   "PIP_NO_INDEX": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+            pip = (sys.executable, "-m", "pip", "--python", python)
+            self.run_ok(*pip, "install", "-q", "--no-deps", "--no-index",
+                        os.path.join(wheels, wheel), env=env, cwd=tmp)
+            installed = self.run_ok(*pip, "list", "--format=freeze", env=env, cwd=tmp)
+            self.assertEqual(["resex-benchex"],
+                             [line.split("==")[0] for line in installed.split()])
+            usage = self.run_ok(os.path.join(venv, "bin", "benchex"), "--help",
+                                env=env, cwd=tmp)
+            self.assertIn("{server,client}", usage)
+            probe = ("import importlib, sys\n"
+                     "for m in sys.argv[1:]:\n"
+                     "    importlib.import_module('benchex.' + m)\n"
+                     "for m in ('resex_libvirt', 'agent', 'oslo_config'):\n"
+                     "    try:\n"
+                     "        importlib.import_module(m)\n"
+                     "    except ImportError:\n"
+                     "        continue\n"
+                     "    sys.exit(m + ' is importable in the bare venv')\n"
+                     "import benchex.wire as w\n"
+                     "print(w.parse(w.encode(3, 200.0, 5.0, 230.0), w.SOURCE_CHANNEL).n)\n")
+            self.assertEqual("3\n", self.run_ok(python, "-c", probe, *_modules(),
+                                                env=env, cwd=tmp))
