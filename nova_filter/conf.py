@@ -103,16 +103,39 @@ Related options:
 
 * ``unknown_host_policy``
 """),
+    cfg.StrOpt("board_read_mode",
+               default="follow",
+               choices=[
+                   ("follow", "Read the whole board once, then only what changes: an "
+                              "etcd watch, or the SQLite rows changed since the last "
+                              "read every refresh_interval."),
+                   ("snapshot", "Re-read the whole board every refresh_interval (the "
+                                "behaviour of earlier releases)."),
+               ],
+               help="""
+How each scheduler process keeps its cache of the board. Requests never
+wait for the board; they read the cache.
+
+Related options:
+
+* ``refresh_interval``
+"""),
     cfg.FloatOpt("refresh_interval",
                  default=2.0, min=0.1, max=300.0,
                  help="""
-How often, in seconds, the scheduler re-reads the whole board in the
-background. Requests never wait for the board; they use the last snapshot.
+Seconds between two reads of the board in the background: of the rows
+changed since the last read (SQLite, ``board_read_mode = follow``), or of the
+whole board (``snapshot``); also the wait before reconnecting after a board
+error. An etcd board followed by watch delivers changes as they happen.
 
 Possible values:
 
 * A positive number of seconds. One etcd snapshot of 10,000 hosts costs
   about 0.2 s of the etcd server's time.
+
+Related options:
+
+* ``board_read_mode``
 """),
     cfg.FloatOpt("first_load_timeout",
                  default=3.0, min=0.0, max=60.0,
@@ -128,8 +151,11 @@ Possible values:
 
 placement_opts = [
     cfg.StrOpt("unknown_host_policy",
-               default="pass",
+               default="last",
                choices=[
+                   ("last", "A host with no fresh report passes the filter only when "
+                            "no known-good host is left, and the weigher ranks it "
+                            "below every known-good host and above every known-bad one."),
                    ("pass", "A host with no fresh report passes the filter and gets "
                             "the mean weight of the known hosts."),
                    ("fail", "A host with no fresh report fails the filter for requests "
@@ -138,7 +164,10 @@ placement_opts = [
                help="""
 What the filter and weigher do with a host that has no fresh, valid report
 (no agent, the agent is down, the report is corrupt or older than
-``max_age``). Requests without ``resex:`` placement keys are never affected.
+``max_age``), like nova's ``[metrics] weight_of_unavailable`` for missing
+metrics. Requests without ``resex:`` placement keys are never affected.
+With ``last``, list ResExCongestionFilter after the filters that check
+resources, so that "a known-good host is left" means one that fits.
 
 Related options:
 
@@ -154,8 +183,12 @@ latency-sensitive request whose flavor does not set
 value: it is that instance's SLA.
 
 The index is ``max(observed inflation, 100 x u / (1 - u))`` with ``u`` the
-host's link utilisation (processor-sharing slowdown): 10 admits hosts up to
-about 9 % link utilisation, 50 up to 33 %, 100 up to 50 %.
+link utilisation a newcomer meets after the host's market has acted: the
+untaxable load plus 0.15 of the taxable load (interferers the market can
+cap). It is smoothed over ``admission_time_constant`` and latched with
+``admission_hysteresis``. The default 10 refuses a host whose load is all
+taxable from 60.6 % link utilisation, one whose load is all untaxable from
+9.1 %.
 
 Possible values:
 
@@ -191,7 +224,75 @@ Possible values:
 """),
 ]
 
-ALL_OPTS = board_opts + placement_opts
+admission_opts = [
+    cfg.FloatOpt("admission_time_constant",
+                 default=20.0, min=0.0, max=3600.0,
+                 help="""
+Time constant, in seconds, of the exponential moving average of each host's
+congestion index that the filter and weigher use (driven by the reports'
+timestamps, so independent of how often hosts publish).
+
+Possible values:
+
+* A number of seconds; 0 uses each report's index as is.
+
+Related options:
+
+* ``admission_hysteresis``, ``congestion_threshold``
+"""),
+    cfg.FloatOpt("admission_hysteresis",
+                 default=0.3, min=0.0, max=0.9,
+                 help="""
+Relative width of the admission hysteresis. A host starts refusing a
+latency-sensitive request when its smoothed index rises above the request's
+threshold T, and admits again only once it has fallen to ``(1 - h) T``
+(default: 7 % for T = 10 %). A steady host whose index wanders less than
+that never flips.
+
+Possible values:
+
+* A fraction in [0, 0.9]; 0 disables the hysteresis.
+
+Related options:
+
+* ``admission_time_constant``, ``congestion_threshold``
+"""),
+    cfg.FloatOpt("weight_noise_floor",
+                 default=1.0, min=0.0, max=100.0,
+                 help="""
+Congestion index differences, in percentage points, that the weigher
+treats as noise: indices are rounded to multiples of this before weighing,
+so two quiet hosts a fraction of a point apart weigh the same.
+
+Possible values:
+
+* A number of percentage points; 0 weighs every difference.
+"""),
+    cfg.ListOpt("strict_moves",
+                default=[],
+                item_type=cfg.types.String(choices=[
+                    ("evacuate", "Evacuation (rebuild onto another host)."),
+                    ("live_migrate", "Live migration without a forced host."),
+                    ("cold_migrate", "Cold migration."),
+                    ("resize", "Resize to another flavor."),
+                    ("unshelve", "Unshelve of an offloaded instance."),
+                ]),
+                help="""
+Moves of existing instances on which the filter is strict. By default a
+move is advisory: the filter passes every host and the weigher still ranks
+them, so that an evacuation or migration never fails because of a latency
+preference. A destination the operator names (or forces) is never
+second-guessed, strict or not, and a move whose kind cannot be read is
+advisory.
+
+Possible values:
+
+* A comma-separated list of: evacuate, live_migrate, cold_migrate, resize,
+  unshelve. Empty (default): every move is advisory.
+"""),
+]
+
+ALL_OPTS = board_opts + placement_opts + admission_opts
 
 
 def register_opts(conf):

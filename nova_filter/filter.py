@@ -1,18 +1,38 @@
 """ResExCongestionFilter: keep latency-sensitive requests off congested hosts.
 
-Nova 34 contract (``nova.scheduler.filters.BaseHostFilter``): ``host_passes``
-is called per host per request and must be cheap: it does one dict lookup
-in the cached board snapshot (:mod:`resex_libvirt.board.reader`), no I/O.
-``filter_all`` is overridden only to classify the request once instead of
-once per host. ``run_filter_once_per_request`` is True: the board cannot
-change between the instances of one multi-create request, and nova passes
-the hosts kept for the first instance on to the next. ``RUN_ON_REBUILD`` is
-False: a rebuild stays on its host whatever the congestion.
+Nova 34 contract (``nova.scheduler.filters.BaseHostFilter``): ``filter_all``
+is overridden because the rule for unknown hosts needs the whole list (an
+unknown host passes only when no known-good host is left) and to classify
+the request once; it does one dict lookup per host in the scheduler's cache
+of the board (:mod:`resex_libvirt.board.reader`), no I/O.
+``run_filter_once_per_request`` is True: the board cannot change between the
+instances of one multi-create request, and nova passes the hosts kept for
+the first instance on to the next. ``RUN_ON_REBUILD`` is False: a rebuild
+stays on its host whatever the congestion.
 
-Rules: :mod:`nova_filter.rules`. Missing, stale or corrupt reports never
-raise: ``[resex] unknown_host_policy`` decides, with a debug line.
+The rule (:mod:`nova_filter.rules`), for a latency-sensitive request with
+threshold T (its flavor's ``resex:interference_threshold_pct``, else the
+aggregate's or ``[resex] congestion_threshold``, default 10 %): a host is
+*known-bad* while its admission value is above T. The admission value is
+the host's congestion index, counting taxable load (interferers the host's
+market can cap) at 0.15 of itself
+(:func:`resex_libvirt.board.report.congestion_index`), smoothed with time
+constant ``[resex] admission_time_constant`` (20 s) and latched with
+hysteresis ``[resex] admission_hysteresis`` (0.3): a host starts refusing
+when the smoothed index passes T and admits again below 0.7 T
+(:mod:`resex_libvirt.board.admission`), so a steady host does not flip. A
+default host refuses from 60.6 % link utilisation when its load is all
+taxable, from 9.1 % when none of it is.
 
-Enable it in nova.conf::
+Hosts without a fresh report follow ``[resex] unknown_host_policy``
+(default ``last``: they pass only when no known-good host is left).
+
+**Moves are advisory** (:mod:`nova_filter.moves`): for an evacuation, a live
+or cold migration, a resize or an unshelve the filter passes every host (the
+weigher still ranks them) unless the move's kind is in ``[resex]
+strict_moves``; a destination the operator named or forced always passes.
+
+Enable it in nova.conf (last, so that "left" means "fits")::
 
     [filter_scheduler]
     available_filters = nova.scheduler.filters.all_filters
@@ -28,6 +48,7 @@ from nova.scheduler import filters
 from nova.scheduler import utils as scheduler_utils
 
 from nova_filter import conf as conf_mod
+from nova_filter import moves
 from nova_filter import rules
 
 LOG = logging.getLogger(__name__)
@@ -42,53 +63,53 @@ class ResExCongestionFilter(filters.BaseHostFilter):
     RUN_ON_REBUILD = False
     run_filter_once_per_request = True
 
+    def _advisory(self, spec_obj):
+        """True when ``spec_obj`` is a move this filter must not block."""
+        move = moves.detect(spec_obj)
+        if move is None:
+            return False
+        if moves.named_destination(spec_obj):
+            LOG.debug("ResEx: %s to a named destination: not filtered", move)
+            return True
+        if move in CONF.resex.strict_moves:
+            return False
+        LOG.debug("ResEx: %s of instance %s: advisory, every host passes", move,
+                  getattr(spec_obj, "instance_uuid", None))
+        return True
+
     def filter_all(self, filter_obj_list, spec_obj):
+        hosts = list(filter_obj_list)
         if not self.RUN_ON_REBUILD and scheduler_utils.request_is_rebuild(spec_obj):
-            return list(filter_obj_list)
+            return hosts
         request = rules.classify(spec_obj)
-        if request.kind is None:
-            return list(filter_obj_list)
-        check = self._checker(request)
-        return [host for host in filter_obj_list if check(host)]
+        if request.kind is None or not hosts or self._advisory(spec_obj):
+            return hosts
+        judge = rules.Judge(request, CONF, time.time())
+        policy = CONF.resex.unknown_host_policy
+        verdicts = [self._verdict(judge, host, policy) for host in hosts]
+        if policy == "last" and rules.GOOD not in verdicts:
+            keep = (rules.UNKNOWN,)
+        elif policy == "fail":
+            keep = (rules.GOOD,)
+        else:
+            keep = (rules.GOOD,) if policy == "last" else (rules.GOOD, rules.UNKNOWN)
+        return [host for host, v in zip(hosts, verdicts) if v in keep]
+
+    @staticmethod
+    def _verdict(judge, host_state, policy):
+        verdict, entry, limit = judge.verdict(host_state)
+        if verdict == rules.UNKNOWN:
+            LOG.debug("ResEx: no fresh report for host %s; unknown_host_policy=%s",
+                      host_state.host, policy)
+        elif verdict == rules.BAD:
+            if judge.request.kind == rules.SENSITIVE:
+                LOG.debug("ResEx: host %s fails: admission index %.1f%% > %.1f%%",
+                          host_state.host, entry.latched, limit)
+            else:
+                LOG.debug("ResEx: host %s fails a bulk request: %d sensitive tenants > %d",
+                          host_state.host, entry.report.sensitive_vms, limit)
+        return verdict
 
     def host_passes(self, host_state, spec_obj):
-        request = rules.classify(spec_obj)
-        if request.kind is None:
-            return True
-        return self._checker(request)(host_state)
-
-    def _checker(self, request):
-        """A ``host_state -> bool`` for ``request``, with the options read once."""
-        opts = CONF.resex
-        reader = rules.board_reader(CONF)
-        now = time.time()
-        unknown_passes = opts.unknown_host_policy == "pass"
-        default_threshold = opts.congestion_threshold
-        default_bulk_max = opts.bulk_max_sensitive_vms
-
-        def check(host_state):
-            rec = reader.get(host_state.host, now)
-            if rec is None:
-                LOG.debug("ResEx: no fresh report for host %s; unknown_host_policy=%s",
-                          host_state.host, opts.unknown_host_policy)
-                return unknown_passes
-            if request.kind == rules.SENSITIVE:
-                limit = request.threshold_pct
-                if limit is None:
-                    limit = rules.aggregate_value(host_state, "congestion_threshold",
-                                                  default_threshold, float)
-                index = rec.congestion_index
-                if index > limit:
-                    LOG.debug("ResEx: host %s fails: congestion index %.1f%% > %.1f%%",
-                              host_state.host, index, limit)
-                    return False
-                return True
-            limit = rules.aggregate_value(host_state, "bulk_max_sensitive_vms",
-                                          default_bulk_max, int)
-            if 0 <= limit < rec.sensitive_vms:
-                LOG.debug("ResEx: host %s fails a bulk request: %d sensitive tenants > %d",
-                          host_state.host, rec.sensitive_vms, limit)
-                return False
-            return True
-
-        return check
+        """One host alone (nova calls :meth:`filter_all`): unknown passes unless ``fail``."""
+        return bool(self.filter_all([host_state], spec_obj))

@@ -31,6 +31,10 @@ LOG = logging.getLogger(__name__)
 SENSITIVE = "sensitive"
 BULK = "bulk"
 
+#: What a host is for a request: it fits (known-good), nothing fresh is known
+#: about it, or it would break the request's rule (known-bad).
+GOOD, UNKNOWN, BAD = "good", "unknown", "bad"
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Request:
@@ -84,11 +88,48 @@ def aggregate_value(host_state, option, default, cast):
         return default
 
 
+class Judge:
+    """Classifies hosts for one request, with the options read once per request."""
+
+    __slots__ = ("request", "reader", "now", "default_threshold", "default_bulk_max")
+
+    def __init__(self, request, conf, now):
+        opts = conf.resex
+        self.request = request
+        self.reader = board_reader(conf)
+        self.now = now
+        self.default_threshold = opts.congestion_threshold
+        self.default_bulk_max = opts.bulk_max_sensitive_vms
+
+    def limit(self, host_state):
+        """The request's limit on ``host_state``: a threshold (sensitive) or a count (bulk)."""
+        if self.request.kind == SENSITIVE:
+            if self.request.threshold_pct is not None:
+                return self.request.threshold_pct
+            return aggregate_value(host_state, "congestion_threshold",
+                                   self.default_threshold, float)
+        return aggregate_value(host_state, "bulk_max_sensitive_vms",
+                               self.default_bulk_max, int)
+
+    def verdict(self, host_state):
+        """``(GOOD | UNKNOWN | BAD, entry or None, limit)`` of ``host_state``."""
+        entry = self.reader.entry(host_state.host, self.now)
+        limit = self.limit(host_state)
+        if entry is None:
+            return UNKNOWN, None, limit
+        if self.request.kind == SENSITIVE:
+            bad = entry.admission.refuses(limit)
+        else:
+            bad = 0 <= limit < entry.report.sensitive_vms
+        return (BAD if bad else GOOD), entry, limit
+
+
 def board_reader(conf):
     """The process's shared, started board reader for ``conf.resex``."""
     opts = conf.resex
     return reader_mod.shared(
         opts.board_url, max_age=opts.max_age, refresh_interval=opts.refresh_interval,
-        load_timeout=opts.first_load_timeout,
+        load_timeout=opts.first_load_timeout, mode=opts.board_read_mode,
+        tau=opts.admission_time_constant, hysteresis=opts.admission_hysteresis,
         board_opts={"timeout": opts.board_timeout, "prefix": opts.etcd_prefix,
                     "ca_cert": opts.board_ca_cert, "create": False})

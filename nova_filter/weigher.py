@@ -1,25 +1,36 @@
 """ResExCongestionWeigher: prefer quiet hosts for sensitive requests, and hosts
 without sensitive tenants for bulk ones.
 
-Nova 34 contract (``nova.scheduler.weights.BaseHostWeigher``): the raw
-weights are normalised by nova's ``HostWeightHandler`` (min-max over the
-candidate hosts), then multiplied by :meth:`weight_multiplier`, which reads
-``[resex] weight_multiplier`` through ``nova.scheduler.utils.get_weight_multiplier``
-(aggregate metadata ``resex_weight_multiplier`` overrides it).
+Nova 34 contract (``nova.scheduler.weights.BaseHostWeigher``): nova's
+``HostWeightHandler`` normalises the raw weights, then multiplies them by
+:meth:`weight_multiplier` (``[resex] weight_multiplier``; aggregate
+metadata ``resex_weight_multiplier`` overrides it, read like nova's
+``get_weight_multiplier``). The raw weights here are already in a fixed
+range, ``minval = 0`` and ``maxval = 1``, so nova does not stretch them
+over the candidates (a 0.1 point difference between two quiet hosts stays a
+0.1 point difference, and below ``[resex] weight_noise_floor`` none).
 
-Raw weights, all in (0, 1], higher wins:
+Raw weights, in three bands so that the order is always known-good hosts,
+then unknown ones, then known-bad ones (as nova's MetricsWeigher places
+hosts with missing metrics by ``weight_of_unavailable``):
 
-* sensitive request: ``100 / (100 + CI)`` with CI the host's congestion
-  index in percent, i.e. ``1 - rho`` under the processor-sharing model: the
-  fraction of the link's speed a newcomer can expect;
-* bulk request: ``1 / (1 + sensitive_vms)``;
-* other requests: 0 everywhere (nova normalises equal weights to 0: no effect).
+* **known-good** (the filter would pass it), in [0.6, 1.0]: for a sensitive
+  request with threshold T, ``1 - 0.4 q / T`` with ``q`` the host's
+  admission value (:mod:`resex_libvirt.board.admission`) rounded to the
+  noise floor: the share of the SLA's headroom left; for a bulk request
+  ``0.6 + 0.4 / (1 + sensitive_vms)``;
+* **unknown** (no fresh report): 0.5 under ``unknown_host_policy = last``;
+  the mean weight of the known candidates under ``pass``; 0 under ``fail``;
+* **known-bad**, in [0, 0.4): ``0.4 T / q`` (sensitive),
+  ``0.4 / (1 + sensitive_vms)`` (bulk). A move, which the filter does not
+  block, still goes to the best of them.
 
-A host without a fresh report gets, under ``unknown_host_policy=pass``, the
-mean raw weight of the known hosts (neutral: it neither wins nor loses
-against the fleet), and under ``fail`` 0, below every known host.
-``weigh_objects`` is overridden for that mean and to classify the request
-once per request instead of once per host.
+Other requests get 0 everywhere (no effect).
+
+Fast path: the request is classified, the options and the multiplier read
+once per request (in :meth:`weigh_objects`); :meth:`weight_multiplier`,
+which nova calls per host, answers from that unless the host is in an
+aggregate.
 """
 
 import logging
@@ -37,51 +48,85 @@ LOG = logging.getLogger(__name__)
 CONF = nova.conf.CONF
 conf_mod.register_opts(CONF)
 
-#: The raw weight of a host nothing is known about, weighed alone.
-NEUTRAL = 0.5
+#: The bands of the raw weight.
+GOOD_MIN = 0.6
+UNKNOWN = 0.5
+BAD_MAX = 0.4
+
+#: Kept for callers of earlier releases: the weight of an unknown host.
+NEUTRAL = UNKNOWN
 
 
-def _raw(request, rec):
+def _rounded(value, floor):
+    return round(value / floor) * floor if floor > 0.0 else value
+
+
+def raw_weight(request, verdict, entry, limit, noise_floor):
+    """The raw weight of a known host (``verdict`` GOOD or BAD), see the module docstring."""
     if request.kind == rules.SENSITIVE:
-        return 100.0 / (100.0 + rec.congestion_index)
-    return 1.0 / (1.0 + rec.sensitive_vms)
+        q = _rounded(entry.latched, noise_floor)
+        if verdict == rules.GOOD:
+            if limit <= 0.0:
+                return 1.0
+            return max(GOOD_MIN, 1.0 - (1.0 - GOOD_MIN) * q / limit)
+        return BAD_MAX * min(1.0, max(limit, 1e-9) / max(q, 1e-9)) * (1.0 - 1e-9)
+    n = entry.report.sensitive_vms
+    if verdict == rules.GOOD:
+        return GOOD_MIN + (1.0 - GOOD_MIN) / (1.0 + n)
+    return BAD_MAX / (1.0 + n)
 
 
 class ResExCongestionWeigher(weights.BaseHostWeigher):
     """Weighs hosts by the congestion a request would meet there."""
 
+    minval = 0.0
+    maxval = 1.0
+
+    def __init__(self):
+        super().__init__()
+        self._multiplier = CONF.resex.weight_multiplier
+
     def weight_multiplier(self, host_state):
+        if not host_state.aggregates:
+            return self._multiplier
         return scheduler_utils.get_weight_multiplier(
-            host_state, conf_mod.AGGREGATE_KEYS["weight_multiplier"],
-            CONF.resex.weight_multiplier)
+            host_state, conf_mod.AGGREGATE_KEYS["weight_multiplier"], self._multiplier)
 
     def _weigh_object(self, host_state, weight_properties):
         request = rules.classify(weight_properties)
         if request.kind is None:
             return 0.0
-        rec = rules.board_reader(CONF).get(host_state.host)
-        if rec is None:
-            return NEUTRAL if CONF.resex.unknown_host_policy == "pass" else 0.0
-        return _raw(request, rec)
+        return self._weights(request, [host_state])[0]
 
     def weigh_objects(self, weighed_obj_list, weight_properties):
+        self._multiplier = CONF.resex.weight_multiplier
         request = rules.classify(weight_properties)
         if request.kind is None:
             return [0.0] * len(weighed_obj_list)
-        reader = rules.board_reader(CONF)
-        now = time.time()
-        raws = []
-        for obj in weighed_obj_list:
-            rec = reader.get(obj.obj.host, now)
-            if rec is None:
+        return self._weights(request, [obj.obj for obj in weighed_obj_list])
+
+    def _weights(self, request, host_states):
+        opts = CONF.resex
+        judge = rules.Judge(request, CONF, time.time())
+        floor = opts.weight_noise_floor
+        out = []
+        unknown = []
+        for i, host_state in enumerate(host_states):
+            verdict, entry, limit = judge.verdict(host_state)
+            if verdict == rules.UNKNOWN:
                 LOG.debug("ResEx: no fresh report for host %s; unknown_host_policy=%s",
-                          obj.obj.host, CONF.resex.unknown_host_policy)
-                raws.append(None)
+                          host_state.host, opts.unknown_host_policy)
+                unknown.append(i)
+                out.append(None)
             else:
-                raws.append(_raw(request, rec))
-        known = [w for w in raws if w is not None]
-        if CONF.resex.unknown_host_policy == "pass":
-            unknown = (sum(known) / len(known)) if known else NEUTRAL
-        else:
-            unknown = 0.0
-        return [unknown if w is None else w for w in raws]
+                out.append(raw_weight(request, verdict, entry, limit, floor))
+        if unknown:
+            policy = opts.unknown_host_policy
+            if policy == "pass":
+                known = [w for w in out if w is not None]
+                value = (sum(known) / len(known)) if known else UNKNOWN
+            else:
+                value = UNKNOWN if policy == "last" else 0.0
+            for i in unknown:
+                out[i] = value
+        return out

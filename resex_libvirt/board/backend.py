@@ -32,6 +32,22 @@ class Board(metaclass=abc.ABCMeta):
     def snapshot(self):
         """Every valid record the board holds, as ``{host: HostReport}``."""
 
+    def follow(self, stop, interval):
+        """Yield the board's changes as ``(full, {host: HostReport or None})`` batches.
+
+        The first batch is ``full`` (every valid record: a host missing from
+        it has none); later batches hold only hosts whose record changed
+        (``None``: removed or no longer valid). Runs until ``stop`` (a
+        ``threading.Event``) is set; raises ``BoardUnavailable`` when the
+        store fails, after which the caller starts a new ``follow`` (a full
+        re-read). This default re-reads the whole board every ``interval``
+        seconds; the backends override it with something cheaper (SQLite:
+        rows changed since the last read; etcd: a watch).
+        """
+        while not stop.is_set():
+            yield True, self.snapshot()
+            stop.wait(interval)
+
     @abc.abstractmethod
     def count(self):
         """How many hosts have a record (valid or not): the fleet's size."""
@@ -76,6 +92,21 @@ class RecordDecoder:
             if rec is not None:
                 out[host] = rec
         self._last = seen
+        return out
+
+    def decode_changes(self, rows):
+        """``{host: HostReport or None}`` for changed ``(host, raw)`` rows (raw None: removed)."""
+        out = {}
+        last = self._last
+        for host, raw in rows:
+            if raw is None:
+                last.pop(host, None)
+                out[host] = None
+                continue
+            hit = last.get(host)
+            rec = hit[1] if hit is not None and hit[0] == raw else self._parse(host, raw)
+            last[host] = (raw, rec)
+            out[host] = rec
         return out
 
     def _parse(self, host, raw):

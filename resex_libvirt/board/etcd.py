@@ -22,13 +22,27 @@ Layout and costs:
   blocks for ever.
 * Every etcd3gw or HTTP error becomes ``BoardUnavailable``, cause chained.
 
+**Following the board** (:meth:`EtcdBoard.follow`, the scheduler): one
+prefix range read (the full board and its revision ``R``), then one watch
+stream on the prefix from ``R + 1`` that delivers every put and delete as it
+happens: a scheduler costs etcd one event per change instead of a range read
+of the whole fleet every few seconds. The stream is re-opened from the last
+revision seen after ``watch_idle`` seconds (10) without a message: a
+connection to an etcd that died or restarted can stay silent rather than
+close, and etcd's own progress notifications come only every few minutes,
+so a quiet board costs one watch request per ``watch_idle`` instead. If etcd
+compacted that revision away, or the stream cannot be re-opened, the reader
+starts over with a full read.
+
 Operators must enable etcd auto-compaction: every put adds a revision
 (about 414 bytes, FIELD-NOTES), which is why a large fleet publishes on
 change (:mod:`resex_libvirt.board.publish_policy`).
 """
 
 import base64
+import json
 import logging
+import socket
 import threading
 import time
 import urllib.parse
@@ -56,6 +70,22 @@ def _prefix_end(prefix):
     return prefix[:-1] + bytes([prefix[-1] + 1])
 
 
+def _shutdown_stream(resp):
+    """Wake a thread blocked reading ``resp`` (closing alone does not) and close it."""
+    try:
+        sock = socket.fromfd(resp.raw.fileno(), socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        finally:
+            sock.close()
+    except (OSError, ValueError, AttributeError):
+        LOG.debug("shutting the etcd watch stream down failed", exc_info=True)
+    try:
+        resp.close()
+    except Exception:  # noqa: BLE001 - best effort on shutdown
+        LOG.debug("closing the etcd watch stream failed", exc_info=True)
+
+
 def _lease_lost(exc):
     text = "%s %s" % (exc, getattr(exc, "detail_text", ""))
     return "lease not found" in text
@@ -66,6 +96,7 @@ class EtcdBoard(backend.Board):
 
     def __init__(self, url, prefix=DEFAULT_PREFIX, timeout=2.0, lease_ttl=120,
                  ca_cert=None, cert_key=None, cert_cert=None, clock=time.monotonic,
+                 watch_idle=10.0,
                  **_ignored):
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in SCHEMES or not parts.hostname:
@@ -91,6 +122,8 @@ class EtcdBoard(backend.Board):
         self._decoder = backend.RecordDecoder(self.url)
         self._lease = None
         self._lease_refreshed = 0.0
+        self._watch_response = None
+        self.watch_idle = float(watch_idle)
         self._client = etcd3gw.client(
             host=parts.hostname, port=port, protocol=SCHEMES[parts.scheme],
             ca_cert=ca_cert, cert_key=cert_key, cert_cert=cert_cert, timeout=self.timeout)
@@ -144,6 +177,88 @@ class EtcdBoard(backend.Board):
             rows.append((key[len(self.prefix):], value))
         return self._decoder.decode(rows)
 
+    def _range(self):
+        """One prefix range read: ``(rows, revision)``."""
+        prefix = self.prefix.encode("utf-8")
+        try:
+            result = self._client.post(self._client.get_url("/kv/range"), json={
+                "key": _b64(prefix), "range_end": _b64(_prefix_end(prefix))})
+            revision = int(result["header"]["revision"])
+            rows = [(base64.b64decode(kv["key"]).decode("utf-8", "replace")[len(self.prefix):],
+                     base64.b64decode(kv.get("value", "")))
+                    for kv in result.get("kvs", ())]
+        except _ERRORS as exc:
+            raise self._fail("range read", exc) from exc
+        return rows, revision
+
+    def _open_watch(self, start_revision):
+        prefix = self.prefix.encode("utf-8")
+        request = {"create_request": {
+            "key": _b64(prefix), "range_end": _b64(_prefix_end(prefix)),
+            "start_revision": start_revision, "progress_notify": True}}
+        try:
+            resp = self._client.session.post(
+                self._client.get_url("/watch"), json=request, stream=True,
+                timeout=(self.timeout, self.watch_idle))
+            if resp.status_code != 200:
+                resp.close()
+                raise etcd_exc.Etcd3Exception(resp.text, resp.reason)
+        except _ERRORS as exc:
+            raise self._fail("watch from revision %d" % start_revision, exc) from exc
+        self._watch_response = resp
+        return resp
+
+    def follow(self, stop, interval=None):
+        """The full board once, then every change as the watch delivers it (module docstring).
+
+        ``interval`` is not used: changes arrive as they happen.
+        """
+        rows, revision = self._range()
+        yield True, self._decoder.decode(rows)
+        while not stop.is_set():
+            resp = self._open_watch(revision + 1)
+            try:
+                for line in resp.iter_lines():
+                    if stop.is_set():
+                        return
+                    if not line:
+                        continue
+                    result = json.loads(line).get("result") or {}
+                    if int(result.get("compact_revision", 0) or 0) > 0 or result.get("canceled"):
+                        # History is gone (compacted): start over from a full read.
+                        LOG.info("etcd board %s: watch cancelled at revision %d (%s); "
+                                 "re-reading the board", self.url, revision,
+                                 result.get("cancel_reason") or "compacted")
+                        rows, revision = self._range()
+                        yield True, self._decoder.decode(rows)
+                        break
+                    header = result.get("header") or {}
+                    events = result.get("events") or ()
+                    changed = []
+                    for event in events:
+                        kv = event.get("kv") or {}
+                        key = base64.b64decode(kv.get("key", "")).decode("utf-8", "replace")
+                        if event.get("type") == "DELETE":
+                            changed.append((key[len(self.prefix):], None))
+                        else:
+                            changed.append((key[len(self.prefix):],
+                                            base64.b64decode(kv.get("value", ""))))
+                        revision = max(revision, int(kv.get("mod_revision", 0)))
+                    if "revision" in header and not events and not result.get("created"):
+                        # A progress notification: everything up to it was delivered.
+                        revision = max(revision, int(header["revision"]))
+                    if changed:
+                        yield False, self._decoder.decode_changes(changed)
+            except (requests.RequestException, ValueError, KeyError, TypeError) as exc:
+                if stop.is_set():
+                    return
+                LOG.debug("etcd board %s: watch stream ended (%s); resuming from revision %d",
+                          self.url, exc, revision + 1)
+                stop.wait(0.1)
+            finally:
+                self._watch_response = None
+                resp.close()
+
     def count(self):
         try:
             result = self._client.post(self._client.get_url("/kv/range"), json={
@@ -167,5 +282,8 @@ class EtcdBoard(backend.Board):
                 self._lease = None
 
     def close(self):
+        resp = self._watch_response
+        if resp is not None:
+            _shutdown_stream(resp)
         with self._lock:
             self._client.session.close()

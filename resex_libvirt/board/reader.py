@@ -1,21 +1,33 @@
-"""The scheduler's view of the board: one cached snapshot, refreshed in the background.
+"""The scheduler's view of the board: one cache per process, kept by following the board.
 
 nova-scheduler calls the filter once per host and the weigher once per
 request, from several native threads (Nova 34 runs no eventlet). Reading the
 board on that path would cost a range read per request (210 ms at 10,000
 hosts on etcd). So one :class:`BoardReader` per process and board URL
-(:func:`shared`) holds the last snapshot as an immutable dict that a daemon
-thread replaces every ``refresh_interval`` seconds; readers take the
-reference without a lock (a Python reference assignment is atomic).
+(:func:`shared`) keeps a cache of every host's last record, maintained by
+one daemon thread that **follows** the board (``mode="follow"``, the
+default): the whole board once, then only what changed
+(:meth:`~resex_libvirt.board.backend.Board.follow`: an etcd watch; the SQLite
+rows changed since the last read, every ``refresh_interval``). After an error
+the thread waits ``refresh_interval`` and starts over with a full read.
+``mode="snapshot"`` re-reads the whole board every ``refresh_interval``
+seconds (the behaviour of earlier releases, kept for comparison).
+
+Each cached host is an :class:`Entry`: its report and its admission state
+(:mod:`resex_libvirt.board.admission`: the congestion index smoothed with
+time constant ``tau`` and latched with hysteresis ``hysteresis``), advanced
+by the following thread when a newer record of the host arrives. Requests
+read entries without a lock (one dict lookup; the thread replaces entries,
+never mutates them).
 
 * **Freshness is judged at read time by the record's ``ts``** (wall clock),
   never by whether a key exists: a record older than ``max_age`` is not
-  returned, even from the newest snapshot.
-* **Outage**: a failed refresh keeps the last good snapshot (its records
-  still age out one by one); the failure is logged once at WARNING, the
-  recovery once at INFO.
+  returned. Entries older than ``max_age`` are dropped from the cache now and
+  then (a decommissioned host).
+* **Outage**: the cache is kept (its records age out one by one); the failure
+  is logged once at WARNING, the recovery once at INFO.
 * **First request not blind**: :meth:`BoardReader.start` waits for the first
-  load up to ``load_timeout`` seconds.
+  full read up to ``load_timeout`` seconds.
 """
 
 import logging
@@ -23,27 +35,54 @@ import threading
 import time
 
 from resex_libvirt import board as board_mod
+from resex_libvirt.board import admission as admission_mod
 from resex_libvirt import exceptions
 
 LOG = logging.getLogger(__name__)
+
+MODES = ("follow", "snapshot")
 
 _READERS = {}
 _READERS_LOCK = threading.Lock()
 
 
+class Entry:
+    """A host as the scheduler sees it: its last record and its admission state."""
+
+    __slots__ = ("report", "admission")
+
+    def __init__(self, report, admission):
+        self.report = report
+        self.admission = admission
+
+    @property
+    def latched(self):
+        """The host's admission value (percent): refuse a threshold below it."""
+        return self.admission.latched
+
+
 class BoardReader:
-    """A board snapshot kept fresh by a daemon thread (see the module docstring)."""
+    """A cache of the board kept by a daemon thread (see the module docstring)."""
 
     def __init__(self, url, max_age=60.0, refresh_interval=2.0, load_timeout=3.0,
-                 board_opts=None, clock=time.time, opener=board_mod.open_board):
+                 board_opts=None, clock=time.time, opener=board_mod.open_board,
+                 mode="follow", tau=20.0, hysteresis=0.3, on_change=None):
+        if mode not in MODES:
+            raise exceptions.ConfigError("board reader mode must be one of %s, got %r"
+                                         % (", ".join(MODES), mode))
         self.url = url
         self.max_age = float(max_age)
         self.refresh_interval = float(refresh_interval)
         self.load_timeout = float(load_timeout)
+        self.mode = mode
+        self.tau = float(tau)
+        self.hysteresis = float(hysteresis)
         self._board_opts = dict(board_opts or {})
         self._clock = clock
         self._opener = opener
-        self._reports = {}
+        self._on_change = on_change
+        self._entries = {}
+        self._lock = threading.Lock()
         self._loaded_at = None
         self._loaded = threading.Event()
         self._stop = threading.Event()
@@ -51,10 +90,12 @@ class BoardReader:
         self._start_lock = threading.Lock()
         self._board = None
         self._failing = False
+        self._pruned_at = None
+        self.applied = 0
 
     # -- lifecycle --------------------------------------------------------------
     def start(self):
-        """Start the refresher (idempotent) and wait for its first load, bounded."""
+        """Start the follower (idempotent) and wait for its first load, bounded."""
         with self._start_lock:
             if self._thread is None:
                 self._stop.clear()
@@ -68,10 +109,13 @@ class BoardReader:
         return self
 
     def stop(self, timeout=None):
-        """Stop the refresher and close the board."""
+        """Stop the follower and close the board."""
         with self._start_lock:
             thread, self._thread = self._thread, None
         self._stop.set()
+        board = self._board
+        if board is not None and thread is not None:
+            board.close()  # unblocks a watch stream
         if thread is not None:
             thread.join(timeout if timeout is not None else self.load_timeout + 5.0)
         if thread is None or not thread.is_alive():
@@ -83,62 +127,123 @@ class BoardReader:
     def running(self):
         return self._thread is not None and self._thread.is_alive()
 
-    # -- the refresher --------------------------------------------------------------
+    # -- the follower -----------------------------------------------------------------
     def _run(self):
         try:
             while not self._stop.is_set():
-                self.refresh()
+                if self.mode == "snapshot":
+                    self.refresh()
+                else:
+                    self._follow()
                 self._stop.wait(self.refresh_interval)
         finally:
             if self._board is not None:
                 self._board.close()
                 self._board = None
 
+    def _follow(self):
+        """Follow the board until it fails or the reader stops."""
+        try:
+            if self._board is None:
+                self._board = self._opener(self.url, **self._board_opts)
+            for full, records in self._board.follow(self._stop, self.refresh_interval):
+                self._apply(full, records)
+                self._recovered()
+        except (exceptions.BoardUnavailable, exceptions.ConfigError) as exc:
+            if self._stop.is_set():
+                return
+            self._failed(exc)
+        except Exception:
+            if self._stop.is_set():
+                return
+            LOG.exception("following the price board %s failed", board_mod.redact(self.url))
+            self._loaded.set()
+
     def refresh(self):
-        """Read one snapshot now; on failure keep the last one. True on success."""
+        """Read the whole board now and merge it in; on failure keep the cache. True on success."""
         try:
             if self._board is None:
                 self._board = self._opener(self.url, **self._board_opts)
             reports = self._board.snapshot()
         except (exceptions.BoardUnavailable, exceptions.ConfigError) as exc:
-            if not self._failing:
-                LOG.warning("price board %s unavailable, serving the last snapshot "
-                            "(%d hosts): %s", board_mod.redact(self.url),
-                            len(self._reports), exc)
-                self._failing = True
-            self._loaded.set()
+            self._failed(exc)
             return False
         except Exception:
             LOG.exception("reading the price board %s failed", board_mod.redact(self.url))
             self._loaded.set()
             return False
-        if self._failing:
-            LOG.info("price board %s is back (%d hosts)", board_mod.redact(self.url),
-                     len(reports))
-            self._failing = False
-        self._reports = reports
-        self._loaded_at = self._clock()
-        self._loaded.set()
+        self._apply(self.mode == "snapshot", reports)
+        self._recovered()
         return True
 
+    def _failed(self, exc):
+        if not self._failing:
+            LOG.warning("price board %s unavailable, serving the last snapshot "
+                        "(%d hosts): %s", board_mod.redact(self.url), len(self._entries), exc)
+            self._failing = True
+        self._loaded.set()
+
+    def _recovered(self):
+        if self._failing:
+            LOG.info("price board %s is back (%d hosts)", board_mod.redact(self.url),
+                     len(self._entries))
+            self._failing = False
+
+    def _apply(self, full, records):
+        """Merge ``{host: HostReport or None}``; ``full``: hosts not in it have no record."""
+        tau, hysteresis, max_age = self.tau, self.hysteresis, self.max_age
+        advance, start = admission_mod.advance, admission_mod.start
+        with self._lock:
+            entries = self._entries
+            if full:
+                for host in [h for h in entries if h not in records]:
+                    del entries[host]
+            for host, rec in records.items():
+                if rec is None:
+                    entries.pop(host, None)
+                    continue
+                old = entries.get(host)
+                if old is None or rec.ts - old.report.ts > max_age:
+                    entries[host] = Entry(rec, start(rec))
+                elif rec.ts > old.report.ts:
+                    entries[host] = Entry(rec, advance(old.admission, rec, tau, hysteresis))
+            self.applied += len(records)
+            now = self._clock()
+            if self._pruned_at is None or now - self._pruned_at >= max_age:
+                self._pruned_at = now
+                limit = now - 2.0 * max_age
+                for host in [h for h, e in entries.items() if e.report.ts < limit]:
+                    del entries[host]
+        self._loaded_at = self._clock()
+        self._loaded.set()
+        if self._on_change is not None:
+            self._on_change(records)
+
     # -- reading ------------------------------------------------------------------------
+    def entry(self, host, now=None):
+        """The :class:`Entry` of ``host`` if its report is fresh, else None."""
+        e = self._entries.get(host)
+        if e is None:
+            return None
+        if (self._clock() if now is None else now) - e.report.ts > self.max_age:
+            return None
+        return e
+
     def get(self, host, now=None):
         """The fresh report of ``host``, or None (unknown or older than ``max_age``)."""
-        rec = self._reports.get(host)
-        if rec is None:
-            return None
-        if (self._clock() if now is None else now) - rec.ts > self.max_age:
-            return None
-        return rec
+        e = self.entry(host, now)
+        return None if e is None else e.report
 
     def snapshot(self, now=None):
         """Every fresh report, ``{host: HostReport}`` (a new dict)."""
         limit = (self._clock() if now is None else now) - self.max_age
-        return {h: r for h, r in self._reports.items() if r.ts >= limit}
+        with self._lock:
+            items = list(self._entries.items())
+        return {h: e.report for h, e in items if e.report.ts >= limit}
 
     @property
     def loaded_at(self):
-        """Wall-clock time of the last successful refresh, or None."""
+        """Wall-clock time of the last successful read, or None."""
         return self._loaded_at
 
     @property
@@ -147,20 +252,25 @@ class BoardReader:
         return self._failing
 
 
+#: Settings that can change on a running shared reader (a nova.conf reload).
+_TUNABLE = ("max_age", "refresh_interval", "load_timeout", "tau", "hysteresis")
+
+
 def shared(url, **kwargs):
     """The process's started reader for ``url`` (created on first use).
 
-    ``kwargs`` (max_age, refresh_interval, load_timeout, board_opts) apply
-    when the reader is created; later calls with other values update the
-    ages and intervals in place (a nova.conf reload) but keep the thread.
+    ``kwargs`` (max_age, refresh_interval, load_timeout, board_opts, mode,
+    tau, hysteresis) apply when the reader is created; later calls with other
+    values update the ages, intervals and admission settings in place (a
+    nova.conf reload) but keep the thread.
     """
     with _READERS_LOCK:
         reader = _READERS.get(url)
         if reader is None:
             reader = _READERS[url] = BoardReader(url, **kwargs)
         else:
-            for name in ("max_age", "refresh_interval", "load_timeout"):
-                if name in kwargs:
+            for name in _TUNABLE:
+                if name in kwargs and getattr(reader, name) != kwargs[name]:
                     setattr(reader, name, float(kwargs[name]))
     if not reader.running:
         reader.start()

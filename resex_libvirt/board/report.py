@@ -1,16 +1,20 @@
 """The host report: what congestion costs on one host, once per epoch.
 
-Each agent publishes one :class:`HostReport` per epoch to the price board
-(DESIGN.md, "The interfaces that hold it together"); the Nova filter and
-weigher read them. The record is plain, versioned JSON so that an agent and
-a scheduler of different releases can share a board: a reader that meets a
-version it does not know rejects the record (:class:`InvalidReport`) and the
-board drops it, it never guesses.
+Each agent publishes one :class:`HostReport` per epoch to the price board;
+the Nova filter and weigher read them (:doc:`/board`, :doc:`/scheduler`).
+The record is plain JSON with a ``major.minor`` version so that an agent and
+a scheduler of different releases can share a board (a rolling upgrade):
 
-Fields (version 1)
-------------------
+* a reader accepts every minor version of its major: it ignores fields it
+  does not know (a newer agent's) and gives the fields an older agent did not
+  write their documented default (:data:`DEFAULTS`);
+* a reader rejects another major (:class:`InvalidReport`) and the board drops
+  the record: a major changes only when a field changes meaning.
+
+Fields (version 1.1)
+--------------------
 ``version``
-    Schema version, the integer :data:`VERSION`.
+    ``"major.minor"`` (:data:`VERSION`); version 1.0 wrote the integer ``1``.
 ``host``
     The compute host's name, as Nova knows it (``CONF.host`` of the
     nova-compute service on that node; ``HostState.host`` in the scheduler).
@@ -27,6 +31,11 @@ Fields (version 1)
 ``link_utilisation``
     Fraction of that capacity the VMs sent during the epoch, in [0, 1]
     (MTUs sent over the link's MTUs per epoch).
+``untaxable_utilisation`` (1.1; default: ``link_utilisation``)
+    The part of ``link_utilisation`` the host's market cannot take away by
+    taxing (:func:`untaxable_fraction`): traffic of VMs whose CPU use is
+    within their mClock reservation, and all traffic when the host's policy
+    taxes no interferer. In [0, ``link_utilisation``].
 ``cpu_price``
     Resos the market actually charged per CPU percent, averaged over the
     epoch, rate multipliers included (paper VI-A, "charging rate").
@@ -34,10 +43,14 @@ Fields (version 1)
     Resos actually charged per MTU sent, averaged the same way. Above the
     base price means IOShares (Algorithm 2) is taxing an interferer.
 ``latency_inflation_pct``
-    The worst latency inflation observed by the host's latency-sensitive
-    VMs: the largest per-VM mean interference percentage of the epoch (paper
-    Algorithm 2 line 6: increase of the latency mean or deviation over the
-    VM's base), >= 0; 0 when no sensitive VM reported.
+    The latency inflation the host's latency-sensitive VMs observe, as a
+    statistic no single VM can drive (:func:`robust_inflation_pct`): the
+    lower median of the VMs' epoch interference percentages (paper
+    Algorithm 2 line 6) with the queueing model of the untaxable load as one
+    more voter; 0 when no sensitive VM reported. Version 1.0 agents published
+    the largest VM's value.
+``inflation_reporters`` (1.1; default 0)
+    How many sensitive VMs' reports went into ``latency_inflation_pct``.
 ``vms``
     Number of VMs the market holds.
 ``sensitive_vms``
@@ -54,9 +67,11 @@ Fields (version 1)
 The congestion index
 --------------------
 :func:`congestion_index` is the latency inflation, in percent of its base
-latency, that a *new* latency-sensitive VM should expect on the host::
+latency, that a *new* latency-sensitive VM should expect on the host *after
+the host's market has acted*::
 
-    CI = max(latency_inflation_pct, 100 * rho / (1 - rho)),  rho = min(u, 0.99)
+    CI = max(latency_inflation_pct, 100 * rho / (1 - rho))
+    rho = min(untaxable + TAXABLE_LOAD_WEIGHT * (link_utilisation - untaxable), 0.99)
 
 The second term is the mean slowdown of the M/G/1 processor-sharing queue:
 a request of size x on a link shared with background utilisation ``rho``
@@ -65,19 +80,26 @@ tenants' message sizes* (PS mean response time is insensitive to the
 service distribution, Kleinrock 1976, Vol. II 4.4; M/M/1 FIFO gives the same
 mean). An InfiniBand link arbitrates between queue pairs round-robin, which
 is what PS idealises. It is conservative: it assumes the request's whole
-latency is link time, while part of it is compute (paper Fig. 2, CTime), so
-it over-predicts for compute-heavy requests and is exact for pure RDMA
-transfers. The first term is the evidence: what the sensitive VMs already on
-the host measure. It is a floor, because a measurement beats a model, and
-it catches interference the utilisation does not show (many small
-messages, contention in the HCA rather than on the wire: paper Section III,
-WTime and PTime grow "due to the interfering load at the device level").
-``rho`` is clamped at 0.99 (CI at most 9900 %) to keep the index finite.
+latency is link time, while part of it is compute (ResEx paper, Ranadive et
+al. 2011, Fig. 2, CTime).
+
+Taxable load counts for :data:`TAXABLE_LOAD_WEIGHT` of itself: when a
+newcomer's interference passes its threshold, IOShares raises the
+interferer's price and cuts its CPU cap (paper Algorithm 2), and with it its
+VMM-bypass traffic, until the newcomer is back under its threshold; what the
+newcomer still suffers from that load is the transient before the tax takes
+hold and the cap's imprecision. Load the market cannot cut (reserved CPU, a
+policy that taxes no one) counts in full.
+
+The first term is the evidence: what the sensitive VMs already on the host
+measure, after control. It catches interference the utilisation does not
+show (many small messages, contention in the HCA rather than on the wire:
+paper Section III, WTime and PTime grow "due to the interfering load at the
+device level"). ``rho`` is clamped at 0.99 (CI at most 9900 %).
 
 The prices are reported but deliberately left out of the index: they measure
 how hard the market is *working* (a raised ``io_price`` means an interferer
-is capped), while the index must predict the *outcome* a newcomer sees,
-which is already in the observed inflation after control.
+is capped), while the index must predict the *outcome* a newcomer sees.
 """
 
 import dataclasses
@@ -86,8 +108,26 @@ import math
 
 from resex_libvirt import exceptions
 
-#: The schema version this module writes and reads.
-VERSION = 1
+#: The schema version this module writes: ``"major.minor"``.
+VERSION = "1.1"
+
+#: The major version this module reads (any minor of it).
+MAJOR = 1
+
+#: Fields added after 1.0, and the value a reader gives them when an older
+#: agent's record lacks them (``None``: derived, see :meth:`HostReport.__post_init__`).
+DEFAULTS = {"untaxable_utilisation": None, "inflation_reporters": 0}
+
+#: The fraction of taxable load (traffic the host's market can tax away) a
+#: newcomer still suffers once the market has acted: see the module
+#: docstring. With the default congestion threshold of 10 % a host whose
+#: load is all taxable starts refusing latency-sensitive VMs at 60.6 % link
+#: utilisation, one whose load is all untaxable at 9.1 %.
+TAXABLE_LOAD_WEIGHT = 0.15
+
+#: A VM's reported interference percentage is clamped to this (the index's
+#: own ceiling) before it votes in :func:`robust_inflation_pct`.
+MAX_VM_INFLATION_PCT = 9900.0
 
 #: A VM sending at least this fraction of the host's MTUs in an epoch is heavy
 #: I/O (with :data:`HEAVY_IO_MIN_LINK_FRACTION`): a majority sender is always
@@ -113,11 +153,12 @@ class InvalidReport(exceptions.ResexError, ValueError):
 
 
 #: Integer fields, and float fields with their bounds (validated in this order).
-_COUNTS = ("epoch", "vms", "sensitive_vms", "heavy_io_vms")
+_COUNTS = ("epoch", "vms", "sensitive_vms", "heavy_io_vms", "inflation_reporters")
 _FLOATS = (
     ("ts", 0.0, math.inf),
     ("link_capacity_bytes_per_s", 1e-9, math.inf),
     ("link_utilisation", 0.0, 1.0),
+    ("untaxable_utilisation", 0.0, 1.0),
     ("cpu_price", 0.0, math.inf),
     ("io_price", 0.0, math.inf),
     ("latency_inflation_pct", 0.0, math.inf),
@@ -174,14 +215,80 @@ def queueing_inflation_pct(link_utilisation):
     return 100.0 * rho / (1.0 - rho)
 
 
+def effective_utilisation(link_utilisation, untaxable_utilisation):
+    """The utilisation a newcomer meets after the market acted (module docstring)."""
+    taxable = max(0.0, link_utilisation - untaxable_utilisation)
+    return untaxable_utilisation + TAXABLE_LOAD_WEIGHT * taxable
+
+
+def untaxable_fraction(vm_epoch, taxes_interferers=True):
+    """The fraction of ``vm_epoch``'s traffic its host's market cannot tax away.
+
+    The market's only lever on a VMM-bypass VM's I/O is its CPU cap (ResEx
+    paper, Section IV), which it never lowers below the VM's floor
+    (``cap_floor``: the mClock reservation, or the market's minimum cap). A
+    VM using ``cpu`` percent can therefore be cut to ``floor / cpu`` of its
+    traffic at most: that fraction is untaxable, the rest taxable. With a
+    policy that taxes no interferer (``taxes_interferers`` False) all of it
+    is untaxable.
+    """
+    if not taxes_interferers:
+        return 1.0
+    floor = getattr(vm_epoch, "cap_floor", 0.0) or 0.0
+    cpu = vm_epoch.cpu_pct_mean
+    if floor <= 0.0:
+        return 0.0
+    if cpu <= floor:
+        return 1.0
+    return floor / cpu
+
+
+def robust_inflation_pct(values, model_pct):
+    """The host's observed inflation from its sensitive VMs' ``values``, tenant-bounded.
+
+    Each VM's value is clamped to [0, :data:`MAX_VM_INFLATION_PCT`]; the
+    result is the **lower median** of those values together with one more
+    voter, ``model_pct`` (the queueing model's prediction for the load the
+    market cannot tax). So a VM moves the result only as far as the honest
+    voters around it: a lone VM, however absurd its reports, can pull the
+    result down to its own value but never above the model's, and VMs
+    reporting absurd latencies change nothing while they are fewer than the
+    other voters. 0 when ``values`` is empty.
+    """
+    votes = [min(max(0.0, float(v)), MAX_VM_INFLATION_PCT) for v in values]
+    if not votes:
+        return 0.0
+    votes.append(min(max(0.0, float(model_pct)), MAX_VM_INFLATION_PCT))
+    votes.sort()
+    return votes[(len(votes) - 1) // 2]
+
+
 def congestion_index(report):
-    """Expected latency inflation (percent) of a new sensitive VM on the host."""
-    return max(report.latency_inflation_pct, queueing_inflation_pct(report.link_utilisation))
+    """Expected latency inflation (percent) of a new sensitive VM on the host.
+
+    Computed once per record (:attr:`HostReport.congestion_index` caches it).
+    """
+    return report.congestion_index
+
+
+def parse_version(version):
+    """``(major, minor)`` of a record's ``version`` (``"1.1"``, or 1.0's integer ``1``)."""
+    if type(version) is int:
+        return version, 0
+    if isinstance(version, str):
+        major, sep, minor = version.partition(".")
+        if sep and major.isdigit() and minor.isdigit() and len(version) <= 16:
+            return int(major), int(minor)
+    raise InvalidReport("malformed report version %r" % (version,))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class HostReport:
-    """One host's epoch, as published on the board (fields: module docstring)."""
+    """One host's epoch, as published on the board (fields: module docstring).
+
+    ``congestion_index`` is derived (not a constructor argument, not on the
+    wire), computed once when the record is built.
+    """
 
     host: str
     ts: float
@@ -197,14 +304,21 @@ class HostReport:
     sensitive_io_share: float
     heavy_io_share: float
     agent_version: str
-    version: int = VERSION
+    version: str = VERSION
+    untaxable_utilisation: float | None = None
+    inflation_reporters: int = 0
+    congestion_index: float = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
-        if self.version != VERSION or type(self.version) is not int:
-            raise InvalidReport("unknown report version %r (this reader knows %d)"
-                                % (self.version, VERSION))
+        major, _minor = parse_version(self.version)
+        if major != MAJOR:
+            raise InvalidReport("unknown report version %r (this reader knows %d.x)"
+                                % (self.version, MAJOR))
         _text("host", self.host)
         _text("agent_version", self.agent_version, allow_empty=True)
+        if self.untaxable_utilisation is None:
+            # An older agent: all of its load counts as untaxable (the safe side).
+            object.__setattr__(self, "untaxable_utilisation", self.link_utilisation)
         for name in _COUNTS:
             value = getattr(self, name)
             if type(value) is not int or value < 0:
@@ -218,11 +332,22 @@ class HostReport:
             if type(value) is float and lo <= value <= hi and value != math.inf:
                 continue
             object.__setattr__(self, name, _finite(name, value, lo, hi))
+        if self.untaxable_utilisation > self.link_utilisation:
+            object.__setattr__(self, "untaxable_utilisation", self.link_utilisation)
+        rho = effective_utilisation(self.link_utilisation, self.untaxable_utilisation)
+        object.__setattr__(self, "congestion_index", max(
+            self.latency_inflation_pct, queueing_inflation_pct(rho)))
 
     # -- building ---------------------------------------------------------------
     @classmethod
-    def from_summary(cls, host, ts, summary, link_capacity_bytes_per_s, agent_version):
-        """Build the report of ``summary`` (a market ``EpochSummary``) closed at ``ts``."""
+    def from_summary(cls, host, ts, summary, link_capacity_bytes_per_s, agent_version,
+                     taxes_interferers=True):
+        """Build the report of ``summary`` (a market ``EpochSummary``) closed at ``ts``.
+
+        ``taxes_interferers`` says whether the host's policy taxes
+        interferers (IOShares does; FreeMarket and no control do not): when
+        it does not, all load is untaxable.
+        """
         vms = summary.vms
         host_mtus = sum(max(0, v.tx_mtus) for v in vms)
         util = min(1.0, max(0.0, float(summary.link_utilisation)))
@@ -232,15 +357,26 @@ class HostReport:
         def share(group):
             return (sum(max(0, v.tx_mtus) for v in group) / host_mtus) if host_mtus else 0.0
 
+        if host_mtus:
+            untaxed = sum(max(0, v.tx_mtus) * untaxable_fraction(v, taxes_interferers)
+                          for v in vms)
+            untaxable = util * min(1.0, untaxed / host_mtus)
+        else:
+            untaxable = util if not taxes_interferers else 0.0
+        claims = [v.interference_pct for v in sensitive if v.interference_pct is not None
+                  and math.isfinite(v.interference_pct)]
         return cls(
             host=host,
             ts=float(ts),
             epoch=int(summary.epoch),
             link_capacity_bytes_per_s=float(link_capacity_bytes_per_s),
             link_utilisation=util,
+            untaxable_utilisation=min(util, untaxable),
             cpu_price=float(summary.cpu_price),
             io_price=float(summary.io_price),
-            latency_inflation_pct=max(0.0, float(summary.latency_inflation_pct)),
+            latency_inflation_pct=robust_inflation_pct(
+                claims, queueing_inflation_pct(untaxable)),
+            inflation_reporters=len(claims),
             vms=len(vms),
             sensitive_vms=len(sensitive),
             heavy_io_vms=len(heavy),
@@ -250,18 +386,13 @@ class HostReport:
         )
 
     # -- derived ------------------------------------------------------------------
-    @property
-    def congestion_index(self):
-        """See :func:`congestion_index`."""
-        return congestion_index(self)
-
     def age(self, now):
         """Seconds since the report's epoch closed (negative if from the future)."""
         return now - self.ts
 
     # -- wire format ----------------------------------------------------------------
     def to_dict(self):
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {name: getattr(self, name) for name in _FIELD_ORDER}
 
     def to_json(self):
         """Compact JSON text, keys sorted (the board stores this)."""
@@ -270,19 +401,23 @@ class HostReport:
 
     @classmethod
     def from_dict(cls, data):
-        """Validate ``data`` (a decoded record) into a report or raise InvalidReport."""
+        """Validate ``data`` (a decoded record) into a report or raise InvalidReport.
+
+        Fields this reader does not know are ignored (a newer minor version);
+        fields added after 1.0 that are missing take :data:`DEFAULTS`.
+        """
         if not isinstance(data, dict):
             raise InvalidReport("a report must be a JSON object, got %s" % type(data).__name__)
-        version = data.get("version")
-        if version != VERSION or isinstance(version, bool):
-            raise InvalidReport("unknown report version %r (this reader knows %d)"
-                                % (version, VERSION))
-        if data.keys() != _FIELD_NAMES:
-            missing = _FIELD_NAMES - data.keys()
+        major, _minor = parse_version(data.get("version"))
+        if major != MAJOR:
+            raise InvalidReport("unknown report version %r (this reader knows %d.x)"
+                                % (data.get("version"), MAJOR))
+        keys = data.keys()
+        if keys != _FIELD_NAMES:
+            missing = _REQUIRED - keys
             if missing:
                 raise InvalidReport("missing fields: %s" % ", ".join(sorted(missing)))
-            unknown = data.keys() - _FIELD_NAMES
-            raise InvalidReport("unknown fields: %s" % ", ".join(sorted(unknown)))
+            data = {k: v for k, v in data.items() if k in _FIELD_NAMES}
         try:
             return cls(**data)
         except TypeError as exc:
@@ -315,4 +450,7 @@ class HostReport:
         return cls.from_dict(data)
 
 
-_FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(HostReport))
+#: The wire fields, in declaration order (``congestion_index`` is derived).
+_FIELD_ORDER = tuple(f.name for f in dataclasses.fields(HostReport) if f.init)
+_FIELD_NAMES = frozenset(_FIELD_ORDER)
+_REQUIRED = _FIELD_NAMES - DEFAULTS.keys()

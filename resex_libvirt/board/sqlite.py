@@ -22,6 +22,18 @@ One connection per board object, used under a lock (``check_same_thread``
 off), so a board is safe to share between native threads. Rows older than
 ``ttl`` seconds (by their ``ts``) are deleted at publish time: the garbage
 collection etcd does with leases.
+
+**Incremental reads.** Every row carries ``seq``, a board-wide counter that
+triggers raise on every insert and every update of a record (so an agent of
+an older release, which does not know the column, still moves it), kept in
+the one-row table ``board_seq``. A scheduler reads everything once, then
+only ``WHERE seq > last`` every interval (:meth:`SQLiteBoard.follow`): one
+indexed range scan of the rows changed since, whatever the fleet's size.
+Commits are serialised by SQLite's write lock, so ``seq`` order is commit
+order and no change is skipped. Rows deleted by the ``ttl`` collection are
+not reported; they are older than any scheduler's ``max_age`` anyway and
+age out of its cache. A board file of an older release is given the column
+and triggers when opened.
 """
 
 import logging
@@ -44,6 +56,33 @@ _SCHEMA = (
     " host TEXT PRIMARY KEY, ts REAL NOT NULL, record TEXT NOT NULL)",
     "CREATE INDEX IF NOT EXISTS host_report_ts ON host_report (ts)",
 )
+
+_BUMP = ("BEGIN UPDATE board_seq SET seq = seq + 1 WHERE id = 0; "
+         "UPDATE host_report SET seq = (SELECT seq FROM board_seq WHERE id = 0) "
+         "WHERE host = NEW.host; END")
+
+#: The change counter (added to boards of older releases when opened).
+_SEQ_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS board_seq ("
+    " id INTEGER PRIMARY KEY CHECK (id = 0), seq INTEGER NOT NULL)",
+    "INSERT OR IGNORE INTO board_seq (id, seq) VALUES (0, 0)",
+    "CREATE INDEX IF NOT EXISTS host_report_seq ON host_report (seq)",
+    "CREATE TRIGGER IF NOT EXISTS host_report_seq_insert AFTER INSERT ON host_report "
+    + _BUMP,
+    "CREATE TRIGGER IF NOT EXISTS host_report_seq_update "
+    "AFTER UPDATE OF ts, record ON host_report " + _BUMP,
+)
+
+
+def _ensure_seq(conn):
+    """Add the change counter to the board if it lacks it (idempotent)."""
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(host_report)")}
+    with conn:
+        conn.execute("BEGIN IMMEDIATE")
+        if "seq" not in columns:
+            conn.execute("ALTER TABLE host_report ADD COLUMN seq INTEGER NOT NULL DEFAULT 0")
+        for stmt in _SEQ_SCHEMA:
+            conn.execute(stmt)
 
 
 def path_of(url):
@@ -83,6 +122,7 @@ class SQLiteBoard(backend.Board):
             conn.execute("PRAGMA journal_size_limit=%d" % JOURNAL_SIZE_LIMIT)
             for stmt in _SCHEMA:
                 conn.execute(stmt)
+            _ensure_seq(conn)
         except (sqlite3.Error, OSError) as exc:
             raise exceptions.BoardUnavailable(
                 "cannot open the SQLite board %s: %s" % (self.path, exc)) from exc
@@ -118,6 +158,23 @@ class SQLiteBoard(backend.Board):
         rows = self._run("snapshot", lambda conn: conn.execute(
             "SELECT host, record FROM host_report").fetchall())
         return self._decoder.decode(rows)
+
+    def changes(self, since):
+        """``(rows, last)``: the ``(host, record)`` rows changed after ``seq`` ``since``."""
+        rows = self._run("changes", lambda conn: conn.execute(
+            "SELECT host, record, seq FROM host_report WHERE seq > ? ORDER BY seq",
+            (since,)).fetchall())
+        last = rows[-1][2] if rows else since
+        return [(host, record) for host, record, _ in rows], last
+
+    def follow(self, stop, interval):
+        """Everything once, then the rows changed since the last read, every ``interval``."""
+        rows, last = self.changes(-1)
+        yield True, self._decoder.decode(rows)
+        while not stop.wait(interval):
+            rows, last = self.changes(last)
+            if rows:
+                yield False, self._decoder.decode_changes(rows)
 
     def count(self):
         return self._run("count", lambda conn: conn.execute(

@@ -107,6 +107,9 @@ class VMEpoch:
     interference_pct: float | None
     sensitive: bool
     io_class: str
+    #: The lowest cap the market may give the VM (its mClock reservation, or
+    #: the minimum cap): what the host report counts as untaxable.
+    cap_floor: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -359,7 +362,8 @@ class Market:
                 cpu_pct_mean=(t.cpu_sum / span) if span > 0 else 0.0,
                 tx_mtus=t.tx_mtus, tx_bytes=t.tx_bytes,
                 interference_pct=(t.intf_sum / t.intf_n) if t.intf_n else None,
-                sensitive=spec.sla.sensitive, io_class=spec.sla.io_class))
+                sensitive=spec.sla.sensitive, io_class=spec.sla.io_class,
+                cap_floor=self._bounds[vm][0]))
         intervals = max(1, self.tick)
         link_mtus = p.link_mtus_per_interval * intervals
         inflations = [v.interference_pct for v in vms if v.interference_pct is not None]

@@ -2,6 +2,7 @@
 
 import logging
 import socket
+import threading
 import time
 import unittest
 
@@ -120,7 +121,8 @@ class EtcdBoardTest(testtools.TestCase):
     def test_the_reader_serves_the_last_snapshot_through_an_outage(self):
         self.board.publish(reports.make("c1", sensitive_vms=3))
         reader = reader_mod.BoardReader(self.etcd.url, max_age=600, refresh_interval=3600,
-                                        board_opts={"prefix": "/test/board/", "timeout": 1})
+                                        board_opts={"prefix": "/test/board/", "timeout": 1},
+                                        mode="snapshot")
         self.addCleanup(reader.stop)
         reader.start()
         self.etcd.kill()
@@ -133,6 +135,58 @@ class EtcdBoardTest(testtools.TestCase):
         self.board.publish(reports.make("c1", sensitive_vms=4))
         self.assertTrue(reader.refresh())
         self.assertEqual(4, reader.get("c1").sensitive_vms)
+
+    def test_the_follower_sees_puts_and_deletes_through_its_watch(self):
+        self.board.publish(reports.make("c1", sensitive_vms=1))
+        seen = []
+        reader = reader_mod.BoardReader(self.etcd.url, max_age=600, refresh_interval=3600,
+                                        board_opts={"prefix": "/test/board/", "timeout": 1},
+                                        on_change=lambda recs: seen.append(dict(recs)))
+        self.addCleanup(reader.stop)
+        reader.start()
+        self.assertEqual(1, reader.get("c1").sensitive_vms)
+        # No refresh() and a refresh interval of an hour: only the watch can deliver these.
+        self.board.publish(reports.make("c1", sensitive_vms=2))
+        self.board.publish(reports.make("c2"))
+        self.assertTrue(wait_until(lambda: reader.get("c2") is not None
+                                   and reader.get("c1").sensitive_vms == 2))
+        # The later batches carried only the changed hosts.
+        self.assertEqual({"c1"}, set(seen[0]))
+        self.assertTrue(all(len(batch) <= 2 for batch in seen[1:]))
+        self.board.withdraw()
+        self.assertTrue(wait_until(lambda: reader.get("c1") is None))
+
+    def test_the_follower_resyncs_after_etcd_restarts(self):
+        self.board.publish(reports.make("c1", sensitive_vms=1))
+        reader = reader_mod.BoardReader(self.etcd.url, max_age=600, refresh_interval=0.2,
+                                        board_opts={"prefix": "/test/board/", "timeout": 1})
+        self.addCleanup(reader.stop)
+        reader.start()
+        self.etcd.kill()
+        self.assertTrue(wait_until(lambda: reader.failing))
+        self.assertEqual(1, reader.get("c1").sensitive_vms)
+        self.etcd.start()
+        self.board.publish(reports.make("c1", sensitive_vms=4))
+        self.assertTrue(wait_until(lambda: reader.get("c1").sensitive_vms == 4))
+        self.assertTrue(wait_until(lambda: not reader.failing))
+
+    def test_the_follower_starts_over_when_its_revision_was_compacted(self):
+        self.board.publish(reports.make("c1", sensitive_vms=1))
+        stop = threading.Event()
+        follow = self.board.follow(stop)
+        full, recs = next(follow)
+        self.assertTrue(full)
+        for n in range(3):
+            self.board.publish(reports.make("c1", sensitive_vms=2 + n))
+        # Compact away the history the watch would start from.
+        client = self.board._client
+        rev = int(client.post(client.get_url("/kv/range"), json={
+            "key": etcd_board._b64(b"/x")})["header"]["revision"])
+        client.post(client.get_url("/kv/compaction"), json={"revision": rev})
+        batches = [next(follow) for _ in range(1)]
+        stop.set()
+        self.assertTrue(batches[-1][0])
+        self.assertEqual(4, batches[-1][1]["c1"].sensitive_vms)
 
     def test_every_call_has_a_timeout(self):
         # A server that accepts connections and never answers.

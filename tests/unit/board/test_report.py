@@ -14,12 +14,13 @@ from resex_libvirt import sla as sla_mod
 from tests.unit.board import reports
 
 
-def vm_epoch(vm, tx_mtus=0, sensitive=False, io_class="normal", interference=None):
+def vm_epoch(vm, tx_mtus=0, sensitive=False, io_class="normal", interference=None,
+             cpu=50.0, floor=0.0):
     return market_mod.VMEpoch(
         vm=vm, allocation=100.0, spent_cpu=0.0, spent_io=0.0, balance=100.0, rate=1.0,
-        cap_mean=100.0, cap_min=100.0, cpu_pct_mean=50.0, tx_mtus=tx_mtus,
+        cap_mean=100.0, cap_min=100.0, cpu_pct_mean=cpu, tx_mtus=tx_mtus,
         tx_bytes=tx_mtus * 1024, interference_pct=interference, sensitive=sensitive,
-        io_class="sensitive" if sensitive else io_class)
+        io_class="sensitive" if sensitive else io_class, cap_floor=floor)
 
 
 def summary(vms, utilisation, inflation=0.0, cpu_price=1.0, io_price=1.0):
@@ -73,8 +74,11 @@ class FromSummaryTest(unittest.TestCase):
         self.assertEqual((4, 1, 1), (rec.vms, rec.sensitive_vms, rec.heavy_io_vms))
         self.assertAlmostEqual(0.1, rec.sensitive_io_share)
         self.assertAlmostEqual(0.7, rec.heavy_io_share)
-        self.assertEqual((0.4, 2.5, 1.0, 12.0), (rec.link_utilisation, rec.io_price,
-                                                 rec.cpu_price, rec.latency_inflation_pct))
+        # A lone reporter cannot raise the observed inflation above the model
+        # of the untaxable load (none here: every VM can be capped).
+        self.assertEqual((0.4, 2.5, 1.0, 0.0, 1), (rec.link_utilisation, rec.io_price,
+                                                   rec.cpu_price, rec.latency_inflation_pct,
+                                                   rec.inflation_reporters))
         self.assertEqual((1e9, "1.2.3"), (rec.link_capacity_bytes_per_s, rec.agent_version))
 
     def test_a_declared_bulk_vm_is_heavy_even_when_idle(self):
@@ -136,9 +140,11 @@ class WireFormatTest(unittest.TestCase):
         self.assertEqual(rec, report_mod.HostReport.from_json(rec.to_json()))
         self.assertEqual(rec, report_mod.HostReport.from_json(rec.to_json().encode()))
 
-    def test_an_unknown_version_is_rejected(self):
+    def test_another_major_version_is_rejected(self):
+        self.assertRejected(self._with(version="2.0"), "unknown report version '2.0'")
         self.assertRejected(self._with(version=2), "unknown report version 2")
-        self.assertRejected(self._with(version=True), "unknown report version")
+        self.assertRejected(self._with(version=True), "malformed report version")
+        self.assertRejected(self._with(version="1.x"), "malformed report version")
 
     def test_wrong_types_are_rejected(self):
         self.assertRejected(self._with(ts="yesterday"), "ts must be a number")
@@ -159,11 +165,10 @@ class WireFormatTest(unittest.TestCase):
         self.assertRejected(self._with(io_price=-1), "io_price must be >= 0")
         self.assertRejected(self._with(sensitive_vms=9, vms=2), "must be <= vms")
 
-    def test_missing_and_unknown_fields_are_rejected(self):
+    def test_missing_fields_of_1_0_are_rejected(self):
         data = reports.make().to_dict()
         del data["io_price"]
         self.assertRejected(json.dumps(data), "missing fields: io_price")
-        self.assertRejected(self._with(colour="red"), "unknown fields: colour")
 
     def test_garbage_is_rejected(self):
         self.assertRejected("{not json", "not JSON")
@@ -177,3 +182,145 @@ class WireFormatTest(unittest.TestCase):
         rec = reports.make(host, link_utilisation=util, io_price=price,
                            latency_inflation_pct=infl, vms=vms, sensitive_vms=vms // 2)
         self.assertEqual(rec, report_mod.HostReport.from_json(rec.to_json()))
+
+
+class RollingUpgradeTest(unittest.TestCase):
+    """Readers accept any minor version of their major, in both directions."""
+
+    def test_the_report_carries_a_major_minor_version(self):
+        self.assertEqual("1.1", json.loads(reports.make().to_json())["version"])
+
+    def test_a_reader_ignores_the_fields_of_a_newer_minor_version(self):
+        # A 1.7 agent adds fields this reader has never heard of.
+        data = reports.make("c1", link_utilisation=0.2).to_dict()
+        data.update(version="1.7", colour="red", hca_queue_pairs=12)
+        rec = report_mod.HostReport.from_json(json.dumps(data))
+        self.assertEqual(("c1", 0.2, "1.7"), (rec.host, rec.link_utilisation, rec.version))
+        self.assertNotIn("colour", rec.to_dict())
+
+    def test_a_reader_fills_the_fields_an_older_agent_did_not_write(self):
+        # A 1.0 agent: integer version, no untaxable_utilisation, no inflation_reporters.
+        data = reports.make("c1", link_utilisation=0.3, latency_inflation_pct=5.0).to_dict()
+        for name in report_mod.DEFAULTS:
+            del data[name]
+        data["version"] = 1
+        rec = report_mod.HostReport.from_json(json.dumps(data))
+        # All of an old agent's load counts as untaxable: the old index, to the digit.
+        self.assertEqual(0.3, rec.untaxable_utilisation)
+        self.assertEqual(0, rec.inflation_reporters)
+        self.assertAlmostEqual(100 * 0.3 / 0.7, rec.congestion_index)
+
+    def test_an_older_reader_reads_a_newer_report(self):
+        """The reverse pairing: this release's record through a reader that knows only 1.0.
+
+        The 1.0 reader is this module with the 1.1 fields taken out of its
+        field set, which is what a 1.x reader that predates them sees.
+        """
+        new = reports.make("c1", link_utilisation=0.4, untaxable_utilisation=0.1,
+                           inflation_reporters=2).to_json()
+        known = report_mod._FIELD_NAMES - set(report_mod.DEFAULTS)
+        data = {k: v for k, v in json.loads(new).items() if k in known}
+        old_view = report_mod.HostReport.from_dict(data)
+        self.assertEqual(("c1", 0.4), (old_view.host, old_view.link_utilisation))
+        # ... and it errs on the safe side: all load untaxable.
+        self.assertEqual(0.4, old_view.untaxable_utilisation)
+
+
+class AdmissionRuleTest(unittest.TestCase):
+    """Taxable load counts for TAXABLE_LOAD_WEIGHT of itself; untaxable load in full."""
+
+    @staticmethod
+    def refusal_utilisation(untaxable_share, threshold=10.0):
+        """The link utilisation at which the index first exceeds ``threshold``."""
+        lo, hi = 0.0, 1.0
+        for _ in range(60):
+            u = (lo + hi) / 2
+            rec = reports.make(link_utilisation=u, untaxable_utilisation=u * untaxable_share)
+            lo, hi = (u, hi) if rec.congestion_index <= threshold else (lo, u)
+        return lo
+
+    def test_a_default_host_whose_load_is_all_taxable_admits_up_to_half_its_link(self):
+        u = self.refusal_utilisation(0.0)
+        print("\nadmission: a host at the default threshold (10 %%) starts refusing at "
+              "%.1f %% link utilisation when all its load is taxable, %.1f %% when none is"
+              % (100 * u, 100 * self.refusal_utilisation(1.0)))
+        self.assertGreaterEqual(u, 0.5)
+        self.assertAlmostEqual(u, (10 / 110) / report_mod.TAXABLE_LOAD_WEIGHT, places=6)
+
+    def test_a_real_market_makes_an_unreserved_interferer_taxable(self):
+        # The market's own floor (min cap 1 %) on a VM using 100 % CPU: 1 % untaxable.
+        params = market_mod.MarketParams(interval_s=0.01, intervals_per_epoch=10,
+                                         link_bytes_per_s=1024 * 1000.0, mtu=1024)
+        market = market_mod.Market(params, None)
+        market.add(records.VMSpec("bulk", sla=sla_mod.SLA(io_class="bulk")))
+        market.add(records.VMSpec("held", sla=sla_mod.SLA(reservation_pct=100.0)))
+        for tick in range(10):
+            market.step({"bulk": records.Sample("bulk", tick, 100.0, 5 * 1024, 5),
+                         "held": records.Sample("held", tick, 100.0, 0, 0)})
+        rec = report_mod.HostReport.from_summary("c1", 5.0, market.end_epoch(), 1024e3, "x")
+        self.assertAlmostEqual(0.5, rec.link_utilisation)
+        self.assertAlmostEqual(0.005, rec.untaxable_utilisation)
+        u = self.refusal_utilisation(0.01)
+        print("\nadmission: with the market's 1 %% minimum cap on a VM at 100 %% CPU: "
+              "refuses at %.1f %%" % (100 * u))
+        self.assertGreaterEqual(u, 0.5)
+
+    def test_reserved_traffic_is_untaxable(self):
+        s = summary([vm_epoch("res", 500, cpu=40.0, floor=40.0),
+                     vm_epoch("half", 200, cpu=50.0, floor=25.0),
+                     vm_epoch("free", 300, cpu=80.0, floor=0.0)], utilisation=0.5)
+        rec = report_mod.HostReport.from_summary("c1", 1.0, s, 1e9, "x")
+        # 500 MTUs all untaxable, 100 of the 200 half-reserved ones: 60 % of 0.5.
+        self.assertAlmostEqual(0.3, rec.untaxable_utilisation)
+
+    def test_without_a_taxing_policy_all_load_is_untaxable(self):
+        s = summary([vm_epoch("free", 300)], utilisation=0.5)
+        rec = report_mod.HostReport.from_summary("c1", 1.0, s, 1e9, "x",
+                                                 taxes_interferers=False)
+        self.assertEqual(0.5, rec.untaxable_utilisation)
+        self.assertAlmostEqual(100.0, rec.congestion_index)
+
+    @given(st.floats(0, 1), st.floats(0, 1), st.floats(0, 1))
+    def test_untaxable_load_never_counts_less_than_taxable(self, u, a, b):
+        lo, hi = sorted((a, b))
+        less = reports.make(link_utilisation=u, untaxable_utilisation=u * lo)
+        more = reports.make(link_utilisation=u, untaxable_utilisation=u * hi)
+        self.assertLessEqual(less.congestion_index, more.congestion_index + 1e-9)
+
+
+class TenantBoundTest(unittest.TestCase):
+    """No VM decides the host's published inflation alone."""
+
+    def liar_host(self, honest):
+        vms = [vm_epoch("liar", 10, sensitive=True, interference=9000.0 / 50 * 100)]
+        vms += [vm_epoch("honest%d" % i, 10, sensitive=True, interference=v)
+                for i, v in enumerate(honest)]
+        vms.append(vm_epoch("bulk", 100, io_class="bulk"))
+        return report_mod.HostReport.from_summary(
+            "c1", 1.0, summary(vms, utilisation=0.05), 1e9, "x")
+
+    def test_a_9000_us_liar_alone_leaves_the_index_to_the_model(self):
+        # 9000 us against a 50 us base: 17900 % claimed interference.
+        rec = self.liar_host([])
+        self.assertEqual(0.0, rec.latency_inflation_pct)
+        plain = reports.make(link_utilisation=0.05, untaxable_utilisation=0.0)
+        self.assertAlmostEqual(plain.congestion_index, rec.congestion_index)
+        self.assertLess(rec.congestion_index, 10.0)
+
+    def test_a_liar_among_honest_tenants_moves_nothing_past_them(self):
+        rec = self.liar_host([2.0, 4.0, 3.0])
+        self.assertLessEqual(rec.latency_inflation_pct, 4.0)
+        self.assertEqual(4, rec.inflation_reporters)
+
+    def test_honest_tenants_that_agree_are_heard(self):
+        rec = self.liar_host([30.0, 35.0])
+        self.assertEqual(30.0, rec.latency_inflation_pct)
+
+    @given(st.lists(st.floats(0, 1e4), max_size=8), st.floats(0, 1e6), st.floats(0, 100))
+    def test_one_vm_moves_the_statistic_at_most_to_a_neighbouring_vote(self, honest, lie, model):
+        without = report_mod.robust_inflation_pct(honest, model)
+        with_liar = report_mod.robust_inflation_pct(honest + [lie], model)
+        votes = sorted([min(v, report_mod.MAX_VM_INFLATION_PCT) for v in honest] + [model])
+        self.assertLessEqual(with_liar, max(votes))
+        if honest:
+            self.assertGreaterEqual(with_liar, min(without, min(votes)))

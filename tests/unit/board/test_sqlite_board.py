@@ -59,9 +59,12 @@ class SQLiteBoardTest(unittest.TestCase):
     def test_corrupt_and_misfiled_rows_are_dropped_not_raised(self):
         self.board.publish(reports.make("good"))
         with sqlite3.connect(self.path) as conn:
-            conn.execute("INSERT INTO host_report VALUES ('bad', 1, '{\"version\": 99}')")
-            conn.execute("INSERT INTO host_report VALUES ('nan', 1, '{\"ts\": NaN}')")
-            conn.execute("INSERT INTO host_report VALUES ('other', 1, ?)",
+            conn.execute("INSERT INTO host_report (host, ts, record) "
+                         "VALUES ('bad', 1, '{\"version\": 99}')")
+            conn.execute("INSERT INTO host_report (host, ts, record) "
+                         "VALUES ('nan', 1, '{\"ts\": NaN}')")
+            conn.execute("INSERT INTO host_report (host, ts, record) "
+                         "VALUES ('other', 1, ?)",
                          (reports.make("good").to_json(),))
         self.assertEqual({"good"}, set(self.board.snapshot()))
         self.assertEqual(4, self.board.count())
@@ -128,8 +131,61 @@ class SQLiteBoardTest(unittest.TestCase):
 
     def test_a_corrupt_record_replaced_by_a_valid_one_is_picked_up(self):
         with sqlite3.connect(self.path) as conn:
-            conn.execute("INSERT INTO host_report VALUES ('c1', 1, '{}')")
+            conn.execute("INSERT INTO host_report (host, ts, record) "
+                         "VALUES ('c1', 1, '{}')")
         self.assertEqual({}, self.board.snapshot())
         self.assertEqual({}, self.board.snapshot())
         self.board.publish(reports.make("c1"))
         self.assertEqual({"c1"}, set(self.board.snapshot()))
+
+
+class IncrementalReadTest(unittest.TestCase):
+    """A follower reads everything once, then only the rows changed since."""
+
+    def setUp(self):
+        tmp = tempfile.TemporaryDirectory(prefix="resex-board-")
+        self.addCleanup(tmp.cleanup)
+        self.path = os.path.join(tmp.name, "board.sqlite")
+        self.board = board_mod.open_board("sqlite://" + self.path)
+        self.addCleanup(self.board.close)
+
+    def test_only_rows_changed_since_the_last_read_are_read_again(self):
+        for host in ("a", "b", "c"):
+            self.board.publish(reports.make(host))
+        rows, last = self.board.changes(-1)
+        self.assertEqual(["a", "b", "c"], [h for h, _ in rows])
+        self.assertEqual(([], last), self.board.changes(last))
+        self.board.publish(reports.make("b", link_utilisation=0.3))
+        rows, newer = self.board.changes(last)
+        self.assertEqual(["b"], [h for h, _ in rows])
+        self.assertGreater(newer, last)
+
+    def test_follow_yields_a_full_batch_then_changes(self):
+        self.board.publish(reports.make("a"))
+        stop = threading.Event()
+        batches = self.board.follow(stop, 0.0)
+        full, recs = next(batches)
+        self.assertEqual((True, ["a"]), (full, sorted(recs)))
+        self.board.publish(reports.make("b"))
+        full, recs = next(batches)
+        self.assertEqual((False, ["b"]), (full, sorted(recs)))
+
+    def test_a_board_of_an_older_release_gets_the_counter_and_old_writers_move_it(self):
+        path = self.path + ".old"
+        with sqlite3.connect(path) as conn:
+            conn.execute("CREATE TABLE host_report (host TEXT PRIMARY KEY, ts REAL NOT NULL, "
+                         "record TEXT NOT NULL)")
+            conn.execute("INSERT INTO host_report VALUES ('old', 1, ?)",
+                         (reports.make("old").to_json(),))
+        board = board_mod.open_board("sqlite://" + path, create=False)
+        self.addCleanup(board.close)
+        rows, last = board.changes(-1)
+        self.assertEqual(["old"], [h for h, _ in rows])
+        # An agent of the older release upserts without knowing the column.
+        with sqlite3.connect(path) as conn:
+            conn.execute("INSERT INTO host_report (host, ts, record) "
+                         "VALUES ('old', 2, ?) "
+                         "ON CONFLICT (host) DO UPDATE SET ts = excluded.ts, "
+                         "record = excluded.record", (reports.make("old", ts=2).to_json(),))
+        rows, _ = board.changes(last)
+        self.assertEqual(["old"], [h for h, _ in rows])

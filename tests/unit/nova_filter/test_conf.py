@@ -14,7 +14,9 @@ class ConfTest(unittest.TestCase):
         conf.register_opts(c)
         conf.register_opts(c)
         c([])
-        self.assertEqual("pass", c.resex.unknown_host_policy)
+        self.assertEqual("last", c.resex.unknown_host_policy)
+        self.assertEqual([], c.resex.strict_moves)
+        self.assertEqual("follow", c.resex.board_read_mode)
         self.assertEqual("sqlite:///var/lib/resex/board.sqlite", c.resex.board_url)
         self.assertEqual(-1, c.resex.bulk_max_sensitive_vms)
 
@@ -26,7 +28,15 @@ class ConfTest(unittest.TestCase):
         for opt in opts:
             self.assertTrue(opt.help and opt.help.strip(), opt.name)
 
-    def test_unknown_host_policy_only_takes_pass_or_fail(self):
+    def test_strict_moves_only_takes_move_kinds(self):
+        c = cfg.ConfigOpts()
+        conf.register_opts(c)
+        c([])
+        c.set_override("strict_moves", ["resize", "unshelve"], "resex")
+        self.assertEqual(["resize", "unshelve"], c.resex.strict_moves)
+        self.assertRaises(ValueError, c.set_override, "strict_moves", ["boot"], "resex")
+
+    def test_unknown_host_policy_only_takes_last_pass_or_fail(self):
         c = cfg.ConfigOpts()
         conf.register_opts(c)
         c([])

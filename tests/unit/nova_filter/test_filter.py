@@ -4,9 +4,13 @@ import logging
 import sqlite3
 import time
 
+from nova import objects
 from nova.scheduler import filters
 
 from nova_filter import filter as resex_filter
+from nova_filter import moves
+from resex_libvirt.board import report as report_mod
+from tests.unit.board import test_report
 from tests.unit.nova_filter import base
 
 
@@ -59,23 +63,33 @@ class CongestionFilterTest(base.PluginTestCase):
         self.assertEqual(["h1", "h3"], self.passing(spec))
         self.assertEqual(["h1"], self.passing(spec, h3={"resex_bulk_max_sensitive_vms": "0"}))
 
-    def test_unknown_hosts_follow_the_configured_policy_with_a_debug_line(self):
+    def test_unknown_hosts_pass_only_when_no_known_good_host_is_left(self):
         spec = base.request(**dict(base.SENSITIVE, **{"resex:interference_threshold_pct": "15"}))
         with self.assertLogs(resex_filter.LOG, logging.DEBUG) as logs:
-            self.assertEqual(["h2", "unknown"], self.passing(spec, hosts=("h2", "unknown")))
+            self.assertEqual(["h2"], self.passing(spec, hosts=("h2", "unknown", "h1")))
         self.assertIn("no fresh report for host unknown", logs.output[0])
+        # h1 and h3 are known-bad: the unknown host is the best left, the bad stay out.
+        self.assertEqual(["unknown"], self.passing(spec, hosts=("h1", "unknown", "h3")))
+        self.assertEqual([], self.passing(spec, hosts=("h1", "h3")))
+
+    def test_unknown_hosts_follow_the_pass_and_fail_policies(self):
+        spec = base.request(**dict(base.SENSITIVE, **{"resex:interference_threshold_pct": "15"}))
+        self.conf.config(unknown_host_policy="pass", group="resex")
+        self.assertEqual(["h2", "unknown"], self.passing(spec, hosts=("h2", "unknown")))
         self.conf.config(unknown_host_policy="fail", group="resex")
         self.assertEqual(["h2"], self.passing(spec, hosts=("h2", "unknown")))
+        self.assertEqual([], self.passing(spec, hosts=("h1", "unknown")))
 
     def test_stale_and_corrupt_reports_count_as_unknown(self):
         self.board.publish(base.reports.make("stale", ts=time.time() - 3600))
         with sqlite3.connect(self.board.path) as conn:
-            conn.execute("INSERT INTO host_report VALUES ('corrupt', 1, '{\"ts\": NaN}')")
+            conn.execute("INSERT INTO host_report (host, ts, record) "
+                         "VALUES ('corrupt', 1, '{\"ts\": NaN}')")
         self.publish()
         self.conf.config(unknown_host_policy="fail", group="resex")
         spec = base.request(**dict(base.SENSITIVE, **{"resex:interference_threshold_pct": "99"}))
         self.assertEqual([], self.passing(spec, hosts=("stale", "corrupt")))
-        self.conf.config(unknown_host_policy="pass", group="resex")
+        self.conf.config(unknown_host_policy="last", group="resex")
         self.assertEqual(["stale", "corrupt"], self.passing(spec, hosts=("stale", "corrupt")))
 
     def test_invalid_resex_values_in_an_old_flavor_never_raise(self):
@@ -88,6 +102,42 @@ class CongestionFilterTest(base.PluginTestCase):
         spec = base.request(**base.SENSITIVE)
         spec.scheduler_hints = {"_nova_check_type": ["rebuild"]}
         self.assertEqual(["h1", "h2", "h3"], self.passing(spec))
+
+    def test_a_move_is_advisory_by_default(self):
+        """Without a database the kind of move is unknown: advisory, never strict."""
+        spec = base.request(**base.SENSITIVE)
+        spec.requested_destination = objects.Destination(cell=objects.CellMapping(
+            uuid="00000000-0000-0000-0000-00000000000c", name="cell1"))
+        spec.ignore_hosts = ["source"]
+        self.assertEqual(["h1", "h2", "h3"], self.passing(spec))
+        self.conf.config(strict_moves=["evacuate", "live_migrate"], group="resex")
+        self.assertEqual(["h1", "h2", "h3"], self.passing(spec))
+
+    def test_a_destination_the_operator_names_is_never_second_guessed(self):
+        self.conf.config(strict_moves=list(moves.KINDS), group="resex")
+        spec = base.request(**base.SENSITIVE)
+        spec.requested_destination = objects.Destination(host="h1")
+        spec.ignore_hosts = ["source"]
+        self.assertEqual(["h1"], self.passing(spec, hosts=("h1",)))
+
+    def test_a_new_instance_is_not_a_move(self):
+        spec = base.request(**base.SENSITIVE)
+        spec.requested_destination = objects.Destination(host="h1")
+        self.assertIsNone(moves.detect(spec))
+        self.assertEqual([], self.passing(spec, hosts=("h1",)))
+
+    def test_one_tenant_reporting_9000_us_does_not_close_a_host_to_the_others(self):
+        """A guest reports 9000 us against its 50 us base every epoch; its host still admits."""
+        vms = [test_report.vm_epoch("liar", 10, sensitive=True, interference=17900.0),
+               test_report.vm_epoch("neighbour", 10, sensitive=True, interference=1.0),
+               test_report.vm_epoch("web", 50)]
+        for epoch in range(5):
+            summary = test_report.summary(vms, utilisation=0.03)
+            self.board.publish(report_mod.HostReport.from_summary(
+                "liarhost", time.time() - 5 + epoch, summary, 1e9, "x"))
+        self.publish()
+        spec = base.request(**base.SENSITIVE)
+        self.assertEqual(["liarhost"], self.passing(spec, hosts=("liarhost", "h1")))
 
     def test_host_passes_agrees_with_filter_all(self):
         spec = base.request(**dict(base.SENSITIVE, **{"resex:interference_threshold_pct": "15"}))

@@ -11,11 +11,11 @@ class CongestionWeigherTest(base.PluginTestCase):
     def setUp(self):
         super().setUp()
         self.handler = weights.HostWeightHandler()
-        # Raw weights for a sensitive request, 100 / (100 + CI):
-        # h1 CI 100 -> 0.5, h2 CI 0 -> 1.0, h3 CI 300 (rho .75) -> 0.25.
+        # Congestion index: h1 100 % (rho .5), h2 0, h3 300 % (rho .75), q 5 % (rho 1/21).
         self.publish(h1=dict(link_utilisation=0.5, sensitive_vms=1),
                      h2=dict(link_utilisation=0.0, sensitive_vms=3),
-                     h3=dict(link_utilisation=0.75, sensitive_vms=0))
+                     h3=dict(link_utilisation=0.75, sensitive_vms=0),
+                     q=dict(link_utilisation=1 / 21, sensitive_vms=0))
 
     def weighed(self, spec, hosts=("h1", "h2", "h3"), **aggregates):
         states = [base.host(h, **aggregates.get(h, {})) for h in hosts]
@@ -23,42 +23,76 @@ class CongestionWeigherTest(base.PluginTestCase):
             [resex_weigher.ResExCongestionWeigher()], states, spec)
         return [(w.obj.host, round(w.weight, 6)) for w in out]
 
-    def test_a_sensitive_request_prefers_the_least_congested_host(self):
-        # Normalised (min 0.25, max 1.0): h2 1.0, h1 (0.5-0.25)/0.75 = 1/3, h3 0.
-        self.assertEqual([("h2", 1.0), ("h1", 0.333333), ("h3", 0.0)],
-                         self.weighed(base.request(**base.SENSITIVE)))
+    def test_a_sensitive_request_ranks_good_hosts_by_headroom_and_bad_ones_last(self):
+        # Threshold 10: h2 good (1 - 0.4 x 0/10), q good (1 - 0.4 x 5/10),
+        # h1 bad (0.4 x 10/100), h3 bad (0.4 x 10/300).
+        self.assertEqual([("h2", 1.0), ("q", 0.8), ("h1", 0.04), ("h3", 0.013333)],
+                         self.weighed(base.request(**base.SENSITIVE),
+                                      hosts=("h1", "h2", "h3", "q")))
+
+    def test_weights_are_not_stretched_over_the_candidates(self):
+        # Two quiet hosts 0.4 points apart: nova's min-max would make it 0 vs 1.
+        self.publish(a=dict(link_utilisation=0.010), b=dict(link_utilisation=0.014))
+        self.conf.config(weight_noise_floor=0.0, group="resex")
+        (_, wa), (_, wb) = sorted(self.weighed(base.request(**base.SENSITIVE), hosts=("a", "b")))
+        self.assertLess(abs(wa - wb), 0.02)
+
+    def test_differences_below_the_noise_floor_weigh_the_same(self):
+        self.publish(a=dict(link_utilisation=0.010), b=dict(link_utilisation=0.014))
+        self.conf.config(weight_noise_floor=1.0, group="resex")
+        weights_ = {w for _, w in self.weighed(base.request(**base.SENSITIVE), hosts=("a", "b"))}
+        self.assertEqual(1, len(weights_))
 
     def test_a_bulk_request_prefers_hosts_without_sensitive_tenants(self):
-        # Raw 1 / (1 + n): h3 1.0, h1 0.5, h2 0.25.
-        self.assertEqual([("h3", 1.0), ("h1", 0.333333), ("h2", 0.0)],
+        # 0.6 + 0.4 / (1 + n): h3 1.0, h1 0.8, h2 0.7.
+        self.assertEqual([("h3", 1.0), ("h1", 0.8), ("h2", 0.7)],
                          self.weighed(base.request(**base.BULK)))
 
     def test_other_requests_weigh_the_same_everywhere(self):
         self.assertEqual({0.0}, {w for _, w in self.weighed(base.request())})
 
+    def test_unknown_hosts_rank_below_known_good_and_above_known_bad_by_default(self):
+        self.assertEqual([("h2", 1.0), ("unknown", 0.5), ("h3", 0.013333)],
+                         self.weighed(base.request(**base.SENSITIVE),
+                                      hosts=("h3", "unknown", "h2")))
+        self.assertEqual([("h3", 1.0), ("unknown", 0.5)],
+                         self.weighed(base.request(**base.BULK), hosts=("unknown", "h3")))
+
     def test_an_unknown_host_gets_the_mean_weight_under_pass(self):
-        # Known raw: h2 1.0, h3 0.25; unknown gets their mean 0.625 -> normalised 0.5.
-        self.assertEqual([("h2", 1.0), ("unknown", 0.5), ("h3", 0.0)],
+        self.conf.config(unknown_host_policy="pass", group="resex")
+        self.assertEqual([("h2", 1.0), ("unknown", 0.506667), ("h3", 0.013333)],
                          self.weighed(base.request(**base.SENSITIVE),
                                       hosts=("h2", "unknown", "h3")))
 
     def test_an_unknown_host_gets_the_lowest_weight_under_fail(self):
         self.conf.config(unknown_host_policy="fail", group="resex")
-        self.assertEqual([("h2", 1.0), ("h3", 0.25), ("unknown", 0.0)],
+        self.assertEqual([("h2", 1.0), ("h3", 0.013333), ("unknown", 0.0)],
                          self.weighed(base.request(**base.SENSITIVE),
                                       hosts=("h2", "unknown", "h3")))
 
     def test_the_multiplier_comes_from_conf_and_aggregates(self):
         self.conf.config(weight_multiplier=3.0, group="resex")
-        self.assertEqual([("h2", 3.0), ("h1", 1.0), ("h3", 0.0)],
+        self.assertEqual([("h2", 3.0), ("h1", 0.12), ("h3", 0.04)],
                          self.weighed(base.request(**base.SENSITIVE)))
-        self.assertEqual([("h1", 1.0), ("h3", 0.0), ("h2", -2.0)],
+        self.assertEqual([("h1", 0.12), ("h3", 0.04), ("h2", -2.0)],
                          self.weighed(base.request(**base.SENSITIVE),
                                       h2={"resex_weight_multiplier": "-2"}))
+
+    def test_the_multiplier_is_read_once_per_request(self):
+        w = resex_weigher.ResExCongestionWeigher()
+        self.conf.config(weight_multiplier=2.0, group="resex")
+        w.weigh_objects([], base.request(**base.SENSITIVE))
+        self.conf.config(weight_multiplier=5.0, group="resex")
+        # Same request: the value read when it started; an aggregate still overrides.
+        self.assertEqual(2.0, w.weight_multiplier(base.host("h1")))
+        self.assertEqual(7.0, w.weight_multiplier(
+            base.host("h1", resex_weight_multiplier="7")))
+        w.weigh_objects([], base.request(**base.SENSITIVE))
+        self.assertEqual(5.0, w.weight_multiplier(base.host("h1")))
 
     def test_weigh_object_alone_matches_the_raw_weights(self):
         w = resex_weigher.ResExCongestionWeigher()
         spec = base.request(**base.SENSITIVE)
-        self.assertEqual(0.5, w._weigh_object(base.host("h1"), spec))
-        self.assertEqual(resex_weigher.NEUTRAL, w._weigh_object(base.host("nope"), spec))
+        self.assertEqual(1.0, w._weigh_object(base.host("h2"), spec))
+        self.assertEqual(resex_weigher.UNKNOWN, w._weigh_object(base.host("nope"), spec))
         self.assertEqual(0.0, w._weigh_object(base.host("h1"), base.request()))
