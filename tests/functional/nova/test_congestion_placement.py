@@ -21,8 +21,8 @@ API_PASTE = os.path.join(sys.prefix, "etc", "nova", "api-paste.ini")
 HOSTS = ("host1", "host2", "host3")
 
 
-class CongestionPlacementTest(integrated_helpers.ProviderUsageBaseTestCase):
-    """Servers land where ResEx's reports say they should."""
+class NovaWithResEx(integrated_helpers.ProviderUsageBaseTestCase):
+    """An in-process nova with the ResEx filter (last) and weigher, on a SQLite board."""
 
     compute_driver = "fake.MediumFakeDriver"
     microversion = "latest"
@@ -62,6 +62,10 @@ class CongestionPlacementTest(integrated_helpers.ProviderUsageBaseTestCase):
     def _flavor(self, **extra_specs):
         return self._create_flavor(memory_mb=512, vcpu=1, disk=1, ephemeral=0,
                                    extra_spec=extra_specs or None)
+
+
+class CongestionPlacementTest(NovaWithResEx):
+    """Servers land where ResEx's reports say they should."""
 
     def test_latency_sensitive_flavor_lands_on_the_uncongested_host(self):
         self._publish(host1=dict(link_utilisation=0.6),
