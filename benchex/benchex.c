@@ -2,7 +2,7 @@
  * benchex: the BenchEx latency benchmark (ResEx paper, Section IV) for
  * guests with no Python: server, client and latency reporter in one static
  * binary. Same arguments, TCP protocol and report wire format as the Python
- * `benchex` (benchex/benchex/protocol.py, doc/source/latency.rst).
+ * `benchex` (benchex/protocol.py, doc/source/latency.rst).
  *
  *   benchex server [--bind ADDR] [--port N] [--compute-us US] [--reply-bytes N] [REPORT]
  *   benchex client [--host H] [--port N] (--rate R | --concurrency C) [--requests N]

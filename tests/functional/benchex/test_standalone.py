@@ -11,6 +11,7 @@ install, without the seconds ``ensurepip`` costs.
 
 import ast
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -18,7 +19,7 @@ import unittest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 DIST = os.path.join(ROOT, "benchex")
-PACKAGE = os.path.join(DIST, "benchex")
+PACKAGE = DIST
 
 
 def _modules():
@@ -56,9 +57,13 @@ class TestBareVenvInstall(unittest.TestCase):
 
     def test_benchex_installs_and_runs_in_a_bare_venv_with_no_other_package(self):
         with tempfile.TemporaryDirectory(prefix="benchex-venv-") as tmp:
+            # Built from a copy: the build leaves nothing in the repository.
+            source = shutil.copytree(DIST, os.path.join(tmp, "benchex"),
+                                     ignore=shutil.ignore_patterns(
+                                         "build", "*.egg-info", "__pycache__"))
             wheels = os.path.join(tmp, "wheels")
             self.run_ok(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
-                        "--no-build-isolation", "--no-index", "-w", wheels, DIST)
+                        "--no-build-isolation", "--no-index", "-w", wheels, source)
             (wheel,) = os.listdir(wheels)
             venv = os.path.join(tmp, "venv")
             self.run_ok(sys.executable, "-m", "venv", "--without-pip", venv)
