@@ -5,6 +5,7 @@ loop sees interfaces.
 """
 
 import dataclasses
+import inspect
 import logging
 import os
 
@@ -32,8 +33,33 @@ def intervals_per_epoch(interval_s, epoch_s):
 
 
 def build_policy(conf):
+    """The ``[market] policy``, from the ``resex.policies`` plugins installed.
+
+    A name that is not installed is a :class:`ConfigError` listing those that
+    are. The policy receives the ``[market]`` tunables its constructor
+    accepts, so a third-party policy that takes, say, ``step`` gets the
+    configured one and one that takes none is built with none.
+    """
     from agent.conf import market as market_conf
-    return policy_mod.load(conf.market.policy, **market_conf.policy_kwargs(conf))
+    name = conf.market.policy
+    try:
+        factory = policy_mod.factory(name)
+    except (policy_mod.UnknownPolicy, policy_mod.PolicyLoadError) as exc:
+        raise exceptions.ConfigError("[market] policy: %s" % exc) from exc
+    return factory(**_accepted(factory, market_conf.policy_kwargs(conf)))
+
+
+def _accepted(factory, kwargs):
+    """The part of ``kwargs`` that ``factory`` takes (all of it with ``**kwargs``)."""
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):
+        return kwargs
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return kwargs
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    names = {p.name for p in params if p.kind in named}
+    return {k: v for k, v in kwargs.items() if k in names}
 
 
 class Parts:
@@ -144,13 +170,15 @@ def reload_market(conf, agent):
     deadband to the loop.
     """
     conf.mutate_config_files()
+    # First the policy: a name that is not installed fails the reload before
+    # anything else changed.
+    policy = build_policy(conf)
     agent.settings.deadband_pct = conf.agent.deadband_pct
     market = agent.market
     market.set_params(dataclasses.replace(
         market.params, cpu_price=conf.market.cpu_price, io_price=conf.market.io_price,
         min_cap_pct=conf.market.min_cap_pct,
         pcpus=conf.market.pcpus or agent.hypervisor.pcpus()))
-    policy = build_policy(conf)
     if policy.name != market.policy.name:
         LOG.info("policy changed from %s to %s", market.policy.name, policy.name)
     market.set_policy(policy)

@@ -8,16 +8,21 @@ OPTS = [
     cfg.StrOpt(
         "policy",
         default="io_shares",
-        choices=[
-            ("none", "No control: every VM runs at its limit (the uncontrolled case)."),
-            ("free_market", "FreeMarket, paper Algorithm 1: fixed prices, gradual cap "
-                            "decrease when a VM's Resos run low."),
-            ("io_shares", "IOShares, paper Algorithm 2: the VM that interferes with a "
-                          "latency-sensitive VM is taxed in proportion to its I/O share."),
-        ],
         mutable=True,
         help="""
-The pricing policy (paper Section VI).
+The pricing policy (paper Section VI): the name of a plugin in the
+``resex.policies`` entry point group. The agent checks it against the
+policies installed when it starts (and on SIGHUP) and refuses, listing
+them, a name that is not installed; ``resex-agent --check`` does the same.
+
+Possible values (the policies this package installs; another distribution
+can add its own):
+
+* ``none``: no control, every VM runs at its limit (the uncontrolled case).
+* ``free_market``: FreeMarket, paper Algorithm 1: fixed prices, gradual cap
+  decrease when a VM's Resos run low.
+* ``io_shares``: IOShares, paper Algorithm 2: the VM that interferes with a
+  latency-sensitive VM is taxed in proportion to its I/O share.
 
 Related options:
 

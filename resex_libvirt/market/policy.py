@@ -7,13 +7,22 @@ needs between calls, but it does no I/O and reads no clock: everything it
 knows comes through the view. The market clamps its answers to each VM's
 mClock [reservation, limit], so no policy can break those controls.
 
-Policies are looked up by name through the ``resex.policies`` entry points
-(``none``, ``free_market``, ``io_shares``).
+Policies are plugins: :func:`load` finds them by name in the
+``resex.policies`` entry point group with stevedore, so a policy from another
+distribution is selected exactly as a built-in one (``none``,
+``free_market``, ``io_shares``, ...). A policy module imports this one, never
+the reverse.
 """
 
 import dataclasses
-import importlib.metadata
 import types
+
+from stevedore import driver
+from stevedore import exception as stevedore_exc
+from stevedore import extension
+
+#: The entry point group of the pricing policies.
+NAMESPACE = "resex.policies"
 
 
 #: The fields of one taxation record: ``taxes()`` gives tuples in this order.
@@ -101,25 +110,54 @@ class NoControl(Policy):
                 if caps[vm] != limit}
 
 
-def _builtin():
-    from resex_libvirt.market import free_market
-    from resex_libvirt.market import io_shares
-    return {"none": NoControl, "free_market": free_market.FreeMarket,
-            "io_shares": io_shares.IOShares}
+class UnknownPolicy(ValueError):
+    """No policy of that name is installed (``names`` lists those that are)."""
+
+    def __init__(self, name, installed):
+        self.name = name
+        self.installed = tuple(installed)
+        super().__init__("unknown policy %r; installed policies (entry point group %s): %s"
+                         % (name, NAMESPACE, ", ".join(self.installed) or "none"))
+
+
+class PolicyLoadError(ValueError):
+    """A policy is registered but its entry point cannot be imported."""
 
 
 def names():
-    """The registered policy names (entry points, and the built-in ones)."""
-    found = {ep.name for ep in importlib.metadata.entry_points(group="resex.policies")}
-    return sorted(found | set(_builtin()))
+    """The names of the installed policies, sorted.
+
+    Entry points are read once per process (stevedore caches them): a policy
+    installed while an agent runs is seen at its next start.
+    """
+    manager = extension.ExtensionManager(namespace=NAMESPACE, invoke_on_load=False,
+                                         on_load_failure_callback=_ignore)
+    return sorted(set(manager.entry_points_names()))
+
+
+def _ignore(_manager, _entry_point, _exc):
+    pass
+
+
+def _raise(_manager, entry_point, exc):
+    raise PolicyLoadError("policy %r (%s) cannot be loaded: %s"
+                          % (entry_point.name, entry_point.value, exc)) from exc
+
+
+def factory(name):
+    """The class (or factory) registered as ``name`` in :data:`NAMESPACE`.
+
+    Raises :class:`UnknownPolicy` listing the installed names, or
+    :class:`PolicyLoadError` if the plugin's module does not import.
+    """
+    try:
+        manager = driver.DriverManager(namespace=NAMESPACE, name=name, invoke_on_load=False,
+                                       on_load_failure_callback=_raise)
+    except stevedore_exc.NoMatches:
+        raise UnknownPolicy(name, names()) from None
+    return manager.driver
 
 
 def load(name, **kwargs):
-    """Instantiate the policy registered under ``name`` in ``resex.policies``."""
-    for ep in importlib.metadata.entry_points(group="resex.policies"):
-        if ep.name == name:
-            return ep.load()(**kwargs)
-    builtin = _builtin()
-    if name in builtin:
-        return builtin[name](**kwargs)
-    raise ValueError("unknown policy %r; known: %s" % (name, ", ".join(names())))
+    """Instantiate the policy registered as ``name`` with ``kwargs``."""
+    return factory(name)(**kwargs)
