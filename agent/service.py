@@ -95,12 +95,12 @@ def _simulated(conf, parts):
 
 
 def _libvirt(conf, parts):
+    from agent import fabric as fabric_mod
     from agent.intake import service as intake_service
     from agent import journal as journal_mod
-    from resex_libvirt import fabric
     from resex_libvirt.hypervisor import libvirt_host
     parts.hypervisor = libvirt_host.LibvirtHypervisor.from_conf(conf)
-    parts.fabric = fabric.build_from_conf(conf, connection=parts.hypervisor.connection.get)
+    parts.fabric = fabric_mod.build(conf, connection=parts.hypervisor.connection.get)
     # Started by the loop (Agent.run), so that building the parts (as
     # --check does) never binds the probe socket of a running agent.
     parts.latency_sources.append(intake_service.LatencyIntake(conf))

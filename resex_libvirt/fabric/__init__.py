@@ -1,6 +1,7 @@
 """RDMA/InfiniBand and network usage monitors: bytes and MTUs per VM.
 
-One monitor per source, chosen by configuration (``[fabric] source``):
+One monitor per source, built from plain arguments by :func:`build` (the
+agent reads ``[fabric]`` and calls it: ``agent/fabric.py``):
 
 * ``ib_sysfs`` -> :class:`~resex_libvirt.fabric.ib_sysfs.IBPortCounters`
 * ``vf_netlink`` -> :class:`~resex_libvirt.fabric.vf_netlink.VFNetlinkMonitor`
@@ -21,7 +22,7 @@ def parse_port_owners(items):
         key, sep, owner = str(item).partition("=")
         if not sep or not key.strip() or not owner.strip():
             raise exceptions.ConfigError(
-                "bad [fabric] port_owners entry %r: expected device[:port]=vm" % (item,))
+                "bad port owner entry %r: expected device[:port]=vm" % (item,))
         owners[key.strip()] = owner.strip()
     return owners
 
@@ -51,30 +52,3 @@ def build(source, **kwargs):
             "not by resex_libvirt.fabric.build")
     raise exceptions.ConfigError("unknown fabric source %r (choose from %s)"
                                  % (source, ", ".join(SOURCES)))
-
-
-def build_from_conf(conf, connection=None, source=None):
-    """The monitor configured in ``conf.fabric`` (see ``agent/conf/fabric.py``).
-
-    ``connection`` (a ``virConnect`` or a callable returning one) is needed
-    for ``libvirt_iface``; ``source`` overrides ``conf.fabric.source``.
-    """
-    from resex_libvirt.fabric import link_facts
-
-    group = conf.fabric
-    source = source or group.source
-    overrides = link_facts.LinkOverrides(capacity_gbps=group.link_capacity_gbps,
-                                         mtu=group.link_mtu)
-    if source == "ib_sysfs":
-        return build(source, sysfs_root=group.sysfs_root,
-                     port_map=parse_port_owners(group.port_owners),
-                     link_port=group.link_port, overrides=overrides)
-    if source == "vf_netlink":
-        return build(source, pf=group.pf_netdev, sysfs_root=group.sysfs_root,
-                     overrides=overrides)
-    if source == "libvirt_iface":
-        if connection is None:
-            raise exceptions.ConfigError("libvirt_iface needs a libvirt connection")
-        return build(source, connection=connection, netdev=group.uplink_netdev,
-                     sysfs_root=group.sysfs_root, overrides=overrides)
-    return build(source)

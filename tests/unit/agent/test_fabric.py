@@ -1,10 +1,12 @@
-"""``[fabric]`` options and the factory that turns them into a monitor."""
+"""``[fabric]`` options, the agent's factory that turns them into a monitor, and the
+library's plain-argument factory under it."""
 
 import unittest
 
 from oslo_config import cfg
 
 from agent.conf import fabric as fabric_conf
+from agent import fabric as agent_fabric
 from resex_libvirt import exceptions
 from resex_libvirt import fabric
 from resex_libvirt.fabric import ib_sysfs
@@ -59,7 +61,7 @@ class TestBuild(unittest.TestCase):
     def test_ib_sysfs_from_conf_carries_owners_and_overrides(self):
         conf = make_conf(self, source="ib_sysfs", sysfs_root=self.tree.root,
                          port_owners=["mlx5_0:1=vm-a"], link_capacity_gbps=8.0, link_mtu=2048)
-        monitor = fabric.build_from_conf(conf)
+        monitor = agent_fabric.build(conf)
         self.assertIsInstance(monitor, ib_sysfs.IBPortCounters)
         self.assertEqual({("mlx5_0", 1): "vm-a"}, monitor.port_map)
         link = monitor.link()
@@ -67,22 +69,33 @@ class TestBuild(unittest.TestCase):
 
     def test_vf_netlink_from_conf_uses_the_pf(self):
         conf = make_conf(self, source="vf_netlink", pf_netdev="ib0", sysfs_root=self.tree.root)
-        monitor = fabric.build_from_conf(conf)
+        monitor = agent_fabric.build(conf)
         self.addCleanup(monitor.close)
         self.assertIsInstance(monitor, vf_netlink.VFNetlinkMonitor)
         self.assertEqual("ib0", monitor.pf)
 
     def test_libvirt_iface_needs_a_connection(self):
         conf = make_conf(self, source="libvirt_iface")
-        self.assertRaises(exceptions.ConfigError, fabric.build_from_conf, conf)
-        monitor = fabric.build_from_conf(conf, connection=lambda: None)
+        self.assertRaises(exceptions.ConfigError, agent_fabric.build, conf)
+        monitor = agent_fabric.build(conf, connection=lambda: None)
         self.assertIsInstance(monitor, libvirt_iface.LibvirtInterfaceStats)
 
     def test_none_means_no_monitor_and_simulated_is_not_built_here(self):
-        self.assertIsNone(fabric.build_from_conf(make_conf(self)))
+        self.assertIsNone(agent_fabric.build(make_conf(self)))
         self.assertRaises(exceptions.ConfigError, fabric.build, "simulated")
         self.assertRaises(exceptions.ConfigError, fabric.build, "ibmon")
 
     def test_bad_owner_entries_are_config_errors(self):
         for item in ("mlx5_0:1", "=vm", "mlx5_0:1="):
             self.assertRaises(exceptions.ConfigError, fabric.parse_port_owners, [item])
+
+    def test_a_bad_owner_in_the_config_names_the_option(self):
+        conf = make_conf(self, source="ib_sysfs", sysfs_root=self.tree.root,
+                         port_owners=["mlx5_0:1"])
+        with self.assertRaisesRegex(exceptions.ConfigError, r"\[fabric\] port_owners"):
+            agent_fabric.build(conf)
+
+    def test_the_library_builds_a_monitor_from_plain_arguments(self):
+        monitor = fabric.build("ib_sysfs", sysfs_root=self.tree.root,
+                               port_map=fabric.parse_port_owners(["mlx5_0:1=vm-a"]))
+        self.assertEqual({("mlx5_0", 1): "vm-a"}, monitor.port_map)

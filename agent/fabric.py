@@ -1,0 +1,37 @@
+"""The fabric monitor the ``[fabric]`` options describe (``agent/conf/fabric.py``).
+
+The library builds monitors from plain arguments (:func:`resex_libvirt.fabric.build`);
+this is where the agent's configuration becomes those arguments.
+"""
+
+from resex_libvirt import exceptions
+from resex_libvirt import fabric
+from resex_libvirt.fabric import link_facts
+
+
+def build(conf, connection=None, source=None):
+    """The monitor configured in ``conf.fabric``, or ``None`` for ``none``.
+
+    ``connection`` (a ``virConnect`` or a callable returning one) is needed
+    for ``libvirt_iface``; ``source`` overrides ``conf.fabric.source``.
+    """
+    group = conf.fabric
+    source = source or group.source
+    overrides = link_facts.LinkOverrides(capacity_gbps=group.link_capacity_gbps,
+                                         mtu=group.link_mtu)
+    if source == "ib_sysfs":
+        try:
+            owners = fabric.parse_port_owners(group.port_owners)
+        except exceptions.ConfigError as exc:
+            raise exceptions.ConfigError("[fabric] port_owners: %s" % exc) from exc
+        return fabric.build(source, sysfs_root=group.sysfs_root, port_map=owners,
+                            link_port=group.link_port, overrides=overrides)
+    if source == "vf_netlink":
+        return fabric.build(source, pf=group.pf_netdev, sysfs_root=group.sysfs_root,
+                            overrides=overrides)
+    if source == "libvirt_iface":
+        if connection is None:
+            raise exceptions.ConfigError("libvirt_iface needs a libvirt connection")
+        return fabric.build(source, connection=connection, netdev=group.uplink_netdev,
+                            sysfs_root=group.sysfs_root, overrides=overrides)
+    return fabric.build(source)
