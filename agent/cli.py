@@ -1,6 +1,7 @@
 """``resex-agent``: the per-host daemon."""
 
 import logging
+import os
 import signal
 import sys
 
@@ -8,6 +9,7 @@ from oslo_config import cfg
 from oslo_log import log as oslo_log
 
 from agent import conf as agent_conf
+from agent import lock as agent_lock
 from agent import metrics as metrics_mod
 from agent import service
 import resex_libvirt
@@ -47,36 +49,133 @@ def format_table(rows):
     return "\n".join(lines)
 
 
+#: Exit codes, as the other OpenStack agents (nova-compute, the neutron agents,
+#: oslo.service launchers) use them: 0 after a clean stop, 1 when the agent
+#: cannot start or fails, 2 for a command line or configuration file that
+#: cannot be parsed (argparse's usage error).
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+
+def _fail(message):
+    """One line on stderr and in the log, no traceback: the start failure's whole story."""
+    LOG.error("cannot start: %s", message)
+    print("resex-agent: cannot start: %s" % message, file=sys.stderr)
+    return EXIT_FAILURE
+
+
+def _config_files(conf):
+    files = list(conf.config_file or [])
+    for directory in conf.config_dir or []:
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError:
+            continue
+        files.extend(os.path.join(directory, n) for n in names if n.endswith(".conf"))
+    return files
+
+
+def unknown_options(conf):
+    """``[(file, group, option)]`` set in the files but not registered, in the agent's groups.
+
+    oslo.config ignores options it does not know: a misspelled option would
+    silently leave the default in force.
+    """
+    groups = {}
+    for group, opts in agent_conf.list_opts():
+        name = getattr(group, "name", group)
+        groups.setdefault(name, set()).update(o.dest for o in opts)
+        groups[name].update(o.name for o in opts)
+        for opt in opts:
+            groups[name].update(d.name for d in (opt.deprecated_opts or []) if d.name)
+    found = []
+    for path in _config_files(conf):
+        sections = {}
+        try:
+            cfg.ConfigParser(path, sections).parse()
+        except Exception:
+            continue            # oslo.config has already accepted or reported it
+        for section, values in sections.items():
+            known = groups.get(section)
+            if known is None:
+                continue
+            found.extend((path, section, key) for key in sorted(values)
+                         if key not in known and key.replace("-", "_") not in known)
+    return found
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     try:
         conf = make_conf(argv)
     except cfg.Error as exc:
         print("resex-agent: %s" % exc, file=sys.stderr)
-        return 2
-    oslo_log.setup(conf, "resex-agent")
+        return EXIT_USAGE
+    except OSError as exc:      # e.g. a --config-file that is a directory
+        print("resex-agent: cannot read the configuration: %s" % exc, file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        oslo_log.setup(conf, "resex-agent")
+    except Exception as exc:
+        print("resex-agent: cannot set up logging: %s" % exc, file=sys.stderr)
+        return EXIT_FAILURE
+    for path, group, key in unknown_options(conf):
+        LOG.warning("unknown option [%s] %s in %s is ignored", group, key, path)
     if conf.check:
         from agent import check
         return check.run_check(conf, out=sys.stdout)
     try:
-        agent = service.build_agent(conf)
-    except (exceptions.ResexError, ValueError) as exc:
-        LOG.error("cannot start: %s", exc)
-        print("resex-agent: cannot start: %s" % exc, file=sys.stderr)
-        return 1
+        return _run(conf)
+    except _StartFailed as exc:
+        return _fail(exc.message)
+
+
+class _StartFailed(Exception):
+    def __init__(self, message):
+        super().__init__(message)
+        self.message = message
+
+
+def _start_step(what, fn, *args):
+    """``fn(*args)``, or :class:`_StartFailed` with one line (the traceback at DEBUG)."""
+    try:
+        return fn(*args)
+    except (exceptions.ResexError, ValueError, OSError, cfg.Error) as exc:
+        raise _StartFailed(str(exc)) from exc
+    except Exception as exc:
+        LOG.debug("%s failed", what, exc_info=True)
+        raise _StartFailed("%s: unexpected %s: %s" % (what, type(exc).__name__, exc)) from exc
+
+
+def _run(conf):
+    lock = None
+    if conf.agent.host_driver == "libvirt":
+        # First of all: a second agent must not touch the journal, the VMs or the socket.
+        lock = _start_step("locking the state directory",
+                           agent_lock.StateDirLock(conf.agent.state_dir).acquire)
+    agent = _start_step("building the agent", service.build_agent, conf)
     try:
         # Built here, not in build_agent: only the daemon binds the port.
-        agent.metrics = metrics_mod.PrometheusMetrics.from_conf(conf)
-    except exceptions.ConfigError as exc:
-        LOG.error("cannot start: %s", exc)
-        print("resex-agent: cannot start: %s" % exc, file=sys.stderr)
+        agent.metrics = _start_step("starting the metrics endpoint",
+                                    metrics_mod.PrometheusMetrics.from_conf, conf)
+        if agent.journal is not None:
+            _start_step("restoring the journal", agent.journal.reconcile, agent.hypervisor)
+        for source in agent.latency_sources:
+            start = getattr(source, "start", None)
+            if start is not None:
+                _start_step("starting the latency intake", start)
+    except _StartFailed:
         agent.shutdown()
-        return 1
-    if agent.journal is not None:
-        agent.journal.reconcile(agent.hypervisor)
+        if agent.metrics is not None:
+            agent.metrics.close()
+        raise
 
     def _stop(signum, _frame):
-        LOG.info("signal %d: stopping", signum)
+        if agent.stopping:
+            return
+        LOG.info("signal %d: stopping (restoring the VMs' knobs within %.0f s)",
+                 signum, agent.shutdown_timeout_s)
         agent.stop()
 
     def _hup(_signum, _frame):
@@ -92,6 +191,8 @@ def main(argv=None):
         agent.shutdown()
         if agent.metrics is not None:
             agent.metrics.close()
+        if lock is not None:
+            lock.release()
     if conf.agent.print_table:
         print()
         print("What the agent saw and did (%d epochs, policy %s):"
@@ -103,7 +204,7 @@ def main(argv=None):
             print(sim.format_results())
             print()
             print(compare_uncontrolled(sim))
-    return 0
+    return EXIT_OK
 
 
 def compare_uncontrolled(sim):

@@ -11,7 +11,18 @@ Every write is atomic and durable (POSIX ``rename(2)`` atomicity): a
 temporary file in the same directory, ``fsync``, ``rename`` over the
 journal, ``fsync`` of the directory so the rename itself survives a power
 cut. A journal that cannot be read or parsed is never silently dropped: it
-raises :class:`JournalCorrupt` naming the file, and the operator decides.
+raises :class:`JournalCorrupt` naming the file and how to recover safely.
+
+A write that fails (a full or read-only state directory) loses nothing and
+stops nothing: the originals are kept in memory (so a clean stop restores
+them all), the failure is one error line at most every
+:data:`WRITE_ERROR_LOG_S` seconds and a counter (``write_errors``), the VMs
+not yet on disk are listed in ``unsaved``, and every later change and every
+epoch (:meth:`Journal.flush`) retries the write. The agent goes on
+controlling those VMs: leaving an interferer uncapped because the disk is
+full would hurt its neighbours for as long as the disk stays full, while
+the only risk of capping it is a crash *before* the write succeeds, after
+which the next start would not know that VM's originals.
 """
 
 import json
@@ -19,12 +30,22 @@ import logging
 import os
 import tempfile
 import threading
+import time
 
 from resex_libvirt import exceptions
 
 LOG = logging.getLogger(__name__)
 
 VERSION = 1
+
+#: At most one error line per this many seconds while the journal cannot be written.
+WRITE_ERROR_LOG_S = 60.0
+
+_RECOVER = ("Recover safely: stop the agent, check each VM's scheduler parameters against "
+            "its persistent definition (virsh schedinfo --config DOMAIN) and, where they "
+            "differ, write the persistent ones back (virsh schedinfo --live DOMAIN "
+            "vcpu_quota=... global_quota=... cpu_shares=...); then remove %s and start "
+            "the agent")
 
 
 class JournalCorrupt(exceptions.ConfigError):
@@ -34,10 +55,49 @@ class JournalCorrupt(exceptions.ConfigError):
 class Journal:
     """Original knobs of the VMs the agent changed, persisted at ``path``."""
 
-    def __init__(self, path):
+    def __init__(self, path, clock=time.monotonic):
         self.path = os.path.abspath(path)
         self._lock = threading.Lock()
+        self._clock = clock
         self._originals = self._load()
+        self._on_disk = set(self._originals)
+        self.write_errors = 0
+        self._error_logged_at = None
+
+    @property
+    def unsaved(self):
+        """UUIDs whose originals are in memory but not (yet) on disk."""
+        with self._lock:
+            return set(self._originals) - self._on_disk
+
+    def _save(self, originals):
+        """Write ``originals``; on failure count, log (throttled) and return False. Lock held."""
+        try:
+            self._write(originals)
+        except OSError as exc:
+            self.write_errors += 1
+            now = self._clock()
+            if self._error_logged_at is None or now - self._error_logged_at >= WRITE_ERROR_LOG_S:
+                self._error_logged_at = now
+                LOG.error("cannot write the knob journal %s: %s; %d VM(s)' originals are held "
+                          "in memory only (restored on a clean stop, lost on a crash) and the "
+                          "write is retried every epoch (%d failed writes so far)",
+                          self.path, exc, len(set(originals) - self._on_disk),
+                          self.write_errors)
+            return False
+        if self._error_logged_at is not None:
+            LOG.info("knob journal %s written again after %d failed write(s)",
+                     self.path, self.write_errors)
+            self._error_logged_at = None
+        self._on_disk = set(originals)
+        return True
+
+    def flush(self):
+        """Retry writing when something is held in memory only; True when on disk."""
+        with self._lock:
+            if set(self._originals) == self._on_disk:
+                return True
+            return self._save(self._originals)
 
     def _load(self):
         try:
@@ -46,26 +106,26 @@ class Journal:
         except FileNotFoundError:
             return {}
         except OSError as exc:
-            raise JournalCorrupt("cannot read knob journal %s: %s" % (self.path, exc)) from exc
+            raise JournalCorrupt("cannot read knob journal %s: %s. %s"
+                                 % (self.path, exc, _RECOVER % self.path)) from exc
         if not raw.strip():
             # A zero-length file is what a crash between create and write leaves
             # when the journal was never written atomically: treat as corrupt.
-            raise JournalCorrupt("knob journal %s is empty; expected JSON version %d "
-                                 "(move it away after checking the VMs' knobs)"
-                                 % (self.path, VERSION))
+            raise JournalCorrupt("knob journal %s is empty; expected JSON version %d. %s"
+                                 % (self.path, VERSION, _RECOVER % self.path))
         try:
             data = json.loads(raw)
         except ValueError as exc:
-            raise JournalCorrupt("knob journal %s is not valid JSON: %s" % (self.path, exc)) \
-                from exc
+            raise JournalCorrupt("knob journal %s is not valid JSON: %s. %s"
+                                 % (self.path, exc, _RECOVER % self.path)) from exc
         originals = data.get("originals") if isinstance(data, dict) else None
         if (not isinstance(data, dict) or data.get("version") != VERSION
                 or not isinstance(originals, dict)
                 or not all(isinstance(k, str) and isinstance(v, dict)
                            for k, v in originals.items())):
             raise JournalCorrupt("knob journal %s is not a version %d journal "
-                                 "({\"version\": 1, \"originals\": {uuid: {...}}})"
-                                 % (self.path, VERSION))
+                                 "({\"version\": 1, \"originals\": {uuid: {...}}}). %s"
+                                 % (self.path, VERSION, _RECOVER % self.path))
         return originals
 
     def _write(self, originals):
@@ -100,8 +160,8 @@ class Journal:
                 return False
             originals = dict(self._originals)
             originals[uuid] = dict(params)
-            self._write(originals)
             self._originals = originals
+            self._save(originals)
             return True
 
     def __contains__(self, uuid):
@@ -124,8 +184,8 @@ class Journal:
                 return
             originals = dict(self._originals)
             del originals[uuid]
-            self._write(originals)
             self._originals = originals
+            self._save(originals)
 
     def restore_all(self, hypervisor):
         """Write every original back through ``hypervisor.restore_knobs``, then clear.
@@ -145,8 +205,8 @@ class Journal:
                 failed[uuid] = exc
         with self._lock:
             remaining = {k: v for k, v in self._originals.items() if k in failed}
-            self._write(remaining)
             self._originals = remaining
+            self._save(remaining)
         if not failed:
             LOG.info("restored original knobs from %s", self.path)
         return failed

@@ -1,26 +1,33 @@
-"""The agent's control loop (DESIGN.md "The control loop").
+"""The agent's control loop (doc/source/architecture.rst, "The control loop").
 
 Every interval: discover VMs (adopt new ones, drop vanished ones), sample
 each VM's CPU and I/O, charge and decide in the market, and write a knob
-only when it moved beyond the deadband. Every epoch: replenish, log one
-summary line, publish the host report. Absolute deadlines
+only when it moved beyond the deadband. Every epoch: replenish, build the
+host report once, log one summary line, hand the report to the publisher
+and one :class:`EpochRecord` to the metrics sink. Absolute deadlines
 (``next += interval``), a warning when late; one VM or one call failing
-never stops the loop.
+never stops the loop, and nothing outside makes it wait: the board is
+written by a background publisher (:mod:`agent.publisher`) and, on
+libvirt, every hypervisor call has a bounded wait (:mod:`agent.watchdog`).
 
 Everything outside comes in through narrow interfaces, so the same loop
 drives the simulated host and libvirt: a ``Hypervisor``, a
 ``FabricMonitor``, latency sources (``sync(vms)``, ``windows()``), an
 optional board (``publish(report)``), an optional journal (``remember``,
 ``restore_all``), a clock (``now()``, ``sleep_until()``, ``finished``) and
-an optional metrics sink (``observe_interval``, ``observe_epoch``).
+an optional metrics sink (``observe_interval(IntervalRecord)``,
+``observe_epoch(EpochRecord)``).
 """
 
 import dataclasses
+import heapq
 import logging
 import threading
 import time
 
+from agent import publisher as publisher_mod
 import resex_libvirt
+from resex_libvirt.board import report as report_mod
 from resex_libvirt import control
 from resex_libvirt import exceptions
 
@@ -28,6 +35,62 @@ LOG = logging.getLogger(__name__)
 
 #: Epoch summaries kept in memory (the last minute at the default epoch).
 KEEP_SUMMARIES = 60
+
+#: VMs named on the epoch's INFO line; the others are counted (all at DEBUG).
+SUMMARY_TOP = 5
+
+#: Seconds SIGTERM's restore may take in all when unset (then the journal keeps the rest).
+SHUTDOWN_TIMEOUT_S = 10.0
+
+
+@dataclasses.dataclass(frozen=True)
+class IntervalRecord:
+    """What one control interval hands to the metrics sink.
+
+    ``samples``, ``decisions``, ``windows`` and ``interference`` are the
+    interval's own dicts (never mutated afterwards). ``vms`` is the live
+    ``{uuid: VMRecord}`` of the controller (read-only for consumers: names,
+    SLA source, knobs driver, monitor-only) and ``balance(uuid)`` reads a
+    VM's Resos left when called.
+    """
+
+    samples: dict
+    decisions: dict
+    windows: dict
+    interference: dict
+    interval_s: float
+    vms: dict
+    balance: object
+
+
+@dataclasses.dataclass(frozen=True)
+class Health:
+    """Counters of what went wrong so far (monotonic totals, for metrics)."""
+
+    late: int = 0
+    skipped_intervals: int = 0
+    lateness_s: float = 0.0
+    publish_attempts: int = 0
+    publish_failures: int = 0
+    reports_superseded: int = 0
+    journal_write_errors: int = 0
+    journal_unsaved: int = 0
+    hypervisor_timeouts: int = 0
+    hypervisor_available: bool = True
+    intake_rejected: dict = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class EpochRecord:
+    """What one closed epoch hands to the metrics sink: built once, used by all."""
+
+    epoch: int
+    ts: float
+    summary: object
+    report: object
+    congestion_index_pct: float
+    intervals: int
+    health: Health
 
 
 @dataclasses.dataclass
@@ -45,7 +108,8 @@ class Agent:
     """One host's ResEx agent."""
 
     def __init__(self, settings, market, hypervisor, fabric, latency_sources=(),
-                 board=None, journal=None, clock=None, metrics=None, publish_policy=None):
+                 board=None, journal=None, clock=None, metrics=None, publish_policy=None,
+                 background_publish=False, shutdown_timeout_s=SHUTDOWN_TIMEOUT_S):
         self.settings = settings
         self.market = market
         self.hypervisor = hypervisor
@@ -63,12 +127,16 @@ class Agent:
         self.epochs = 0
         self.late = 0
         self.summaries = []
+        self.skipped_intervals = 0
+        self.lateness_s = 0.0
         self._stop = threading.Event()
         self._reload = threading.Event()
         self.reloader = None
-        self._board_down_logged = False
-        self._fleet_counted_at = None
         self.version = resex_libvirt.version()
+        self.background_publish = background_publish
+        self.shutdown_timeout_s = shutdown_timeout_s
+        self.last_report = None
+        self._publisher = None
 
     @property
     def vms(self):
@@ -85,6 +153,19 @@ class Agent:
 
     def link(self):
         return self.controller.link()
+
+    @property
+    def publisher(self):
+        """The :class:`agent.publisher.Publisher` of ``board`` (made on first use)."""
+        pub = self._publisher
+        if self.board is None:
+            return None
+        if pub is None or pub.board is not self.board or pub.policy is not self.publish_policy:
+            if pub is not None:
+                pub.close()
+            pub = self._publisher = publisher_mod.Publisher(
+                self.board, self.publish_policy, background=self.background_publish)
+        return pub
 
     # -- control ---------------------------------------------------------------
     def stop(self):
@@ -129,6 +210,8 @@ class Agent:
             if now > deadline + s.interval_s:
                 self.late += 1
                 missed = int((now - deadline) / s.interval_s)
+                self.skipped_intervals += missed
+                self.lateness_s = now - deadline
                 LOG.warning("control loop late by %.1f ms; skipping %d interval(s)",
                             (now - deadline) * 1000.0, missed)
                 deadline += missed * s.interval_s
@@ -144,83 +227,129 @@ class Agent:
         if interval is None or self.metrics is None:
             return
         try:
-            self.metrics.observe_interval(self, interval.samples, interval.decisions,
-                                          interval.windows)
+            self.metrics.observe_interval(IntervalRecord(
+                interval.samples, interval.decisions, interval.windows,
+                self.market.last_interference, self.settings.interval_s, self.controller.vms,
+                self.market.ledger.balance))
         except Exception:
             LOG.exception("metrics update failed")
 
     # -- one epoch -------------------------------------------------------------
     def run_epoch(self):
-        """Replenish, log the summary line, publish the report. Never raises."""
+        """Replenish, build the report once, log, publish, feed metrics. Never raises."""
         self.epochs += 1
         summary = self.market.end_epoch()
         self.summaries.append(summary)
         del self.summaries[:-KEEP_SUMMARIES]
-        self._log_summary(summary)
-        self._publish(summary)
+        now = time.time()
+        try:
+            report = report_mod.HostReport.from_summary(
+                self.settings.host, now, summary, self.link().capacity_bytes_per_s,
+                self.version)
+        except Exception:
+            LOG.exception("could not build the host report of epoch %d", summary.epoch)
+            report = None
+        self.last_report = report
+        flush = getattr(self.journal, "flush", None)
+        if flush is not None:
+            try:
+                flush()     # retries a journal write that failed (full disk...)
+            except Exception:
+                LOG.exception("could not retry the journal write")
+        self._log_summary(summary, report)
+        publisher = self.publisher
+        if publisher is not None and report is not None:
+            try:
+                publisher.offer(report)
+            except Exception:
+                LOG.exception("could not hand the host report to the publisher")
         if self.metrics is not None:
             try:
-                self.metrics.observe_epoch(self, summary)
+                self.metrics.observe_epoch(EpochRecord(
+                    epoch=summary.epoch, ts=now, summary=summary, report=report,
+                    congestion_index_pct=(report_mod.congestion_index(report)
+                                          if report is not None else 0.0),
+                    intervals=self.ticks, health=self.health()))
             except Exception:
                 LOG.exception("metrics update failed")
 
-    def _log_summary(self, summary):
-        names = {uuid: rec.info.name for uuid, rec in self.vms.items()}
-        parts = []
-        for v in sorted(summary.vms, key=lambda r: names.get(r.vm, r.vm)):
-            lat = self.last_windows.get(v.vm)
-            parts.append("%s cap %.0f/%.0f%% rate %.2f%s" % (
-                names.get(v.vm, v.vm), v.cap_mean, v.cap_min, v.rate,
-                " lat %.0fus" % lat.mean_us if lat is not None else ""))
-        LOG.info("epoch %d: %d VMs, link %.0f%%, prices cpu %.2f io %.2f, inflation %.1f%% | %s",
-                 summary.epoch, len(summary.vms), 100.0 * summary.link_utilisation,
-                 summary.cpu_price, summary.io_price, summary.latency_inflation_pct,
-                 "; ".join(parts))
+    def health(self):
+        """The :class:`Health` counters now (cheap: a few attribute reads)."""
+        pub = self._publisher
+        journal = self.journal
+        watchdog = getattr(self.hypervisor, "watchdog", None)
+        rejected = {}
+        for source in self.latency_sources:
+            stats = getattr(source, "stats", None)
+            if stats is None:
+                continue
+            try:
+                for counters in stats().values():
+                    for reason, n in counters["rejected"].items():
+                        rejected[reason] = rejected.get(reason, 0) + n
+            except Exception:
+                LOG.debug("latency source %r has no usable stats", source, exc_info=True)
+        return Health(
+            late=self.late, skipped_intervals=self.skipped_intervals,
+            lateness_s=self.lateness_s,
+            publish_attempts=(pub.published + pub.failures) if pub is not None else 0,
+            publish_failures=pub.failures if pub is not None else 0,
+            reports_superseded=pub.skipped if pub is not None else 0,
+            journal_write_errors=getattr(journal, "write_errors", 0),
+            journal_unsaved=len(getattr(journal, "unsaved", ()) or ()),
+            hypervisor_timeouts=watchdog.timeouts if watchdog is not None else 0,
+            hypervisor_available=watchdog.available if watchdog is not None else True,
+            intake_rejected=rejected)
 
-    def _publish(self, summary):
-        if self.board is None:
-            return
-        from resex_libvirt.board import report as report_mod
-        now = self.clock.now()
-        policy = self.publish_policy
-        try:
-            report = report_mod.HostReport.from_summary(
-                self.settings.host, time.time(), summary, self.link().capacity_bytes_per_s,
-                self.version)
-            if policy is not None and not policy.should_publish(report, now):
-                return
-            self.board.publish(report)
-            if policy is not None:
-                policy.published(report, now)
-                # Past a fleet size the agent publishes on change only; the
-                # fleet (this host included) is counted after the first
-                # publish and then every maximum interval.
-                if self._fleet_counted_at is None or \
-                        now - self._fleet_counted_at >= policy.max_interval_s:
-                    self._fleet_counted_at = now
-                    policy.observe_fleet(self.board.count())
-            if self._board_down_logged:
-                LOG.info("price board reachable again")
-                self._board_down_logged = False
-        except exceptions.BoardUnavailable as exc:
-            if not self._board_down_logged:
-                LOG.warning("price board unavailable, controlling locally: %s", exc)
-                self._board_down_logged = True
-        except Exception:
-            LOG.exception("could not publish the host report")
+    def _name(self, uuid):
+        rec = self.controller.vms.get(uuid)
+        return rec.info.name if rec is not None else uuid
+
+    def _vm_part(self, v):
+        lat = self.last_windows.get(v.vm)
+        return "%s cap %.0f/%.0f%% rate %.2f%s" % (
+            self._name(v.vm), v.cap_mean, v.cap_min, v.rate,
+            " lat %.0fus" % lat.mean_us if lat is not None else "")
+
+    def _log_summary(self, summary, report):
+        """One INFO line naming the most throttled VMs and counting the rest.
+
+        The VMs named are the :data:`SUMMARY_TOP` with the lowest mean cap
+        (the ones the market throttled most), then the highest charging
+        rate; every VM is listed, by name, at DEBUG.
+        """
+        vms = summary.vms
+        top = heapq.nsmallest(SUMMARY_TOP, vms, key=lambda v: (v.cap_mean, -v.rate))
+        rest = len(vms) - len(top)
+        LOG.info("epoch %d: %d VMs, link %.0f%%, prices cpu %.2f io %.2f, inflation %.1f%%, "
+                 "congestion %.1f%% | %s%s",
+                 summary.epoch, len(vms), 100.0 * summary.link_utilisation,
+                 summary.cpu_price, summary.io_price, summary.latency_inflation_pct,
+                 report_mod.congestion_index(report) if report is not None else 0.0,
+                 "; ".join(self._vm_part(v) for v in top),
+                 " (+%d more)" % rest if rest > 0 else "")
+        if LOG.isEnabledFor(logging.DEBUG):
+            LOG.debug("epoch %d, every VM: %s", summary.epoch, "; ".join(
+                self._vm_part(v) for v in sorted(vms, key=lambda v: self._name(v.vm))))
 
     # -- shutdown --------------------------------------------------------------
     def shutdown(self):
-        """Restore every knob the agent changed, then close everything."""
+        """Restore every knob the agent changed, then close everything; bounded in time.
+
+        The restore stops after ``shutdown_timeout_s`` (and each hypervisor
+        call has its watchdog bound): what could not be restored stays in
+        the journal for the next start, which restores it before controlling
+        anything. One line says what was restored and what is left.
+        """
         if self.journal is not None:
-            try:
-                failed = self.journal.restore_all(self.hypervisor)
-                if failed:
-                    LOG.error("the knobs of %d VM(s) could not be restored; the journal %s "
-                              "keeps them for the next start", len(failed), self.journal.path)
-            except Exception:
-                LOG.exception("could not restore every knob; the journal keeps the originals")
-        for closeable in [*self.latency_sources, self.board, self.fabric, self.hypervisor]:
+            self._restore(time.monotonic() + self.shutdown_timeout_s)
+        publisher, self._publisher = self._publisher, None
+        if publisher is not None:
+            publisher.close()
+        closeables = [*self.latency_sources, self.fabric, self.hypervisor]
+        if publisher is None:
+            closeables.insert(len(self.latency_sources), self.board)
+        for closeable in closeables:
             close = getattr(closeable, "close", None)
             if close is not None:
                 try:
@@ -228,6 +357,46 @@ class Agent:
                 except Exception:
                     LOG.exception("error while closing %r", closeable)
 
+    def _restore(self, deadline):
+        journal = self.journal
+        try:
+            pending = journal.originals()
+        except Exception:
+            LOG.exception("cannot read the journal's originals")
+            return
+        if not pending:
+            return
+        try:
+            failed = journal.restore_all(_UntilDeadline(self.hypervisor, deadline))
+        except Exception:
+            LOG.exception("could not restore every knob; the journal %s keeps the originals",
+                          journal.path)
+            return
+        left = [self._name(uuid) for uuid in pending if uuid in failed]
+        restored = len(pending) - len(left)
+        if left:
+            LOG.error("restored the original knobs of %d VM(s); %d left in the journal %s "
+                      "for the next start: %s", restored, len(left), journal.path,
+                      ", ".join(sorted(left)))
+        else:
+            LOG.info("restored the original knobs of %d VM(s)", restored)
+
     def table(self):
         """Per-VM rows of what the market did, for the final table."""
         return self.controller.table(self.settings.interval_s)
+
+
+class _UntilDeadline:
+    """The hypervisor, for ``restore_knobs`` calls until ``deadline`` (monotonic)."""
+
+    def __init__(self, hypervisor, deadline):
+        self._hypervisor = hypervisor
+        self._deadline = deadline
+
+    def restore_knobs(self, uuid, params):
+        if time.monotonic() > self._deadline:
+            raise exceptions.HypervisorUnavailable("the shutdown's restore time is up")
+        return self._hypervisor.restore_knobs(uuid, params)
+
+    def __getattr__(self, name):
+        return getattr(self._hypervisor, name)

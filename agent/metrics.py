@@ -95,7 +95,7 @@ class _VMCollector:
     def collect(self):
         sink = self._sink
         with sink._lock:
-            agent, last, totals = sink._agent, sink._last, dict(sink._totals)
+            last, totals = sink._last, dict(sink._totals)
         gauges = {name: core.GaugeMetricFamily(name, doc, labels=_VM_LABELS)
                   for name, doc in _VM_GAUGES}
         mtus = core.CounterMetricFamily("resex_vm_transmit_mtus",
@@ -104,10 +104,10 @@ class _VMCollector:
                                         "Bytes sent since the agent started", labels=_VM_LABELS)
         info = core.GaugeMetricFamily("resex_vm_info", "A VM the agent controls (always 1)",
                                       labels=_INFO_LABELS)
-        if agent is not None and last is not None:
-            samples, decisions, windows, interference, interval_s = last
-            balance = agent.market.ledger.balance
-            vms = agent.vms
+        if last is not None:
+            samples, decisions, windows = last.samples, last.decisions, last.windows
+            interference, interval_s = last.interference, last.interval_s
+            balance, vms = last.balance, last.vms
             for uuid, d in list(decisions.items()):
                 rec = vms.get(uuid)
                 key = [rec.info.name if rec is not None else uuid, uuid]
@@ -144,6 +144,51 @@ class _VMCollector:
         yield info
 
 
+class _HealthCollector:
+    """The agent's fault counters, from the last epoch's :class:`agent.loop.Health`."""
+
+    def __init__(self, sink):
+        self._sink = sink
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        with self._sink._lock:
+            h = self._sink._health
+        C, G = core.CounterMetricFamily, core.GaugeMetricFamily
+        rejected = C("resex_intake_rejected",
+                     "Latency reports (or probe connections) rejected, by reason",
+                     labels=("reason",))
+        if h is not None:
+            for reason, n in sorted(h.intake_rejected.items()):
+                rejected.add_metric([reason], n)
+        yield rejected
+        if h is None:
+            return
+        yield C("resex_loop_skipped_intervals",
+                "Control intervals skipped because the loop was late", value=h.skipped_intervals)
+        yield G("resex_loop_lateness_seconds",
+                "How late the loop was the last time it missed a deadline", value=h.lateness_s)
+        yield C("resex_board_publish_attempts", "Host reports sent to the board",
+                value=h.publish_attempts)
+        yield C("resex_board_publish_failures", "Host reports the board did not take",
+                value=h.publish_failures)
+        yield C("resex_board_reports_superseded",
+                "Host reports replaced by a newer one before the board took them",
+                value=h.reports_superseded)
+        yield C("resex_journal_write_errors", "Failed writes of the knob journal",
+                value=h.journal_write_errors)
+        yield G("resex_journal_unsaved_vms",
+                "VMs whose original knobs are held in memory only (journal not writable)",
+                value=h.journal_unsaved)
+        yield C("resex_hypervisor_call_timeouts",
+                "Hypervisor calls that overran the watchdog's bound", value=h.hypervisor_timeouts)
+        yield G("resex_hypervisor_available",
+                "1 when hypervisor calls return within the watchdog's bound",
+                value=1 if h.hypervisor_available else 0)
+
+
 class PrometheusMetrics:
     """The agent's metrics sink, served on ``bind_address``:``port``.
 
@@ -159,13 +204,13 @@ class PrometheusMetrics:
         self._server = None
         self._thread = None
         self._lock = threading.Lock()
-        self._agent = None
         self._last = None
+        self._health = None
         self._totals = {}
-        self._intervals = 0
         self._last_late = 0
         r = self.registry
         r.register(_VMCollector(self))
+        r.register(_HealthCollector(self))
         G, C = prometheus_client.Gauge, prometheus_client.Counter
         self.cpu_price = G("resex_cpu_price",
                            "Resos charged per CPU percent, mean of the last epoch", registry=r)
@@ -234,12 +279,13 @@ class PrometheusMetrics:
         thread.join(timeout=10)
 
     # -- the loop's sink ---------------------------------------------------------
-    def observe_interval(self, agent, samples, decisions, windows):
-        """Keep this interval's records for the next scrape; add up what was sent."""
+    def observe_interval(self, record):
+        """Keep this interval's record (:class:`agent.loop.IntervalRecord`); add up what was sent."""
+        decisions = record.decisions
         totals = self._totals
         if len(totals) > len(decisions):
             totals = {vm: t for vm, t in totals.items() if vm in decisions}
-        for uuid, smp in samples.items():
+        for uuid, smp in record.samples.items():
             t = totals.get(uuid)
             if t is None:
                 if uuid not in decisions:
@@ -250,32 +296,25 @@ class PrometheusMetrics:
                 t[0] += smp.tx_mtus
             if smp.tx_bytes > 0:
                 t[1] += smp.tx_bytes
-        last = (samples, decisions, windows, agent.market.last_interference,
-                agent.settings.interval_s)
         with self._lock:
-            self._agent = agent
-            self._last = last
+            self._last = record
             self._totals = totals
         self.intervals.inc()
-        late = agent.late
-        if late != self._last_late:
-            self.late.inc(max(0, late - self._last_late))
-            self._last_late = late
 
-    def observe_epoch(self, agent, summary):
-        """Set the host's gauges from a closed epoch (``EpochSummary``)."""
-        from resex_libvirt.board import report as report_mod
-
+    def observe_epoch(self, record):
+        """Set the host's gauges from a closed epoch (:class:`agent.loop.EpochRecord`)."""
+        summary = record.summary
         self.epochs.inc()
-        now = time.time()
-        self.last_epoch.set(now)
+        self.last_epoch.set(record.ts)
         self.cpu_price.set(summary.cpu_price)
         self.io_price.set(summary.io_price)
         self.link_util.set(summary.link_utilisation)
         self.inflation.set(max(0.0, summary.latency_inflation_pct) / 100.0)
         self.vms.set(len(summary.vms))
-        link = agent.link()
-        report = report_mod.HostReport.from_summary(
-            agent.settings.host, now, summary, link.capacity_bytes_per_s,
-            getattr(agent, "version", ""))
-        self.congestion.set(report_mod.congestion_index(report))
+        self.congestion.set(record.congestion_index_pct)
+        health = record.health
+        if health.late != self._last_late:
+            self.late.inc(max(0, health.late - self._last_late))
+            self._last_late = health.late
+        with self._lock:
+            self._health = health

@@ -11,6 +11,8 @@ import os
 
 from agent import clock as clock_mod
 from agent import loop
+from agent import publisher
+from agent import watchdog
 from resex_libvirt import exceptions
 from resex_libvirt import market as market_mod
 from resex_libvirt.market import policy as policy_mod
@@ -99,8 +101,15 @@ def _libvirt(conf, parts):
     from agent.intake import service as intake_service
     from agent import journal as journal_mod
     from resex_libvirt.hypervisor import libvirt_host
-    parts.hypervisor = libvirt_host.LibvirtHypervisor.from_conf(conf)
-    parts.fabric = fabric_mod.build(conf, connection=parts.hypervisor.connection.get)
+    hypervisor = libvirt_host.LibvirtHypervisor.from_conf(conf)
+    fabric_monitor = fabric_mod.build(conf, connection=hypervisor.connection.get)
+    # Every call the loop makes to libvirt (the hypervisor's and the fabric
+    # monitor's, which reads interface counters through the same connection)
+    # has a bounded wait: a hung libvirtd holds the knobs, never the loop.
+    dog = watchdog.Watchdog(conf.agent.hypervisor_call_timeout, name="libvirt")
+    parts.hypervisor = watchdog.Guarded(hypervisor, dog)
+    parts.fabric = (watchdog.Guarded(fabric_monitor, dog)
+                    if fabric_monitor is not None else None)
     # Started by the loop (Agent.run), so that building the parts (as
     # --check does) never binds the probe socket of a running agent.
     parts.latency_sources.append(intake_service.LatencyIntake(conf))
@@ -116,9 +125,27 @@ def _libvirt(conf, parts):
 
 
 def _board(conf, parts):
+    """The board, opened now if it can be; else opened when it comes back.
+
+    A board that cannot be opened at start (etcd down, a corrupt SQLite
+    file, a read-only directory) does not stop the agent: it controls the
+    host locally and publishes once the board opens. A URL that can never
+    work (unknown scheme, malformed) is a configuration error.
+    """
     from agent.conf import board as board_conf
     from resex_libvirt import board as board_mod
-    parts.board = board_mod.open_board(conf.board.url, **board_conf.board_options(conf))
+    url = conf.board.url
+    options = board_conf.board_options(conf)
+    deferred = publisher.DeferredBoard(lambda: board_mod.open_board(url, **options),
+                                       url=board_mod.redact(url))
+    try:
+        deferred.open()
+    except exceptions.ConfigError:
+        raise
+    except exceptions.BoardUnavailable as exc:
+        LOG.warning("price board not available at start, controlling locally and "
+                    "publishing when it is back: %s", exc)
+    parts.board = deferred
     parts.publish_policy = board_conf.publish_policy(conf)
 
 
@@ -156,7 +183,11 @@ def build_agent(conf, parts=None):
     agent = loop.Agent(settings, market, parts.hypervisor, parts.fabric,
                        latency_sources=parts.latency_sources, board=parts.board,
                        journal=parts.journal, clock=parts.clock,
-                       publish_policy=parts.publish_policy)
+                       publish_policy=parts.publish_policy,
+                       # In real time the board is written off the loop; a
+                       # simulated run offers every epoch's report in order.
+                       background_publish=isinstance(parts.clock, clock_mod.RealClock),
+                       shutdown_timeout_s=conf.agent.shutdown_timeout)
     agent.parts = parts
     return agent
 

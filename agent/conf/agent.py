@@ -84,7 +84,46 @@ libvirt scheduler write costs milliseconds and emits an event.
         default="/var/lib/resex",
         help="""
 Directory of the agent's state: the knob journal (``journal.json``) that
-restores every VM's original scheduler parameters after a crash.
+restores every VM's original scheduler parameters after a crash, and the
+lock (``agent.lock``) that keeps a second agent from starting on it.
+"""),
+    cfg.FloatOpt(
+        "hypervisor_call_timeout",
+        default=2.0,
+        min=0.05,
+        max=60.0,
+        help="""
+Longest wait, in seconds, for one libvirt call made by the control loop. A
+call that overruns it (libvirtd hung or busy) is abandoned: the hypervisor is
+marked unavailable, every VM keeps the knobs last written, further calls fail
+at once until the abandoned call returns, and the loop keeps its deadlines.
+
+Possible values:
+
+* 0.05 to 60 seconds; above the slowest healthy call (a domain listing takes
+  1-2 s while a VM is being destroyed)
+
+Related options:
+
+* ``shutdown_timeout``
+"""),
+    cfg.FloatOpt(
+        "shutdown_timeout",
+        default=10.0,
+        min=0.0,
+        max=600.0,
+        help="""
+Longest time, in seconds, SIGTERM spends restoring the VMs' original knobs.
+What is not restored by then (libvirtd hung, thousands of VMs) stays in the
+knob journal and is restored by the next start before it controls anything.
+
+Possible values:
+
+* 0 to 600 seconds; each call is also bounded by ``hypervisor_call_timeout``
+
+Related options:
+
+* ``hypervisor_call_timeout``, ``state_dir``
 """),
     cfg.IntOpt(
         "max_epochs",

@@ -25,7 +25,9 @@ uid is root or its own (SO_PEERCRED).
 
 Possible values:
 
-* An absolute path in a directory writable by the agent
+* An absolute path in a directory owned by the agent's user and not writable
+  by its group or others (the agent creates it 0755 if missing and refuses to
+  start otherwise: whoever can write the directory can replace the socket)
 * An empty string: no probe socket (per-VM channels only)
 
 Related options:
@@ -112,11 +114,42 @@ there yet or refused the connection (QEMU binds it when the VM starts).
     cfg.IntOpt(
         "max_probe_clients", default=32, min=1, max=4096,
         help="""
-Concurrent connections accepted on the probe socket; further ones are closed.
+Concurrent connections held on the probe socket. When they are all taken, a
+new connection evicts the one that has gone longest without a complete
+report, so idle or slow connections can never lock an honest probe out.
 
 Related options:
 
-* ``probe_socket_path``
+* ``probe_socket_path``, ``probe_idle_timeout_s``, ``probe_line_timeout_s``
+"""),
+    cfg.FloatOpt(
+        "probe_idle_timeout_s", default=60.0, min=0.1, max=86400.0,
+        help="""
+A probe connection that sends no complete report for this many seconds is
+closed (the probe reconnects when it has something to say).
+
+Possible values:
+
+* 0.1 to 86400 seconds; above the slowest probe's report period
+
+Related options:
+
+* ``probe_line_timeout_s``, ``max_probe_clients``
+"""),
+    cfg.FloatOpt(
+        "probe_line_timeout_s", default=5.0, min=0.1, max=3600.0,
+        help="""
+A probe connection that leaves a report line unfinished for this many
+seconds is closed (a report is one short line written at once; a half line
+that stays is a slow client or a slow-loris attack).
+
+Possible values:
+
+* 0.1 to 3600 seconds
+
+Related options:
+
+* ``probe_idle_timeout_s``, ``max_probe_clients``
 """),
 ]
 

@@ -29,6 +29,11 @@ class LineFramer:
         """Bytes held while waiting for the end of a line (always < ``max_bytes``)."""
         return len(self._buf)
 
+    @property
+    def mid_line(self):
+        """True while part of a line has arrived and not its end (skipped bytes included)."""
+        return bool(self._buf) or self._discarding
+
     def feed(self, data):
         """Return the lines completed by ``data`` (bytes, without newline).
 

@@ -20,6 +20,8 @@ class IntakeParams:
     log_interval_s: float = 60.0
     channel_retry_s: float = 2.0
     max_probe_clients: int = 32
+    probe_idle_timeout_s: float = 60.0
+    probe_line_timeout_s: float = 5.0
 
     def __post_init__(self):
         if self.max_message_bytes < 64:
@@ -32,6 +34,8 @@ class IntakeParams:
             raise ValueError("plausible_max_us and max_samples_per_report must be positive")
         if not self.channel_retry_s > 0 or self.max_probe_clients < 1:
             raise ValueError("channel_retry_s must be > 0 and max_probe_clients >= 1")
+        if not self.probe_idle_timeout_s > 0 or not self.probe_line_timeout_s > 0:
+            raise ValueError("probe_idle_timeout_s and probe_line_timeout_s must be > 0")
 
     @property
     def limits(self):
@@ -55,4 +59,6 @@ class IntakeParams:
             log_interval_s=grp.log_interval_s,
             channel_retry_s=grp.channel_retry_s,
             max_probe_clients=grp.max_probe_clients,
+            probe_idle_timeout_s=grp.probe_idle_timeout_s,
+            probe_line_timeout_s=grp.probe_line_timeout_s,
         )

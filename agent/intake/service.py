@@ -24,9 +24,17 @@ observed server-side latencies" to an agent that forwards them to ResEx):
   set to mode 0600, and only then listening, so no one can connect before
   the mode is set). Probes on the host that measure a VM from outside name
   the VM by UUID in each message. The socket's permissions are the trust
-  boundary; as defence in depth the agent reads the peer's credentials
-  (``SO_PEERCRED``, unix(7)) and closes connections whose uid is neither 0
-  nor its own.
+  boundary, and so are its directory's: whoever can write the directory can
+  replace the socket with one of their own and receive the probes' reports,
+  so the agent refuses to start unless the directory is owned by its user and
+  not writable by group or others. As defence in depth the agent reads the
+  peer's credentials (``SO_PEERCRED``, unix(7)) and closes connections whose
+  uid is neither 0 nor its own. Connections are bounded in number and time:
+  one that leaves a line unfinished for ``probe_line_timeout_s`` or sends no
+  complete report for ``probe_idle_timeout_s`` is closed, and when all
+  ``max_probe_clients`` slots are taken a new connection evicts the one that
+  has gone longest without a complete report (so slow-loris connections can
+  never lock an honest probe out).
 
 One native thread multiplexes every socket with :mod:`selectors` (no
 eventlet). It reads at most ``_READ_BYTES`` per readable socket per round,
@@ -58,17 +66,24 @@ _UCRED = struct.Struct("3i")
 _CONNECT_RETRY_ERRNOS = (errno.ENOENT, errno.ECONNREFUSED, errno.EAGAIN, errno.EACCES,
                          errno.ENOTSOCK, errno.ENOTDIR, errno.EPERM)
 
+#: Probe connections closed by the intake, counted as rejections of these reasons.
+IDLE_TIMEOUT = "idle_timeout"
+LINE_TIMEOUT = "line_timeout"
+EVICTED = "evicted"
+
 
 class _Conn:
     """One socket the selector watches: a channel, a probe client, the listener, the waker."""
 
-    __slots__ = ("kind", "sock", "vm", "framer")
+    __slots__ = ("kind", "sock", "vm", "framer", "last_line", "line_since")
 
-    def __init__(self, kind, sock, vm=None, framer=None):
+    def __init__(self, kind, sock, vm=None, framer=None, now=0.0):
         self.kind = kind
         self.sock = sock
         self.vm = vm
         self.framer = framer
+        self.last_line = now        # connect time, then the last complete line
+        self.line_since = None      # when the pending half line began
 
 
 class LatencyIntake:
@@ -187,6 +202,7 @@ class LatencyIntake:
         directory = os.path.dirname(path) or "."
         try:
             os.makedirs(directory, mode=0o755, exist_ok=True)
+            check_socket_directory(directory)
             try:
                 st = os.lstat(path)
             except FileNotFoundError:
@@ -238,13 +254,37 @@ class LatencyIntake:
             self.store.reject(store_mod.UNATTRIBUTED, wire.PEER_NOT_ALLOWED)
             return
         if len(self._probe_clients) >= self.params.max_probe_clients:
-            sock.close()
-            self.store.reject(store_mod.UNATTRIBUTED, wire.TOO_MANY_CLIENTS)
-            return
+            # Full: the connection that has gone longest without a complete
+            # report makes room (an honest probe reports; a slow-loris does not).
+            oldest = min(self._probe_clients, key=lambda c: c.last_line)
+            self._close_probe(oldest, EVICTED)
         sock.setblocking(False)
-        conn = _Conn("probe", sock, framer=framing.LineFramer(self.params.max_message_bytes))
+        conn = _Conn("probe", sock, framer=framing.LineFramer(self.params.max_message_bytes),
+                     now=time.monotonic())
         self._probe_clients.add(conn)
         self._selector.register(sock, selectors.EVENT_READ, conn)
+
+    def _close_probe(self, conn, reason=None):
+        self._selector.unregister(conn.sock)
+        conn.sock.close()
+        self._probe_clients.discard(conn)
+        if reason is not None:
+            self.store.reject(store_mod.UNATTRIBUTED, reason)
+
+    def _expire_probes(self, now):
+        """Close probe connections idle or mid-line for too long; returns the next due time."""
+        idle, line = self.params.probe_idle_timeout_s, self.params.probe_line_timeout_s
+        due = now + min(idle, line)
+        for conn in list(self._probe_clients):
+            if conn.line_since is not None and now - conn.line_since >= line:
+                self._close_probe(conn, LINE_TIMEOUT)
+            elif now - conn.last_line >= idle:
+                self._close_probe(conn, IDLE_TIMEOUT)
+            else:
+                due = min(due, conn.last_line + idle)
+                if conn.line_since is not None:
+                    due = min(due, conn.line_since + line)
+        return due
 
     # -- channels -----------------------------------------------------------------------
     def _reconcile(self, now):
@@ -300,10 +340,11 @@ class LatencyIntake:
         except (BlockingIOError, OSError):
             pass
 
-    def _next_timeout(self, now):
-        if not self._retry_at:
-            return 1.0
-        return max(0.0, min(1.0, min(self._retry_at.values()) - now))
+    def _next_timeout(self, now, due=None):
+        nxt = min(self._retry_at.values()) if self._retry_at else now + 1.0
+        if due is not None:
+            nxt = min(nxt, due)
+        return max(0.0, min(1.0, nxt - now))
 
     def _run(self):
         while not self._stop.is_set():
@@ -316,7 +357,8 @@ class LatencyIntake:
     def _round(self):
         now = time.monotonic()
         self._reconcile(now)
-        for key, _events in self._selector.select(self._next_timeout(now)):
+        due = self._expire_probes(now) if self._probe_clients else None
+        for key, _events in self._selector.select(self._next_timeout(now, due)):
             conn = key.data
             if conn.kind == "waker":
                 try:
@@ -341,13 +383,44 @@ class LatencyIntake:
             if conn.kind == "channel":
                 self._drop_channel(conn.vm, "end of stream")
             else:
-                self._selector.unregister(conn.sock)
-                conn.sock.close()
-                self._probe_clients.discard(conn)
+                self._close_probe(conn)
             return
         source = wire.SOURCE_CHANNEL if conn.kind == "channel" else wire.SOURCE_PROBE
-        for line in conn.framer.feed(data):
+        lines = conn.framer.feed(data)
+        for line in lines:
             self.store.offer(source, line, vm=conn.vm)
+        if conn.kind == "probe":
+            now = time.monotonic()
+            if lines:
+                conn.last_line = now
+            if not conn.framer.mid_line:
+                conn.line_since = None
+            elif lines or conn.line_since is None:
+                conn.line_since = now
+
+
+def check_socket_directory(directory):
+    """Refuse (``ConfigError``) a socket directory others could write to.
+
+    It must be a directory owned by the agent's effective user and writable
+    neither by its group nor by others: otherwise another user could remove
+    the socket and bind one of their own in its place.
+    """
+    st = os.stat(directory)
+    if not stat.S_ISDIR(st.st_mode):
+        raise exceptions.ConfigError("probe socket directory %s is not a directory" % directory)
+    problems = []
+    if st.st_uid != os.geteuid():
+        problems.append("owned by uid %d, not the agent's uid %d" % (st.st_uid, os.geteuid()))
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        problems.append("writable by %s (mode %04o)" % (
+            " and ".join(w for w, bit in (("its group", stat.S_IWGRP), ("others", stat.S_IWOTH))
+                         if st.st_mode & bit), stat.S_IMODE(st.st_mode)))
+    if problems:
+        raise exceptions.ConfigError(
+            "refusing the probe socket directory %s: %s; anyone who can write it can replace "
+            "the socket (use a directory of the agent's own, e.g. /run/resex, mode 0755)"
+            % (directory, "; ".join(problems)))
 
 
 class _ChannelConn(_Conn):

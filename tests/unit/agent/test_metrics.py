@@ -12,6 +12,7 @@ import urllib.request
 
 from prometheus_client import parser
 
+from agent import loop
 from agent import metrics as metrics_mod
 from agent import service
 from resex_libvirt.board import report as report_mod
@@ -151,10 +152,15 @@ class OneMoreIntervalTest(unittest.TestCase):
             self.agent.shutdown()
         self.names = {uuid: rec.info.name for uuid, rec in self.agent.vms.items()}
 
+    def record(self, samples, decisions):
+        agent = self.agent
+        return loop.IntervalRecord(samples, decisions, {}, {}, agent.settings.interval_s,
+                                   agent.vms, agent.market.ledger.balance)
+
     def test_balance_is_what_the_ledger_holds_when_scraped(self):
         samples = {uuid: records.Sample(uuid, 0.0, 50.0, 4096, 4) for uuid in self.names}
         decisions = self.agent.market.step(samples, {})
-        self.metrics.observe_interval(self.agent, samples, decisions, {})
+        self.metrics.observe_interval(self.record(samples, decisions))
         families = scrape(self.metrics)
         ledger = self.agent.market.ledger
         for uuid, name in self.names.items():
@@ -169,7 +175,7 @@ class OneMoreIntervalTest(unittest.TestCase):
     def test_a_vm_that_left_disappears_from_the_endpoint(self):
         (gone, gone_name), (kept, kept_name) = sorted(self.names.items())
         decisions = {kept: self.agent.market.decision(kept)}
-        self.metrics.observe_interval(self.agent, {}, decisions, {})
+        self.metrics.observe_interval(self.record({}, decisions))
         families = scrape(self.metrics)
         for family in ("resex_vm_cpu_cap_ratio", "resex_vm_info", "resex_vm_transmit_mtus"):
             self.assertEqual({kept}, {s.labels["uuid"] for s in families[family].samples},
