@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.bootstrapped
 
-.PHONY: bootstrap demo test lab bench pep8 genconfig docs benchex-static clean
+.PHONY: bootstrap demo test lab bench faults pep8 genconfig docs benchex-static clean
 
 # nova-scheduler runs native threads; the in-process nova of the tests too.
 export OS_NOVA_DISABLE_EVENTLET_PATCHING := 1
@@ -37,6 +37,13 @@ lab: bootstrap
 
 bench: bootstrap
 	$(BIN)/python -m bench
+
+# The agent under faults at full length (board locked or stopped, libvirtd
+# hung, SIGTERM while hung, full state directory, a second agent, slow-loris):
+# prints fault | control intervals lost | caps wrong after | recovery time.
+# The same faults, shorter, are tests/functional/faults (in make test).
+faults: bootstrap
+	$(BIN)/python -m tests.faults
 
 pep8: bootstrap
 	$(BIN)/flake8 resex_libvirt agent nova_filter benchex tests bench tools

@@ -128,7 +128,9 @@ def main(argv=None):
     try:
         return _run(conf)
     except _StartFailed as exc:
-        return _fail(exc.message)
+        message = exc.message
+    # Outside the except block: oslo.log would append the exception to the line.
+    return _fail(message)
 
 
 class _StartFailed(Exception):
@@ -169,28 +171,13 @@ def _run(conf):
         agent.shutdown()
         if agent.metrics is not None:
             agent.metrics.close()
+        if lock is not None:
+            lock.release()
         raise
-
-    def _stop(signum, _frame):
-        if agent.stopping:
-            return
-        LOG.info("signal %d: stopping (restoring the VMs' knobs within %.0f s)",
-                 signum, agent.shutdown_timeout_s)
-        agent.stop()
-
-    def _hup(_signum, _frame):
-        agent.request_reload()
-
     agent.reloader = lambda: service.reload_market(conf, agent)
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
-    signal.signal(signal.SIGHUP, _hup)
     try:
-        agent.run()
+        serve(agent)
     finally:
-        agent.shutdown()
-        if agent.metrics is not None:
-            agent.metrics.close()
         if lock is not None:
             lock.release()
     if conf.agent.print_table:
@@ -205,6 +192,36 @@ def _run(conf):
             print()
             print(compare_uncontrolled(sim))
     return EXIT_OK
+
+
+def serve(agent):
+    """Run ``agent`` until SIGTERM/SIGINT (or its end), then restore and close, bounded.
+
+    The first SIGTERM or SIGINT asks the loop to stop; the loop's longest
+    wait is one hypervisor call's watchdog bound, and the restore that
+    follows is bounded by ``shutdown_timeout_s`` (:meth:`agent.loop.Agent.shutdown`).
+    SIGHUP asks for ``agent.reloader`` before the next interval.
+    """
+    def _stop(signum, _frame):
+        if agent.stopping:
+            return
+        LOG.info("signal %d: stopping (restoring the VMs' knobs within %.0f s)",
+                 signum, agent.shutdown_timeout_s)
+        agent.stop()
+
+    def _hup(_signum, _frame):
+        agent.request_reload()
+
+    previous = {sig: signal.signal(sig, handler) for sig, handler in (
+        (signal.SIGTERM, _stop), (signal.SIGINT, _stop), (signal.SIGHUP, _hup))}
+    try:
+        agent.run()
+    finally:
+        agent.shutdown()
+        if agent.metrics is not None:
+            agent.metrics.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def compare_uncontrolled(sim):

@@ -69,6 +69,7 @@ class Health:
 
     late: int = 0
     skipped_intervals: int = 0
+    held_intervals: int = 0
     lateness_s: float = 0.0
     publish_attempts: int = 0
     publish_failures: int = 0
@@ -128,6 +129,7 @@ class Agent:
         self.late = 0
         self.summaries = []
         self.skipped_intervals = 0
+        self.held_intervals = 0
         self.lateness_s = 0.0
         self._stop = threading.Event()
         self._reload = threading.Event()
@@ -224,7 +226,10 @@ class Agent:
         self.ticks += 1
         self.controller.deadband_pct = self.settings.deadband_pct
         interval = self.controller.step(self.clock.now())
-        if interval is None or self.metrics is None:
+        if interval is None:
+            self.held_intervals += 1    # hypervisor unavailable: knobs held
+            return
+        if self.metrics is None:
             return
         try:
             self.metrics.observe_interval(IntervalRecord(
@@ -291,6 +296,7 @@ class Agent:
                 LOG.debug("latency source %r has no usable stats", source, exc_info=True)
         return Health(
             late=self.late, skipped_intervals=self.skipped_intervals,
+            held_intervals=self.held_intervals,
             lateness_s=self.lateness_s,
             publish_attempts=(pub.published + pub.failures) if pub is not None else 0,
             publish_failures=pub.failures if pub is not None else 0,

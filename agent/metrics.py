@@ -168,6 +168,9 @@ class _HealthCollector:
             return
         yield C("resex_loop_skipped_intervals",
                 "Control intervals skipped because the loop was late", value=h.skipped_intervals)
+        yield C("resex_loop_held_intervals",
+                "Control intervals that held every knob (hypervisor unavailable)",
+                value=h.held_intervals)
         yield G("resex_loop_lateness_seconds",
                 "How late the loop was the last time it missed a deadline", value=h.lateness_s)
         yield C("resex_board_publish_attempts", "Host reports sent to the board",

@@ -108,7 +108,7 @@ def _libvirt(conf, parts):
     # has a bounded wait: a hung libvirtd holds the knobs, never the loop.
     dog = watchdog.Watchdog(conf.agent.hypervisor_call_timeout, name="libvirt")
     parts.hypervisor = watchdog.Guarded(hypervisor, dog)
-    parts.fabric = (watchdog.Guarded(fabric_monitor, dog)
+    parts.fabric = (watchdog.Guarded(fabric_monitor, dog, owns=False)
                     if fabric_monitor is not None else None)
     # Started by the loop (Agent.run), so that building the parts (as
     # --check does) never binds the probe socket of a running agent.

@@ -137,12 +137,14 @@ class Guarded:
 
     Attributes that are not callable are read directly. ``close()`` goes
     through the watchdog too (a hung libvirtd must not hang the exit), then
-    closes the watchdog.
+    closes the watchdog if this wrapper ``owns`` it (adapters sharing one
+    watchdog: the hypervisor owns it, the fabric monitor does not).
     """
 
-    def __init__(self, inner, watchdog):
+    def __init__(self, inner, watchdog, owns=True):
         self._inner = inner
         self._watchdog = watchdog
+        self._owns = owns
 
     @property
     def inner(self):
@@ -169,6 +171,7 @@ class Guarded:
             if close is not None:
                 self._watchdog.call("close", close)
         except exceptions.HypervisorUnavailable as exc:
-            LOG.warning("not closing the %s: %s", self._watchdog.name, exc)
+            LOG.warning("not closing %r: %s", self._inner, exc)
         finally:
-            self._watchdog.close()
+            if self._owns:
+                self._watchdog.close()

@@ -1,0 +1,363 @@
+"""The faults, one function each, returning a :class:`~tests.faults.harness.FaultResult`.
+
+Every function takes the fault's length in seconds (short in CI, the
+lengths an operator's bad day measured under ``make faults``) and cleans up
+after itself. The tests in :mod:`tests.faults.test_faults` assert on the
+results; ``python -m tests.faults`` prints them as a table.
+"""
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+
+from tests.faults import harness
+from tests.functional.board import etcd_server
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+AGENT = [sys.executable, "-m", "agent.cli"]
+
+_LOCKER = textwrap.dedent("""
+    import sqlite3, sys, time
+    conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+    conn.execute("BEGIN EXCLUSIVE")
+    print("locked", flush=True)
+    time.sleep(float(sys.argv[2]))
+    conn.execute("COMMIT")
+""")
+
+
+def _board_outage(name, run, outage, start, end):
+    """Run ``start()``..``end()`` for ``outage`` s on a settled agent; measure recovery."""
+    try:
+        run.start()
+        run.settle()
+        mark = run.mark()
+        start()
+        time.sleep(outage)
+        published = run.agent.publisher.published
+        end()
+        recovery = harness.wait_for(lambda: run.agent.publisher.published > published, 30.0)
+        lost, held = run.since(mark)
+        return harness.FaultResult(name, lost, held, run.caps_wrong(), recovery)
+    finally:
+        run.stop()
+        run.close()
+
+
+def sqlite_locked(outage=10.0):
+    """Another process holds the SQLite board's write lock for ``outage`` seconds."""
+    tmp = tempfile.mkdtemp(prefix="resex-board-")
+    path = os.path.join(tmp, "board.sqlite")
+    run = harness.Run(board_url="sqlite://" + path)
+    locker = []
+
+    def start():
+        proc = subprocess.Popen([sys.executable, "-c", _LOCKER, path, str(outage)],
+                                stdout=subprocess.PIPE, text=True)
+        proc.stdout.readline()
+        locker.append(proc)
+
+    def end():
+        locker[0].wait(30)
+
+    return _board_outage("SQLite board locked by another process %.0f s" % outage,
+                         run, outage, start, end)
+
+
+def etcd_stopped(outage=10.0):
+    """etcd stopped with SIGSTOP for ``outage`` seconds, then SIGCONT."""
+    etcd = etcd_server.EtcdServer()
+    etcd.setUp()
+    try:
+        run = harness.Run(board_url=etcd.url)
+        pid = etcd.proc.pid
+        return _board_outage("etcd stopped (SIGSTOP) %.0f s" % outage, run, outage,
+                             lambda: os.kill(pid, signal.SIGSTOP),
+                             lambda: os.kill(pid, signal.SIGCONT))
+    finally:
+        etcd.cleanUp()
+
+
+def etcd_down_at_start(outage=5.0):
+    """etcd stopped (SIGSTOP) before the agent starts; it controls, then publishes."""
+    etcd = etcd_server.EtcdServer()
+    etcd.setUp()
+    pid = etcd.proc.pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        run = harness.Run(board_url=etcd.url)
+        try:
+            mark = run.mark()
+            run.start()
+            controlled = harness.wait_for(run.applied, 30.0)
+            time.sleep(max(0.0, outage - controlled))
+            os.kill(pid, signal.SIGCONT)
+            recovery = harness.wait_for(lambda: run.agent.publisher.published > 0, 60.0)
+            lost, held = run.since(mark)
+            return harness.FaultResult("etcd down at start (%.0f s)" % outage, lost, held,
+                                       run.caps_wrong(), recovery,
+                                       "capped %.1f s after start" % controlled)
+        finally:
+            run.stop()
+            run.close()
+    finally:
+        os.kill(pid, signal.SIGCONT)
+        etcd.cleanUp()
+
+
+def sqlite_corrupt_at_start(outage=3.0):
+    """The SQLite board file is garbage at start; the operator replaces it later."""
+    tmp = tempfile.mkdtemp(prefix="resex-board-")
+    path = os.path.join(tmp, "board.sqlite")
+    with open(path, "wb") as f:
+        f.write(b"this is not a database\n" * 200)
+    run = harness.Run(board_url="sqlite://" + path)
+    try:
+        mark = run.mark()
+        run.start()
+        controlled = harness.wait_for(run.applied, 30.0)
+        time.sleep(outage)
+        os.unlink(path)
+        sqlite3.connect(path).close()
+        # The deferred board retries opening every few seconds.
+        recovery = harness.wait_for(lambda: run.agent.publisher.published > 0, 60.0)
+        lost, held = run.since(mark)
+        return harness.FaultResult("SQLite board corrupt at start", lost, held,
+                                   run.caps_wrong(), recovery,
+                                   "capped %.1f s after start" % controlled)
+    finally:
+        run.stop()
+        run.close()
+
+
+def libvirt_hung(outage=15.0, call_timeout_s=0.5):
+    """Every hypervisor call blocks for ``outage`` seconds (a hung libvirtd)."""
+    run = harness.Run(call_timeout_s=call_timeout_s)
+    try:
+        run.start()
+        run.settle()
+        mark = run.mark()
+        run.host.hang()
+        time.sleep(outage)
+        writes = run.agent.controller.last
+        run.host.release()
+        # Whole again: the watchdog saw the call return and the loop ran a full interval.
+        recovery = harness.wait_for(
+            lambda: run.dog.available and run.agent.controller.last is not writes, 30.0)
+        run.settle(epochs=1)
+        lost, held = run.since(mark)
+        return harness.FaultResult(
+            "libvirtd hung %.0f s (watchdog %.1f s)" % (outage, call_timeout_s), lost, held,
+            run.caps_wrong(), recovery)
+    finally:
+        run.host.release()
+        run.stop()
+        run.close()
+
+
+def sigterm_while_hung(outage=15.0, call_timeout_s=0.5):
+    """SIGTERM while libvirtd hangs: bounded exit, journal kept, next start restores all."""
+    run = harness.Run(call_timeout_s=call_timeout_s)
+    try:
+        run.start()
+        run.settle()
+        run.host.hang()
+        time.sleep(call_timeout_s * 2)
+        started = time.monotonic()
+        # What SIGTERM does in the daemon: agent.stop(), then the bounded shutdown.
+        run.agent.stop()
+        run.thread.join(60)
+        run.agent.shutdown()
+        exit_s = time.monotonic() - started
+        kept = set(run.journal.originals())
+        time.sleep(max(0.0, outage - exit_s))
+        run.host.release()
+        # The next start: a fresh journal object on the same file restores what is left.
+        released = time.monotonic()
+        from agent import journal as journal_mod
+        journal_mod.Journal(run.journal.path).reconcile(run.sim)
+        recovery = time.monotonic() - released
+        return harness.FaultResult(
+            "SIGTERM while libvirtd hung", 0, 0, run.not_original(), recovery,
+            "exited %.1f s after SIGTERM, %d VM(s) kept in the journal" % (exit_s, len(kept)))
+    finally:
+        run.host.release()
+        run.close()
+
+
+def journal_full(outage=3.0):
+    """The state directory is full (a 64 kB tmpfs) when the agent first caps the VMs."""
+    tmp = tempfile.mkdtemp(prefix="resex-state-")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", tmp], check=True)
+    try:
+        filler = os.path.join(tmp, "filler")
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            while True:
+                os.write(fd, b"\0" * 4096)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        run = harness.Run(state_dir=tmp)
+        try:
+            mark = run.mark()
+            run.start()
+            controlled = harness.wait_for(run.applied, 30.0)
+            time.sleep(outage)
+            errors = run.journal.write_errors
+            unsaved = len(run.journal.unsaved)
+            os.unlink(filler)
+            recovery = harness.wait_for(lambda: not run.journal.unsaved, 30.0)
+            lost, held = run.since(mark)
+            wrong = run.caps_wrong()
+            run.stop()
+            return harness.FaultResult(
+                "state directory full at first cap", lost, held,
+                wrong + run.not_original(), recovery,
+                "capped %.1f s after start; %d write errors, %d VM(s) held in memory"
+                % (controlled, errors, unsaved))
+        finally:
+            run.agent.stop()
+            run.close()
+    finally:
+        subprocess.run(["umount", tmp], check=False)
+        os.rmdir(tmp)
+
+
+def _agent_conf(tmp, extra=""):
+    path = os.path.join(tmp, "agent.conf")
+    with open(path, "w") as f:
+        f.write(textwrap.dedent("""
+            [agent]
+            host_driver = libvirt
+            state_dir = %(tmp)s/state
+            interval = 0.1
+            epoch = 1.0
+            [libvirt]
+            connection_uri = test:///default
+            [latency]
+            probe_socket_path = %(tmp)s/run/latency.sock
+            [board]
+            url =
+            """ % {"tmp": tmp}) + extra)
+    return path
+
+
+def _wait_file(path, timeout=60.0):
+    return harness.wait_for(lambda: os.path.exists(path) and os.path.getsize(path) > 0,
+                            timeout)
+
+
+def two_agents():
+    """A second agent on the same state directory while the first runs."""
+    tmp = tempfile.mkdtemp(prefix="resex-two-")
+    conf = _agent_conf(tmp)
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    first = subprocess.Popen(AGENT + ["--config-file", conf], cwd=ROOT, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        sock = os.path.join(tmp, "run", "latency.sock")
+        if _wait_file(os.path.join(tmp, "state", "agent.lock")) == float("inf") or \
+                harness.wait_for(lambda: os.path.exists(sock), 60.0) == float("inf"):
+            raise RuntimeError("the first agent did not start: %s" % first.stderr.read())
+        inode = os.stat(sock).st_ino
+        started = time.monotonic()
+        second = subprocess.run(AGENT + ["--config-file", conf], cwd=ROOT, env=env,
+                                capture_output=True, text=True, timeout=120)
+        took = time.monotonic() - started
+        wrong = 0
+        if first.poll() is not None:
+            wrong += 1                      # the first agent died
+        if not os.path.exists(sock) or os.stat(sock).st_ino != inode:
+            wrong += 1                      # its probe socket was taken over
+        return harness.FaultResult(
+            "second agent on the same state directory", 0, 0, wrong, 0.0,
+            "second exited %d in %.1f s" % (second.returncode, took),
+            details={"second": second, "first_pid": first.pid})
+    finally:
+        first.send_signal(signal.SIGTERM)
+        try:
+            first.wait(60)
+        except subprocess.TimeoutExpired:
+            first.kill()
+        first.stderr.close()
+
+
+def slow_loris(idle=32, line_timeout_s=0.5):
+    """``idle`` connections hold the probe socket; an honest probe must still report."""
+    import socket
+    from agent.intake import params as params_mod
+    from agent.intake import service as intake_service
+    from resex_libvirt.hypervisor import base
+    from resex_libvirt import sla as sla_mod
+    tmp = tempfile.mkdtemp(prefix="resex-loris-")
+    path = os.path.join(tmp, "run", "latency.sock")
+    vm = "aaaaaaaa-0000-4000-8000-000000000001"
+    intake = intake_service.LatencyIntake(params_mod.IntakeParams(
+        probe_socket_path=path, max_probe_clients=idle, probe_line_timeout_s=line_timeout_s,
+        freshness_s=600.0))
+    intake.start()
+    lorises = []
+    try:
+        intake.sync({vm: base.VMInfo(uuid=vm, name="vm", sla=sla_mod.SLA(latency_sla_us=100.0))})
+        for i in range(idle):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(path)
+            if i % 2:
+                s.send(b'{"v": 1, "vm": "')      # a half line, never finished
+            lorises.append(s)
+        time.sleep(0.2)
+        honest = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        honest.connect(path)
+        honest.sendall(b'{"v": 1, "vm": "%s", "n": 10, "mean_us": 120.0, "std_us": 5.0, '
+                       b'"p99_us": 150.0}\n' % vm.encode())
+        took = harness.wait_for(lambda: vm in intake.windows(), 10.0)
+        honest.close()
+        return harness.FaultResult("%d idle probe connections (slow-loris)" % idle, 0, 0,
+                                   0 if took != float("inf") else 1, took,
+                                   "rejections %s" % intake.stats().get(
+                                       "(probe socket)", {}).get("rejected", {}))
+    finally:
+        for s in lorises:
+            s.close()
+        intake.close()
+
+
+def start_failures():
+    """Start failures: one line on stderr, exit 1, no traceback."""
+    tmp = tempfile.mkdtemp(prefix="resex-start-")
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    blocker = os.path.join(tmp, "not-a-dir")
+    open(blocker, "w").close()
+    cases = {
+        "probe socket cannot be bound": ["--config-file", _agent_conf(
+            tmp, "[latency]\nprobe_socket_path = %s/latency.sock\n" % blocker)],
+        "config path is a directory": ["--config-file", tmp],
+    }
+    out = {}
+    for name, args in cases.items():
+        proc = subprocess.run(AGENT + args, cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=120)
+        out[name] = proc
+    return out
+
+
+#: (name, function, CI arguments, ``make faults`` arguments)
+TABLE = (
+    ("two agents", two_agents, {}, {}),
+    ("sqlite locked", sqlite_locked, {"outage": 3.0}, {"outage": 10.0}),
+    ("etcd stopped", etcd_stopped, {"outage": 3.0}, {"outage": 10.0}),
+    ("etcd down at start", etcd_down_at_start, {"outage": 3.0}, {"outage": 5.0}),
+    ("sqlite corrupt at start", sqlite_corrupt_at_start, {"outage": 1.0}, {"outage": 3.0}),
+    ("libvirt hung", libvirt_hung, {"outage": 3.0}, {"outage": 15.0}),
+    ("sigterm while hung", sigterm_while_hung, {"outage": 3.0}, {"outage": 15.0}),
+    ("journal full", journal_full, {"outage": 2.0}, {"outage": 5.0}),
+    ("slow loris", slow_loris, {}, {}),
+)
+
