@@ -57,7 +57,6 @@ its series disappear with it.
 
 import logging
 import threading
-import time
 
 import prometheus_client
 from prometheus_client import core
@@ -283,7 +282,7 @@ class PrometheusMetrics:
 
     # -- the loop's sink ---------------------------------------------------------
     def observe_interval(self, record):
-        """Keep this interval's record (:class:`agent.loop.IntervalRecord`); add up what was sent."""
+        """Keep the :class:`agent.loop.IntervalRecord`; add up what was sent."""
         decisions = record.decisions
         totals = self._totals
         if len(totals) > len(decisions):

@@ -50,7 +50,9 @@ def measure(n, intervals):
             t0 = time.perf_counter()
             decisions = agent.market.step(samples, windows)
             t1 = time.perf_counter()
-            metrics.observe_interval(agent, samples, decisions, windows)
+            metrics.observe_interval(loop.IntervalRecord(
+                samples, decisions, windows, agent.market.last_interference, 0.1, agent.vms,
+                agent.market.ledger.balance))
             t2 = time.perf_counter()
             step_s += t1 - t0
             observe_s += t2 - t1

@@ -8,6 +8,7 @@ results; ``python -m tests.faults`` prints them as a table.
 
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -291,7 +292,6 @@ def two_agents():
 
 def slow_loris(idle=32, line_timeout_s=0.5):
     """``idle`` connections hold the probe socket; an honest probe must still report."""
-    import socket
     from agent.intake import params as params_mod
     from agent.intake import service as intake_service
     from resex_libvirt.hypervisor import base
@@ -360,4 +360,3 @@ TABLE = (
     ("journal full", journal_full, {"outage": 2.0}, {"outage": 5.0}),
     ("slow loris", slow_loris, {}, {}),
 )
-

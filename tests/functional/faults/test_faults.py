@@ -96,4 +96,3 @@ class SocketFaultTest(unittest.TestCase):
     def test_idle_probe_connections_never_lock_an_honest_probe_out(self):
         r = scenarios.slow_loris(idle=32)
         self.assertEqual(0, r.wrong, r)
-
