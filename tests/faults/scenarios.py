@@ -355,8 +355,9 @@ TABLE = (
     ("etcd stopped", etcd_stopped, {"outage": 3.0}, {"outage": 10.0}),
     ("etcd down at start", etcd_down_at_start, {"outage": 3.0}, {"outage": 5.0}),
     ("sqlite corrupt at start", sqlite_corrupt_at_start, {"outage": 1.0}, {"outage": 3.0}),
-    ("libvirt hung", libvirt_hung, {"outage": 3.0}, {"outage": 15.0}),
-    ("sigterm while hung", sigterm_while_hung, {"outage": 3.0}, {"outage": 15.0}),
+    ("libvirt hung", libvirt_hung, {"outage": 3.0}, {"outage": 15.0, "call_timeout_s": 2.0}),
+    ("sigterm while hung", sigterm_while_hung, {"outage": 3.0},
+     {"outage": 15.0, "call_timeout_s": 2.0}),
     ("journal full", journal_full, {"outage": 2.0}, {"outage": 5.0}),
     ("slow loris", slow_loris, {}, {}),
 )

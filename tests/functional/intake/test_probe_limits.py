@@ -1,0 +1,79 @@
+"""The probe socket's bounds in time and number, and its directory's ownership."""
+
+import os
+import socket
+import time
+
+from agent.intake import service as intake_service
+from agent.intake import store as store_mod
+from resex_libvirt import exceptions
+from tests.functional.intake.fake_qemu import wait_for
+from tests.functional.intake.test_channels import A
+from tests.functional.intake.test_channels import IntakeTestCase
+
+REPORT = (b'{"v": 1, "vm": "%s", "n": 10, "mean_us": 120.0, "std_us": 5.0, '
+          b'"p99_us": 150.0}\n' % A.encode())
+
+
+class ProbeLimitsTest(IntakeTestCase):
+
+    def rejected(self, intake):
+        return intake.stats().get(store_mod.UNATTRIBUTED, {}).get("rejected", {})
+
+    def closed(self, sock):
+        sock.settimeout(5)
+        try:
+            return sock.recv(1) == b""
+        except (ConnectionResetError, socket.timeout):
+            return False
+
+    def test_a_half_line_left_unfinished_is_closed_after_the_line_timeout(self):
+        intake = self.start_intake(probe_line_timeout_s=0.2)
+        sock = self.probe()
+        sock.sendall(b'{"v": 1, "vm": ')
+        self.assertTrue(self.closed(sock))
+        self.assertEqual({intake_service.LINE_TIMEOUT: 1}, self.rejected(intake))
+
+    def test_a_connection_that_reports_nothing_is_closed_after_the_idle_timeout(self):
+        intake = self.start_intake(probe_idle_timeout_s=0.2)
+        self.assertTrue(self.closed(self.probe()))
+        self.assertEqual({intake_service.IDLE_TIMEOUT: 1}, self.rejected(intake))
+
+    def test_a_probe_that_keeps_reporting_is_never_idle(self):
+        intake = self.start_intake(probe_idle_timeout_s=0.3)
+        intake.sync({A: self.vm(A)})
+        sock = self.probe()
+        for _ in range(6):
+            sock.sendall(REPORT)
+            time.sleep(0.1)
+        self.assertNotIn(intake_service.IDLE_TIMEOUT, self.rejected(intake))
+
+    def test_when_full_the_connection_longest_without_a_report_makes_room(self):
+        intake = self.start_intake(max_probe_clients=4)
+        intake.sync({A: self.vm(A)})
+        idle = [self.probe() for _ in range(4)]
+        wait_for(lambda: len(intake._probe_clients) == 4)
+        honest = self.probe()
+        honest.sendall(REPORT)
+        self.assertEqual({A}, set(wait_for(lambda: intake.windows())))
+        self.assertTrue(self.closed(idle[0]), "the oldest idle connection was not evicted")
+        self.assertEqual({intake_service.EVICTED: 1}, self.rejected(intake))
+
+    def test_a_socket_directory_others_can_write_is_refused(self):
+        run = os.path.dirname(self.probe_path)
+        os.makedirs(run)
+        os.chmod(run, 0o777)
+        with self.assertRaises(exceptions.ConfigError) as cm:
+            self.start_intake()
+        self.assertIn("writable by its group and others", str(cm.exception))
+        self.assertFalse(os.path.exists(self.probe_path))
+
+    def test_a_socket_directory_of_another_user_is_refused(self):
+        if os.geteuid() != 0:
+            self.skipTest("needs root to give the directory to another uid")
+        run = os.path.dirname(self.probe_path)
+        os.makedirs(run, mode=0o755)
+        os.chown(run, 65534, -1)
+        with self.assertRaises(exceptions.ConfigError) as cm:
+            self.start_intake()
+        self.assertIn("owned by uid", str(cm.exception))

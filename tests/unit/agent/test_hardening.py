@@ -1,0 +1,272 @@
+"""The agent's defences, part by part: lock, watchdog, publisher, journal, epoch record.
+
+The faults themselves, end to end, are in tests/functional/faults.
+"""
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+import threading
+import unittest
+from unittest import mock
+
+import prometheus_client
+
+from agent import cli
+from agent import journal as journal_mod
+from agent import lock as lock_mod
+from agent import loop
+from agent import metrics as metrics_mod
+from agent import publisher as publisher_mod
+from agent import watchdog as watchdog_mod
+from resex_libvirt.board import report as report_mod
+from resex_libvirt import exceptions
+from tests.unit.agent import test_loop
+
+
+class TmpDirCase(unittest.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.dir = tempfile.mkdtemp(prefix="resex-hardening-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+
+
+class LockTest(TmpDirCase):
+
+    def test_a_second_holder_is_refused_naming_the_first_pid(self):
+        first = lock_mod.StateDirLock(self.dir).acquire()
+        self.addCleanup(first.release)
+        with self.assertRaises(lock_mod.AlreadyRunning) as cm:
+            lock_mod.StateDirLock(self.dir).acquire()
+        self.assertEqual(os.getpid(), cm.exception.pid)
+        self.assertIn("(pid %d)" % os.getpid(), str(cm.exception))
+
+    def test_the_lock_is_free_again_once_released(self):
+        lock_mod.StateDirLock(self.dir).acquire().release()
+        lock_mod.StateDirLock(self.dir).acquire().release()
+
+
+class WatchdogTest(unittest.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.dog = watchdog_mod.Watchdog(0.2, name="test")
+        self.addCleanup(self.dog.close)
+
+    def test_a_call_in_time_returns_its_value_or_raises_its_error(self):
+        self.assertEqual(3, self.dog.call("add", lambda a, b: a + b, 1, 2))
+        with self.assertRaises(exceptions.VMGone):
+            self.dog.call("gone", mock.Mock(side_effect=exceptions.VMGone("x")))
+
+    def test_a_hung_call_marks_unavailable_fails_fast_and_recovers_when_it_returns(self):
+        release = threading.Event()
+        with self.assertRaises(exceptions.HypervisorUnavailable):
+            self.dog.call("vms", release.wait)
+        self.assertFalse(self.dog.available)
+        never_run = mock.Mock()
+        with self.assertRaises(exceptions.HypervisorUnavailable) as cm:
+            self.dog.call("cpu_times", never_run)
+        self.assertIn("vms has not returned", str(cm.exception))
+        never_run.assert_not_called()
+        release.set()
+        wait_until(lambda: self.dog.available)
+        self.assertEqual("ok", self.dog.call("again", lambda: "ok"))
+        self.assertEqual(1, self.dog.timeouts)
+
+    def test_guarded_reads_plain_attributes_and_guards_methods(self):
+        inner = mock.Mock(url="x")
+        inner.vms.return_value = {}
+        guarded = watchdog_mod.Guarded(inner, self.dog)
+        self.assertEqual("x", guarded.url)
+        self.assertEqual({}, guarded.vms())
+
+
+def wait_until(predicate, timeout=10.0):
+    event = threading.Event()
+    for _ in range(int(timeout / 0.01)):
+        if predicate():
+            return
+        event.wait(0.01)
+    raise AssertionError("condition not met")
+
+
+class _BlockingBoard:
+    def __init__(self):
+        self.gate = threading.Event()
+        self.sent = []
+
+    def publish(self, report):
+        self.gate.wait(10)
+        self.sent.append(report)
+
+    def count(self):
+        return 1
+
+    def close(self):
+        pass
+
+
+class PublisherTest(unittest.TestCase):
+
+    def test_a_slow_board_gets_the_latest_report_never_a_queue(self):
+        board = _BlockingBoard()
+        pub = publisher_mod.Publisher(board, background=True)
+        pub.offer("r1")
+        wait_until(lambda: pub._busy)
+        for r in ("r2", "r3", "r4"):
+            pub.offer(r)          # returns at once although the board is blocked
+        board.gate.set()
+        self.assertTrue(pub.flush(10))
+        pub.close()
+        self.assertEqual(["r1", "r4"], board.sent)
+        self.assertEqual(2, pub.skipped)
+
+    def test_a_board_that_fails_is_counted_and_logged_once(self):
+        board = mock.Mock()
+        board.publish.side_effect = exceptions.BoardUnavailable("down")
+        pub = publisher_mod.Publisher(board, background=False)
+        report = mock.Mock(epoch=1)
+        with self.assertLogs("agent.publisher", logging.WARNING) as logs:
+            for _ in range(3):
+                pub.offer(report)
+        self.assertEqual(1, len(logs.output))
+        self.assertEqual(3, pub.failures)
+
+    def test_a_board_that_cannot_open_at_start_opens_later(self):
+        attempts = []
+
+        def opener():
+            attempts.append(1)
+            if len(attempts) < 3:
+                raise exceptions.BoardUnavailable("etcd down")
+            return mock.Mock()
+        now = [0.0]
+        board = publisher_mod.DeferredBoard(opener, retry_s=5.0, clock=lambda: now[0])
+        for _ in range(2):
+            with self.assertRaises(exceptions.BoardUnavailable):
+                board.publish("r")
+        self.assertEqual(1, len(attempts), "retried before retry_s")
+        now[0] = 5.0
+        with self.assertRaises(exceptions.BoardUnavailable):
+            board.publish("r")
+        now[0] = 10.0
+        board.publish("r")
+        self.assertTrue(board.is_open)
+
+    def test_a_corrupt_store_at_open_is_board_unavailable_not_a_crash(self):
+        board = publisher_mod.DeferredBoard(mock.Mock(side_effect=OSError("garbage")))
+        with self.assertRaises(exceptions.BoardUnavailable):
+            board.count()
+
+    def test_a_url_that_can_never_work_is_still_a_config_error(self):
+        board = publisher_mod.DeferredBoard(
+            mock.Mock(side_effect=exceptions.ConfigError("unknown scheme")))
+        with self.assertRaises(exceptions.ConfigError):
+            board.open()
+
+
+class JournalWriteFailureTest(TmpDirCase):
+
+    def broken_journal(self):
+        state = os.path.join(self.dir, "state")
+        journal = journal_mod.Journal(os.path.join(state, "journal.json"))
+        with open(state, "w"):
+            pass                  # the state directory is now a file: every write fails
+        return journal, state
+
+    def test_originals_are_held_in_memory_counted_and_logged_once(self):
+        journal, _state = self.broken_journal()
+        with self.assertLogs("agent.journal", logging.ERROR) as logs:
+            self.assertTrue(journal.remember("a", {"cap": 0, "weight": 256}))
+            self.assertTrue(journal.remember("b", {"cap": 0, "weight": 256}))
+        self.assertEqual(1, len(logs.output), "throttled to one line")
+        self.assertIn("held in memory", logs.output[0])
+        self.assertEqual(2, journal.write_errors)
+        self.assertEqual({"a", "b"}, journal.unsaved)
+        self.assertIn("a", journal)
+
+    def test_a_clean_stop_restores_from_memory_and_a_flush_saves_once_fixed(self):
+        journal, state = self.broken_journal()
+        journal.remember("a", {"cap": 0, "weight": 256})
+        os.unlink(state)
+        self.assertTrue(journal.flush())
+        with open(journal.path) as f:
+            self.assertIn("a", json.load(f)["originals"])
+        self.assertEqual(set(), journal.unsaved)
+        hyp = mock.Mock()
+        self.assertEqual({}, journal.restore_all(hyp))
+        hyp.restore_knobs.assert_called_once_with("a", {"cap": 0, "weight": 256})
+
+    def test_an_unreadable_journal_says_how_to_recover_from_the_persistent_definitions(self):
+        path = os.path.join(self.dir, "journal.json")
+        for content in ("", "{not json", "[]"):
+            with open(path, "w") as f:
+                f.write(content)
+            with self.assertRaises(journal_mod.JournalCorrupt) as cm:
+                journal_mod.Journal(path)
+            self.assertIn("schedinfo --config", str(cm.exception))
+            self.assertNotIn("move it away", str(cm.exception))
+
+
+class EpochTest(unittest.TestCase):
+
+    def test_the_host_report_is_built_once_per_epoch_and_handed_to_metrics(self):
+        agent, _sim = test_loop.build(duration=3.0)
+        records = []
+        agent.metrics = mock.Mock(observe_epoch=records.append)
+        real = report_mod.HostReport.from_summary
+        with mock.patch.object(report_mod.HostReport, "from_summary",
+                               side_effect=real) as built:
+            agent.run()
+        self.assertEqual(agent.epochs, built.call_count)
+        self.assertEqual(agent.epochs, len(records))
+        self.assertIs(agent.last_report, records[-1].report)
+        self.assertAlmostEqual(report_mod.congestion_index(records[-1].report),
+                               records[-1].congestion_index_pct)
+
+    def test_the_epoch_line_names_the_top_vms_and_counts_the_rest(self):
+        agent, _sim = test_loop.build(duration=1.0)
+        with mock.patch.object(loop, "SUMMARY_TOP", 1), \
+                self.assertLogs("agent.loop", logging.INFO) as logs:
+            agent.run()
+        line = [m for m in logs.output if "agent.loop:epoch " in m][0]
+        self.assertIn("vm2m cap", line)        # the interferer, the most throttled
+        self.assertNotIn("vm64k cap", line)
+        self.assertIn("(+1 more)", line)
+
+    def test_health_counters_reach_the_endpoint(self):
+        sink = metrics_mod.PrometheusMetrics("127.0.0.1", 0)
+        summary = mock.Mock(cpu_price=1.0, io_price=1.0, link_utilisation=0.1,
+                            latency_inflation_pct=0.0, vms=())
+        health = loop.Health(publish_failures=3, journal_write_errors=2, journal_unsaved=1,
+                             hypervisor_available=False, held_intervals=7,
+                             intake_rejected={"evicted": 4})
+        sink.observe_epoch(loop.EpochRecord(1, 0.0, summary, None, 12.5, 10, health))
+        text = prometheus_client.generate_latest(sink.registry).decode()
+        for line in ('resex_board_publish_failures_total 3.0',
+                     'resex_journal_write_errors_total 2.0', 'resex_journal_unsaved_vms 1.0',
+                     'resex_hypervisor_available 0.0', 'resex_loop_held_intervals_total 7.0',
+                     'resex_intake_rejected_total{reason="evicted"} 4.0',
+                     'resex_congestion_index 12.5'):
+            self.assertIn(line, text)
+
+
+class CliTest(TmpDirCase):
+
+    def test_an_unknown_option_in_the_agents_groups_is_named(self):
+        path = os.path.join(self.dir, "agent.conf")
+        with open(path, "w") as f:
+            f.write("[agent]\ndeadband = 3\ndeadband_pct = 2\n[market]\npolicy = io_shares\n"
+                    "[other]\nwhatever = 1\n")
+        conf = cli.make_conf(["--config-file", path])
+        self.assertEqual([(path, "agent", "deadband")], cli.unknown_options(conf))
+
+    def test_a_config_path_that_is_a_directory_is_a_usage_error_without_traceback(self):
+        with mock.patch("sys.stderr") as err:
+            self.assertEqual(cli.EXIT_USAGE, cli.main(["--config-file", self.dir]))
+        written = "".join(c.args[0] for c in err.write.call_args_list)
+        self.assertIn("Is a directory", written)
+        self.assertNotIn("Traceback", written)
