@@ -19,7 +19,7 @@ from resex_libvirt.market import policy as policy_mod
 
 LOG = logging.getLogger(__name__)
 
-#: Interval and epoch on libvirt when unset (DESIGN.md: 100 ms, 1 s).
+#: Interval and epoch on libvirt when unset (100 ms, 1 s: doc/source/architecture.rst).
 LIBVIRT_INTERVAL_S = 0.1
 LIBVIRT_EPOCH_S = 1.0
 

@@ -1,6 +1,6 @@
 """The latency intake: Unix sockets in, per-VM latency windows out.
 
-Two ways in (issue 5, paper Section IV: BenchEx "continuously report[s] the
+Two ways in (ResEx paper, Ranadive et al. 2011, Section IV: BenchEx "continuously report[s] the
 observed server-side latencies" to an agent that forwards them to ResEx):
 
 * **Per-VM channel.** Operators give a latency-sensitive domain a
