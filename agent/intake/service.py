@@ -265,11 +265,11 @@ class LatencyIntake:
         self._selector.register(sock, selectors.EVENT_READ, conn)
 
     def _close_probe(self, conn, reason=None):
+        if reason is not None:
+            self.store.reject(store_mod.UNATTRIBUTED, reason)
         self._selector.unregister(conn.sock)
         conn.sock.close()
         self._probe_clients.discard(conn)
-        if reason is not None:
-            self.store.reject(store_mod.UNATTRIBUTED, reason)
 
     def _expire_probes(self, now):
         """Close probe connections idle or mid-line for too long; returns the next due time."""
