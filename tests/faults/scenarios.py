@@ -290,6 +290,33 @@ def two_agents():
         first.stderr.close()
 
 
+def libvirt_hung_at_start():
+    """libvirtd accepts connections and never answers (a real libvirt client against it).
+
+    The daemon is a Unix socket that accepts and stays silent, which is what
+    a stopped (SIGSTOP) or wedged libvirtd looks like to a client: the agent
+    must fail its start within the watchdog bound, in one line, not hang.
+    """
+    tmp = tempfile.mkdtemp(prefix="resex-hungd-")
+    path = os.path.join(tmp, "libvirt-sock")
+    daemon = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    daemon.bind(path)
+    daemon.listen(16)
+    conf = _agent_conf(tmp, "[libvirt]\nconnection_uri = qemu+unix:///system?socket=%s\n"
+                       % path)
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    try:
+        started = time.monotonic()
+        proc = subprocess.run(AGENT + ["--config-file", conf], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=120)
+        took = time.monotonic() - started
+    finally:
+        daemon.close()
+    return harness.FaultResult("libvirtd silent at start (real client)", 0, 0, 0, took,
+                               "exited %d in %.1f s" % (proc.returncode, took),
+                               details={"proc": proc})
+
+
 def slow_loris(idle=32, line_timeout_s=0.5):
     """``idle`` connections hold the probe socket; an honest probe must still report."""
     from agent.intake import params as params_mod
@@ -360,4 +387,5 @@ TABLE = (
      {"outage": 15.0, "call_timeout_s": 2.0}),
     ("journal full", journal_full, {"outage": 2.0}, {"outage": 5.0}),
     ("slow loris", slow_loris, {}, {}),
+    ("libvirt hung at start", libvirt_hung_at_start, {}, {}),
 )

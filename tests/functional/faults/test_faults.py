@@ -55,6 +55,13 @@ class HungHypervisorTest(unittest.TestCase):
         self.assertEqual(0, r.wrong, r)
         self.assertLess(r.recovery_s, 30.0)
 
+    def test_a_silent_libvirtd_at_start_is_a_one_line_failure_not_a_hang(self):
+        r = scenarios.libvirt_hung_at_start()
+        proc = r.details["proc"]
+        self.assertEqual(1, proc.returncode, proc.stderr)
+        self.assertIn("did not return within", proc.stderr)
+        self.assertEqual(1, len(proc.stderr.strip().splitlines()), proc.stderr)
+
     def test_sigterm_while_libvirtd_hangs_exits_keeps_the_journal_and_the_next_start_restores(
             self):
         r = scenarios.sigterm_while_hung(outage=2.0, call_timeout_s=WATCHDOG_S)
