@@ -35,20 +35,6 @@ def make_conf(argv):
     return conf
 
 
-def format_table(rows):
-    """The final per-VM table (plain text)."""
-    head = ("VM", "SLA", "cap mean", "cap min", "CPU %", "tx MB/s", "lat us", "intf %")
-    lines = ["%-22s %-4s %8s %8s %7s %9s %9s %7s" % head]
-    for r in rows:
-        lines.append("%-22s %-4s %8.1f %8s %7.1f %9.1f %9s %7s" % (
-            r["vm"][:22], "yes" if r["sensitive"] else "-", r["cap_mean_pct"],
-            "-" if r["cap_min_pct"] is None else "%.1f" % r["cap_min_pct"],
-            r["cpu_mean_pct"], r["tx_mb_per_s"],
-            "-" if r["latency_mean_us"] is None else "%.0f" % r["latency_mean_us"],
-            "-" if r["interference_mean_pct"] is None else "%.1f" % r["interference_mean_pct"]))
-    return "\n".join(lines)
-
-
 #: Exit codes, as the other OpenStack agents (nova-compute, the neutron agents,
 #: oslo.service launchers) use them: 0 after a clean stop, 1 when the agent
 #: cannot start or fails, 2 for a command line or configuration file that
@@ -181,16 +167,10 @@ def _run(conf):
         if lock is not None:
             lock.release()
     if conf.agent.print_table:
+        from resex_libvirt.sim import demo
         print()
-        print("What the agent saw and did (%d epochs, policy %s):"
-              % (agent.epochs, agent.market.policy.name))
-        print(format_table(agent.table()))
-        sim = agent.parts.sim
-        if sim is not None:
-            print()
-            print(sim.format_results())
-            print()
-            print(compare_uncontrolled(sim))
+        print(demo.closing_report(agent.table(), agent.epochs, agent.market.policy.name,
+                                  sim=agent.parts.sim))
     return EXIT_OK
 
 
@@ -222,34 +202,6 @@ def serve(agent):
             agent.metrics.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-
-
-def compare_uncontrolled(sim):
-    """The same simulated run without control, for contrast (the demo's last lines)."""
-    from resex_libvirt.sim import report
-    from resex_libvirt.sim import runner
-    duration = sim.now() or sim.scenario.duration_s
-    control_log = logging.getLogger("resex_libvirt.control")
-    level = control_log.level
-    control_log.setLevel(logging.WARNING)   # the contrast run's adoptions are not news
-    try:
-        base = runner.run(sim.scenario.with_realtime(0.0).with_duration(duration), "none")
-    finally:
-        control_log.setLevel(level)
-    ours = sim.results()
-    lines = ["Latency-sensitive VMs, with the agent vs the same run uncontrolled:"]
-    for vm in sim.scenario.vms:
-        if not vm.sla.sensitive:
-            continue
-        with_us = report.latency_stats(ours[vm.name]["latencies_us"])
-        without = base.vm(vm.name)
-        lines.append("  %s: mean %s us (uncontrolled %s us), p99 %s us (uncontrolled %s us), "
-                     "SLA base %.0f us" % (
-                         vm.name, report.fmt(with_us["mean_us"]),
-                         report.fmt(without.latency_mean_us), report.fmt(with_us["p99_us"]),
-                         report.fmt(without.latency_p99_us),
-                         vm.sla.latency_sla_us))
-    return "\n".join(lines)
 
 
 if __name__ == "__main__":
