@@ -14,11 +14,14 @@ bootstrap: $(STAMP)
 
 # BenchEx (./benchex, its own distribution) is installed with the
 # requirements: resex-libvirt's intake imports its wire format.
-$(STAMP): requirements.txt test-requirements.txt setup.cfg bindep.txt benchex/pyproject.toml
+# Every version pinned by upper-constraints.txt (a reproducible install).
+$(STAMP): requirements.txt test-requirements.txt upper-constraints.txt setup.cfg bindep.txt \
+		benchex/pyproject.toml
 	tools/install-deb.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -U pip
-	$(BIN)/pip install -q -e ./benchex -r requirements.txt -r test-requirements.txt
+	$(BIN)/pip install -q -c upper-constraints.txt -e ./benchex -r requirements.txt \
+		-r test-requirements.txt
 	$(BIN)/pip install -q --no-deps -e .
 	touch $@
 
@@ -50,7 +53,7 @@ pep8: bootstrap
 	$(BIN)/bashate -v devstack/plugin.sh devstack/settings tests/unit/devstack/devstack_shim.sh
 
 docs: bootstrap
-	$(BIN)/pip install -q -r doc/requirements.txt
+	$(BIN)/pip install -q -c upper-constraints.txt -r doc/requirements.txt
 	$(BIN)/sphinx-build -W -b html doc/source doc/build/html
 
 benchex-static: build/benchex/benchex
