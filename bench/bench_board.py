@@ -9,6 +9,26 @@
   read), cold (every record parsed and validated) and warm (records whose
   raw value did not change since the last snapshot are reused).
 
+Then **the scheduler's view** (:func:`scheduler_view`): 1 and 4 scheduler
+workers (one :class:`~resex_libvirt.board.reader.BoardReader` each, as each
+nova-scheduler worker process has) follow a board of N hosts while one
+publisher updates random hosts at ``--rate`` reports a second for
+``--window`` seconds, once with today's snapshot reader (``snapshot``: the
+whole board every ``refresh_interval`` = 2 s) and once following it
+(``follow``: etcd watch; SQLite rows changed since the last read, polled
+every 0.5 s). Printed per row:
+
+* ``cpu_ms/update``: CPU time of the readers' threads (all workers, after
+  their first full read) over the updates published: what one board update
+  costs the schedulers;
+* ``stale_p50/p99``: from the publish call to the record being in a
+  worker's cache (what the filter reads), milliseconds, over every
+  (update, worker) pair; ``seen``: the share of those pairs that arrived
+  (a host updated again before a snapshot caught it is never seen);
+* ``etcd_cpu_ms/s`` and ``etcd_kB/s``: the etcd server's CPU time (from
+  ``/proc``) and bytes it sent to clients (its ``/metrics``), per second of
+  the window, the publisher's puts included (the same in both modes).
+
 etcd is a real ``/usr/bin/etcd`` (Debian ``etcd-server``) on loopback in a
 temporary data directory, stopped by PID at the end; skipped with a line if
 it is not installed. Figures only; nothing is asserted.
@@ -17,12 +37,17 @@ it is not installed. Figures only; nothing is asserted.
 import argparse
 import base64
 import os
+import random
+import re
 import statistics
 import tempfile
+import threading
 import time
+import urllib.request
 
 from resex_libvirt import board as board_mod
 from resex_libvirt.board import backend
+from resex_libvirt.board import reader as reader_mod
 from tests.functional.board import etcd_server
 from tests.unit.board import reports
 
@@ -84,13 +109,160 @@ def fill_more(board, fill, have, want, now):
     fill(board, want, now)  # rewrites the first hosts too: simple, and idempotent
 
 
+class MeasuredReader(reader_mod.BoardReader):
+    """A reader that records its thread's CPU time and when each record became visible."""
+
+    def __init__(self, *args, pending=None, **kwargs):
+        super().__init__(*args, on_change=self._seen, **kwargs)
+        self.pending = pending
+        self.delays = []
+        self._counted = set()
+        self.cpu = 0.0
+        self.cpu_mark = 0.0
+        self._t0 = None
+
+    def _run(self):
+        self._t0 = time.thread_time()
+        try:
+            super()._run()
+        finally:
+            self.cpu = time.thread_time() - self._t0
+
+    def _apply(self, full, records):
+        super()._apply(full, records)
+        self.cpu_mark = time.thread_time() - self._t0
+
+    def _seen(self, records):
+        now = time.perf_counter()
+        pending = self.pending
+        for host, rec in records.items():
+            if rec is None:
+                continue
+            key = (host, rec.ts)
+            published = pending.get(key)
+            if published is not None and key not in self._counted:
+                self._counted.add(key)
+                self.delays.append(now - published)
+
+
+def etcd_load(server):
+    """(etcd CPU seconds so far, bytes sent to clients so far)."""
+    with open("/proc/%d/stat" % server.proc.pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    url = "http://127.0.0.1:%d/metrics" % server.client_port
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        text = resp.read().decode()
+    sent = sum(float(m) for m in re.findall(
+        r"^etcd_network_client_grpc_sent_bytes_total(?:\{[^}]*\})? (\S+)$", text, re.M))
+    return cpu, sent
+
+
+def pct(values, q):
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def scheduler_view(label, url, board, fill, sizes, workers_list, rate, window, server=None,
+                   board_opts=None):
+    """One row per (hosts, workers, mode): see the module docstring."""
+    for n in sizes:
+        fill(board, n, time.time())
+        for workers in workers_list:
+            for mode in ("snapshot", "follow"):
+                pending = {}
+                readers = [MeasuredReader(url, max_age=600, refresh_interval=2.0,
+                                          load_timeout=120, board_opts=board_opts,
+                                          mode=mode, pending=pending)
+                           for _ in range(workers)]
+                for r in readers:
+                    r.start()
+                # The first full read is not the window's: count from after it.
+                base_cpu = [r.cpu_mark for r in readers]
+                load0 = etcd_load(server) if server else None
+                t0 = time.perf_counter()
+                rng = random.Random(n * 10 + workers)
+                published = 0
+                next_at = t0
+                while time.perf_counter() - t0 < window:
+                    host = "compute-%05d" % rng.randrange(n)
+                    rec = reports.make(host, ts=time.time() + published * 1e-6,
+                                       link_utilisation=rng.random() * 0.5)
+                    pending[(host, rec.ts)] = time.perf_counter()
+                    board.publish(rec)
+                    published += 1
+                    next_at += 1.0 / rate
+                    time.sleep(max(0.0, next_at - time.perf_counter()))
+                # Let the last updates arrive (one refresh interval and a read).
+                time.sleep(2.5)
+                elapsed = time.perf_counter() - t0
+                load1 = etcd_load(server) if server else None
+                for r in readers:
+                    r.stop(timeout=60)
+                cpu = sum(r.cpu - b for r, b in zip(readers, base_cpu))
+                delays = [d for r in readers for d in r.delays]
+                seen = len(delays) / max(1, published * workers)
+                etcd = ("%13.1f %10.1f" % ((load1[0] - load0[0]) / elapsed * 1e3,
+                                          (load1[1] - load0[1]) / elapsed / 1e3)
+                        if server else "%13s %10s" % ("-", "-"))
+                print("%-7s %6d %7d %-9s %7d %13.3f %11.0f %11.0f %6.0f%% %s" % (
+                    label, n, workers, mode, published, cpu / max(1, published) * 1e3,
+                    pct(delays, 0.5) * 1e3, pct(delays, 0.99) * 1e3, 100 * seen, etcd),
+                    flush=True)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m bench board")
     parser.add_argument("--publishes", type=int, default=200)
     parser.add_argument("--snapshots", type=int, default=5)
     parser.add_argument("--sizes", default="1000,10000")
+    parser.add_argument("--workers", default="1,4",
+                        help="scheduler workers of the scheduler-view table")
+    parser.add_argument("--rate", type=float, default=50.0,
+                        help="reports published per second in the scheduler view")
+    parser.add_argument("--window", type=float, default=5.0,
+                        help="seconds of publishing per scheduler-view row")
+    parser.add_argument("--backends", default="sqlite,etcd",
+                        help="backends of the scheduler-view table")
+    parser.add_argument("--skip-calls", action="store_true",
+                        help="only the scheduler-view table")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
+    if not args.skip_calls:
+        calls(args, sizes)
+    workers = [int(w) for w in args.workers.split(",")]
+    print()
+    print("the scheduler's view: %g reports/s published for %gs; readers refresh every 2 s"
+          % (args.rate, args.window))
+    print("%-7s %6s %7s %-9s %7s %13s %11s %11s %7s %13s %10s" % (
+        "backend", "hosts", "workers", "reader", "updates", "cpu_ms/update", "stale_p50",
+        "stale_p99", "seen", "etcd_cpu_ms/s", "etcd_kB/s"))
+    backends = args.backends.split(",")
+    with tempfile.TemporaryDirectory(prefix="resex-bench-board-") as tmp:
+        url = "sqlite://" + os.path.join(tmp, "board.sqlite")
+        with board_mod.open_board(url, ttl=3600) as board:
+            if "sqlite" in backends:
+                    scheduler_view("sqlite", url, board, fill_sqlite, sizes, workers, args.rate,
+                               args.window, board_opts={"create": False})
+    if "etcd" not in backends:
+        return 0
+    if not etcd_server.EtcdServer.available():
+        print("etcd: skipped, /usr/bin/etcd is not installed (Debian etcd-server)")
+        return 0
+    server = etcd_server.EtcdServer()
+    server.setUp()
+    try:
+        with board_mod.open_board(server.url, timeout=30, lease_ttl=600) as board:
+            scheduler_view("etcd", server.url, board, fill_etcd, sizes, workers, args.rate,
+                           args.window, server=server, board_opts={"timeout": 30})
+    finally:
+        server.cleanUp()
+    return 0
+
+
+def calls(args, sizes):
     print("price board cost per call, milliseconds (medians; publish max too).")
     print("snapshot_cold validates every record; snapshot_warm reuses the records")
     print("unchanged since the previous snapshot (the publish-on-change case).")

@@ -108,7 +108,7 @@ Related options:
                choices=[
                    ("follow", "Read the whole board once, then only what changes: an "
                               "etcd watch, or the SQLite rows changed since the last "
-                              "read every refresh_interval."),
+                              "read every refresh_interval (at most 0.5 s apart)."),
                    ("snapshot", "Re-read the whole board every refresh_interval (the "
                                 "behaviour of earlier releases)."),
                ],

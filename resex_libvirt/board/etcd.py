@@ -218,7 +218,7 @@ class EtcdBoard(backend.Board):
         while not stop.is_set():
             resp = self._open_watch(revision + 1)
             try:
-                for line in resp.iter_lines():
+                for line in resp.iter_lines(chunk_size=None):
                     if stop.is_set():
                         return
                     if not line:

@@ -27,8 +27,9 @@ collection etcd does with leases.
 triggers raise on every insert and every update of a record (so an agent of
 an older release, which does not know the column, still moves it), kept in
 the one-row table ``board_seq``. A scheduler reads everything once, then
-only ``WHERE seq > last`` every interval (:meth:`SQLiteBoard.follow`): one
-indexed range scan of the rows changed since, whatever the fleet's size.
+only ``WHERE seq > last`` every interval, at most every 0.5 s
+(:meth:`SQLiteBoard.follow`): one indexed range scan of the rows changed
+since, whatever the fleet's size.
 Commits are serialised by SQLite's write lock, so ``seq`` order is commit
 order and no change is skipped. Rows deleted by the ``ttl`` collection are
 not reported; they are older than any scheduler's ``max_age`` anyway and
@@ -47,6 +48,9 @@ from resex_libvirt.board import backend
 from resex_libvirt import exceptions
 
 LOG = logging.getLogger(__name__)
+
+#: Longest wait between two reads of the changed rows by a follower, seconds.
+MAX_POLL_INTERVAL = 0.5
 
 #: WAL size kept after a checkpoint, bytes.
 JOURNAL_SIZE_LIMIT = 4 * 1024 * 1024
@@ -168,10 +172,14 @@ class SQLiteBoard(backend.Board):
         return [(host, record) for host, record, _ in rows], last
 
     def follow(self, stop, interval):
-        """Everything once, then the rows changed since the last read, every ``interval``."""
+        """Everything once, then the rows changed since the last read.
+
+        Polled every ``interval`` seconds, at most :data:`MAX_POLL_INTERVAL`
+        apart: a poll that finds nothing is one indexed lookup.
+        """
         rows, last = self.changes(-1)
         yield True, self._decoder.decode(rows)
-        while not stop.wait(interval):
+        while not stop.wait(min(interval, MAX_POLL_INTERVAL)):
             rows, last = self.changes(last)
             if rows:
                 yield False, self._decoder.decode_changes(rows)
