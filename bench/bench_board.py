@@ -41,7 +41,6 @@ import random
 import re
 import statistics
 import tempfile
-import threading
 import time
 import urllib.request
 
@@ -205,7 +204,7 @@ def scheduler_view(label, url, board, fill, sizes, workers_list, rate, window, s
                 delays = [d for r in readers for d in r.delays]
                 seen = len(delays) / max(1, published * workers)
                 etcd = ("%13.1f %10.1f" % ((load1[0] - load0[0]) / elapsed * 1e3,
-                                          (load1[1] - load0[1]) / elapsed / 1e3)
+                                           (load1[1] - load0[1]) / elapsed / 1e3)
                         if server else "%13s %10s" % ("-", "-"))
                 print("%-7s %6d %7d %-9s %7d %13.3f %11.0f %11.0f %6.0f%% %s" % (
                     label, n, workers, mode, published, cpu / max(1, published) * 1e3,
@@ -244,7 +243,7 @@ def main(argv=None):
         url = "sqlite://" + os.path.join(tmp, "board.sqlite")
         with board_mod.open_board(url, ttl=3600) as board:
             if "sqlite" in backends:
-                    scheduler_view("sqlite", url, board, fill_sqlite, sizes, workers, args.rate,
+                scheduler_view("sqlite", url, board, fill_sqlite, sizes, workers, args.rate,
                                args.window, board_opts={"create": False})
     if "etcd" not in backends:
         return 0

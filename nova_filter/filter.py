@@ -86,7 +86,10 @@ class ResExCongestionFilter(filters.BaseHostFilter):
             return hosts
         judge = rules.Judge(request, CONF, time.time())
         policy = CONF.resex.unknown_host_policy
-        verdicts = [self._verdict(judge, host, policy) for host in hosts]
+        verdicts, entries, limits = judge.scan(hosts)
+        if LOG.isEnabledFor(logging.DEBUG):
+            for host, verdict, entry, limit in zip(hosts, verdicts, entries, limits):
+                self._log(request, host, verdict, entry, limit, policy)
         if policy == "last" and rules.GOOD not in verdicts:
             keep = (rules.UNKNOWN,)
         elif policy == "fail":
@@ -96,19 +99,17 @@ class ResExCongestionFilter(filters.BaseHostFilter):
         return [host for host, v in zip(hosts, verdicts) if v in keep]
 
     @staticmethod
-    def _verdict(judge, host_state, policy):
-        verdict, entry, limit = judge.verdict(host_state)
+    def _log(request, host_state, verdict, entry, limit, policy):
         if verdict == rules.UNKNOWN:
             LOG.debug("ResEx: no fresh report for host %s; unknown_host_policy=%s",
                       host_state.host, policy)
         elif verdict == rules.BAD:
-            if judge.request.kind == rules.SENSITIVE:
+            if request.kind == rules.SENSITIVE:
                 LOG.debug("ResEx: host %s fails: admission index %.1f%% > %.1f%%",
                           host_state.host, entry.latched, limit)
             else:
                 LOG.debug("ResEx: host %s fails a bulk request: %d sensitive tenants > %d",
                           host_state.host, entry.report.sensitive_vms, limit)
-        return verdict
 
     def host_passes(self, host_state, spec_obj):
         """One host alone (nova calls :meth:`filter_all`): unknown passes unless ``fail``."""

@@ -111,17 +111,38 @@ class Judge:
         return aggregate_value(host_state, "bulk_max_sensitive_vms",
                                self.default_bulk_max, int)
 
-    def verdict(self, host_state):
-        """``(GOOD | UNKNOWN | BAD, entry or None, limit)`` of ``host_state``."""
-        entry = self.reader.entry(host_state.host, self.now)
-        limit = self.limit(host_state)
-        if entry is None:
-            return UNKNOWN, None, limit
-        if self.request.kind == SENSITIVE:
-            bad = entry.admission.refuses(limit)
-        else:
-            bad = 0 <= limit < entry.report.sensitive_vms
-        return (BAD if bad else GOOD), entry, limit
+    def scan(self, host_states):
+        """``(verdicts, entries, limits)``, lists aligned with ``host_states``.
+
+        The request path at 10,000 hosts: one dict lookup and a comparison
+        per host; the aggregates are read only for hosts that have some.
+        """
+        entries, oldest = self.reader.fresh(self.now)
+        get = entries.get
+        sensitive = self.request.kind == SENSITIVE
+        fixed = self.request.threshold_pct if sensitive else None
+        default = self.default_threshold if sensitive else self.default_bulk_max
+        verdicts, found, limits = [], [], []
+        for host_state in host_states:
+            e = get(host_state.host)
+            if fixed is not None:
+                limit = fixed
+            elif host_state.aggregates:
+                limit = self.limit(host_state)
+            else:
+                limit = default
+            if e is None or e.ts < oldest:
+                verdicts.append(UNKNOWN)
+                found.append(None)
+            else:
+                if sensitive:
+                    bad = e.latched > limit
+                else:
+                    bad = 0 <= limit < e.sensitive_vms
+                verdicts.append(BAD if bad else GOOD)
+                found.append(e)
+            limits.append(limit)
+        return verdicts, found, limits
 
 
 def board_reader(conf):

@@ -70,7 +70,7 @@ def raw_weight(request, verdict, entry, limit, noise_floor):
                 return 1.0
             return max(GOOD_MIN, 1.0 - (1.0 - GOOD_MIN) * q / limit)
         return BAD_MAX * min(1.0, max(limit, 1e-9) / max(q, 1e-9)) * (1.0 - 1e-9)
-    n = entry.report.sensitive_vms
+    n = entry.sensitive_vms
     if verdict == rules.GOOD:
         return GOOD_MIN + (1.0 - GOOD_MIN) / (1.0 + n)
     return BAD_MAX / (1.0 + n)
@@ -109,19 +109,35 @@ class ResExCongestionWeigher(weights.BaseHostWeigher):
         opts = CONF.resex
         judge = rules.Judge(request, CONF, time.time())
         floor = opts.weight_noise_floor
+        verdicts, entries, limits = judge.scan(host_states)
+        good, bad = rules.GOOD, rules.BAD
         out = []
         unknown = []
-        for i, host_state in enumerate(host_states):
-            verdict, entry, limit = judge.verdict(host_state)
-            if verdict == rules.UNKNOWN:
-                LOG.debug("ResEx: no fresh report for host %s; unknown_host_policy=%s",
-                          host_state.host, opts.unknown_host_policy)
-                unknown.append(i)
-                out.append(None)
-            else:
-                out.append(raw_weight(request, verdict, entry, limit, floor))
+        if request.kind == rules.SENSITIVE:
+            span = 1.0 - GOOD_MIN
+            for i, (verdict, e, limit) in enumerate(zip(verdicts, entries, limits)):
+                if verdict == good:
+                    q = round(e.latched / floor) * floor if floor > 0.0 else e.latched
+                    out.append(1.0 if limit <= 0.0 else
+                               max(GOOD_MIN, 1.0 - span * q / limit))
+                elif verdict == bad:
+                    out.append(raw_weight(request, verdict, e, limit, floor))
+                else:
+                    unknown.append(i)
+                    out.append(None)
+        else:
+            for i, (verdict, e, limit) in enumerate(zip(verdicts, entries, limits)):
+                if verdict == rules.UNKNOWN:
+                    unknown.append(i)
+                    out.append(None)
+                else:
+                    out.append(raw_weight(request, verdict, e, limit, floor))
         if unknown:
             policy = opts.unknown_host_policy
+            if LOG.isEnabledFor(logging.DEBUG):
+                for i in unknown:
+                    LOG.debug("ResEx: no fresh report for host %s; unknown_host_policy=%s",
+                              host_states[i].host, policy)
             if policy == "pass":
                 known = [w for w in out if w is not None]
                 value = (sum(known) / len(known)) if known else UNKNOWN

@@ -47,18 +47,20 @@ _READERS_LOCK = threading.Lock()
 
 
 class Entry:
-    """A host as the scheduler sees it: its last record and its admission state."""
+    """A host as the scheduler sees it: its last record and its admission state.
 
-    __slots__ = ("report", "admission")
+    ``ts``, ``latched`` (the admission value, percent: refuse a threshold
+    below it) and ``sensitive_vms`` are copied out for the request path.
+    """
+
+    __slots__ = ("report", "admission", "ts", "latched", "sensitive_vms")
 
     def __init__(self, report, admission):
         self.report = report
         self.admission = admission
-
-    @property
-    def latched(self):
-        """The host's admission value (percent): refuse a threshold below it."""
-        return self.admission.latched
+        self.ts = report.ts
+        self.latched = admission.latched
+        self.sensitive_vms = report.sensitive_vms
 
 
 class BoardReader:
@@ -228,6 +230,14 @@ class BoardReader:
         if (self._clock() if now is None else now) - e.report.ts > self.max_age:
             return None
         return e
+
+    def fresh(self, now=None):
+        """``(entries, oldest)``: the live ``{host: Entry}`` cache and the oldest fresh ``ts``.
+
+        For a loop over many hosts: an entry whose ``ts`` is below ``oldest``
+        is stale. The dict is the reader's own: read it, never change it.
+        """
+        return self._entries, (self._clock() if now is None else now) - self.max_age
 
     def get(self, host, now=None):
         """The fresh report of ``host``, or None (unknown or older than ``max_age``)."""
