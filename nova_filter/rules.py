@@ -121,27 +121,20 @@ class Judge:
         get = entries.get
         sensitive = self.request.kind == SENSITIVE
         fixed = self.request.threshold_pct if sensitive else None
-        default = self.default_threshold if sensitive else self.default_bulk_max
-        verdicts, found, limits = [], [], []
-        for host_state in host_states:
-            e = get(host_state.host)
-            if fixed is not None:
-                limit = fixed
-            elif host_state.aggregates:
-                limit = self.limit(host_state)
-            else:
-                limit = default
-            if e is None or e.ts < oldest:
-                verdicts.append(UNKNOWN)
-                found.append(None)
-            else:
-                if sensitive:
-                    bad = e.latched > limit
-                else:
-                    bad = 0 <= limit < e.sensitive_vms
-                verdicts.append(BAD if bad else GOOD)
-                found.append(e)
-            limits.append(limit)
+        found = [get(h.host) for h in host_states]
+        if fixed is not None:
+            limits = [fixed] * len(found)
+        else:
+            default = self.default_threshold if sensitive else self.default_bulk_max
+            limits = [self.limit(h) if h.aggregates else default for h in host_states]
+        if sensitive:
+            verdicts = [UNKNOWN if e is None or e.ts < oldest
+                        else BAD if e.latched > limit else GOOD
+                        for e, limit in zip(found, limits)]
+        else:
+            verdicts = [UNKNOWN if e is None or e.ts < oldest
+                        else BAD if 0 <= limit < e.sensitive_vms else GOOD
+                        for e, limit in zip(found, limits)]
         return verdicts, found, limits
 
 

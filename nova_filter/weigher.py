@@ -111,27 +111,16 @@ class ResExCongestionWeigher(weights.BaseHostWeigher):
         floor = opts.weight_noise_floor
         verdicts, entries, limits = judge.scan(host_states)
         good, bad = rules.GOOD, rules.BAD
-        out = []
-        unknown = []
-        if request.kind == rules.SENSITIVE:
+        if request.kind == rules.SENSITIVE and floor > 0.0:
             span = 1.0 - GOOD_MIN
-            for i, (verdict, e, limit) in enumerate(zip(verdicts, entries, limits)):
-                if verdict == good:
-                    q = round(e.latched / floor) * floor if floor > 0.0 else e.latched
-                    out.append(1.0 if limit <= 0.0 else
-                               max(GOOD_MIN, 1.0 - span * q / limit))
-                elif verdict == bad:
-                    out.append(raw_weight(request, verdict, e, limit, floor))
-                else:
-                    unknown.append(i)
-                    out.append(None)
+            out = [(max(GOOD_MIN, 1.0 - span * (round(e.latched / floor) * floor) / limit)
+                    if limit > 0.0 else 1.0) if v is good
+                   else raw_weight(request, v, e, limit, floor) if v is bad else None
+                   for v, e, limit in zip(verdicts, entries, limits)]
         else:
-            for i, (verdict, e, limit) in enumerate(zip(verdicts, entries, limits)):
-                if verdict == rules.UNKNOWN:
-                    unknown.append(i)
-                    out.append(None)
-                else:
-                    out.append(raw_weight(request, verdict, e, limit, floor))
+            out = [raw_weight(request, v, e, limit, floor) if v is not rules.UNKNOWN else None
+                   for v, e, limit in zip(verdicts, entries, limits)]
+        unknown = [i for i, w in enumerate(out) if w is None] if rules.UNKNOWN in verdicts else ()
         if unknown:
             policy = opts.unknown_host_policy
             if LOG.isEnabledFor(logging.DEBUG):

@@ -235,7 +235,9 @@ class BoardReader:
         """``(entries, oldest)``: the live ``{host: Entry}`` cache and the oldest fresh ``ts``.
 
         For a loop over many hosts: an entry whose ``ts`` is below ``oldest``
-        is stale. The dict is the reader's own: read it, never change it.
+        is stale. The dict is the reader's own, changed in place by the
+        following thread: only look keys up in it (``get``), never iterate it
+        or change it (use :meth:`snapshot` for a copy).
         """
         return self._entries, (self._clock() if now is None else now) - self.max_age
 

@@ -3,6 +3,7 @@
 import logging
 import os
 import tempfile
+import threading
 import time
 import unittest
 
@@ -127,3 +128,77 @@ class ReaderTest(unittest.TestCase):
             board.publish(reports.make("c1", ts=NOW))
         self.assertTrue(reader.refresh())
         self.assertEqual("c1", reader.get("c1").host)
+
+
+class FollowingReaderTest(unittest.TestCase):
+    """The cache kept by following: admission state per host, safe under concurrent reads."""
+
+    def setUp(self):
+        tmp = tempfile.TemporaryDirectory(prefix="resex-reader-")
+        self.addCleanup(tmp.cleanup)
+        self.url = "sqlite://" + os.path.join(tmp.name, "board.sqlite")
+        self.board = board_mod.open_board(self.url)
+        self.addCleanup(self.board.close)
+
+    def test_one_noisy_epoch_does_not_close_a_quiet_host(self):
+        reader = reader_mod.BoardReader(self.url, max_age=600, tau=20.0, hysteresis=0.3,
+                                        clock=lambda: NOW + 100)
+        self.addCleanup(reader.stop)
+        for ts, util in ((NOW, 0.02), (NOW + 1, 0.5), (NOW + 2, 0.02)):
+            self.board.publish(reports.make("c1", ts=ts, link_utilisation=util))
+            reader.refresh()
+        entry = reader.entry("c1")
+        # The raw index of the second epoch was 100 %; smoothed over 20 s it stayed under 10.
+        self.assertLess(entry.latched, 10.0)
+        self.assertFalse(entry.admission.refuses(10.0))
+
+    def test_the_follower_applies_changes_without_refresh_calls(self):
+        reader = reader_mod.BoardReader(self.url, max_age=600, refresh_interval=0.05,
+                                        load_timeout=10)
+        self.addCleanup(reader.stop)
+        reader.start()
+        self.board.publish(reports.make("c1", link_utilisation=0.3))
+        deadline = time.monotonic() + 30
+        while reader.get("c1") is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        self.assertEqual(0.3, reader.get("c1").link_utilisation)
+
+    def test_requests_read_while_the_follower_writes(self):
+        """Requests call get/snapshot/fresh while batches are applied: no error, no mix-up."""
+        reader = reader_mod.BoardReader(self.url, max_age=1e9)
+        hosts = ["h%03d" % i for i in range(300)]
+        errors = []
+        stop = threading.Event()
+
+        def request_thread():
+            try:
+                while not stop.is_set():
+                    for h in hosts[::7]:
+                        rec = reader.get(h)
+                        if rec is not None and rec.host != h:
+                            errors.append((h, rec.host))
+                    entries, _ = reader.fresh()
+                    for h in hosts[::5]:
+                        e = entries.get(h)
+                        if e is not None and e.report.host != h:
+                            errors.append((h, e.report.host))
+                    reader.snapshot()
+            except Exception as exc:  # noqa: BLE001 - collected for the assertion
+                errors.append(exc)
+
+        threads = [threading.Thread(target=request_thread) for _ in range(4)]
+        for t in threads:
+            t.start()
+        try:
+            for round_ in range(60):
+                batch = {h: reports.make(h, ts=NOW + round_) for h in hosts[round_ % 3::3]}
+                if round_ % 10 == 0:
+                    reader._apply(True, {h: reports.make(h, ts=NOW + round_) for h in hosts})
+                else:
+                    batch[hosts[round_]] = None
+                    reader._apply(False, batch)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(30)
+        self.assertEqual([], errors)
