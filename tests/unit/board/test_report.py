@@ -324,3 +324,43 @@ class TenantBoundTest(unittest.TestCase):
         self.assertLessEqual(with_liar, max(votes))
         if honest:
             self.assertGreaterEqual(with_liar, min(without, min(votes)))
+
+
+class LiarThroughTheMarketTest(unittest.TestCase):
+    """A guest reporting 9000 us against its 50 us SLA, through a real market epoch."""
+
+    def epoch(self, liar, honest_us):
+        params = market_mod.MarketParams(interval_s=0.01, intervals_per_epoch=10,
+                                         link_bytes_per_s=1024 * 1000.0, mtu=1024)
+        market = market_mod.Market(params, None)
+        market.add(records.VMSpec("liar", sla=sla_mod.SLA(latency_sla_us=50.0)))
+        market.add(records.VMSpec("web", sla=sla_mod.SLA()))
+        names = ["honest%d" % i for i in range(len(honest_us))]
+        for name in names:
+            market.add(records.VMSpec(name, sla=sla_mod.SLA(latency_sla_us=50.0)))
+        for tick in range(10):
+            samples = {"web": records.Sample("web", tick, 50.0, 1024, 1)}
+            windows = {"liar": records.LatencyWindow(5, liar, 10.0, liar)}
+            for name, us in zip(names, honest_us):
+                windows[name] = records.LatencyWindow(5, us, 1.0, us)
+            market.step(samples, windows)
+        summary = market.end_epoch()
+        return summary, report_mod.HostReport.from_summary("c1", 5.0, summary, 1024e3, "x")
+
+    def test_the_published_index_does_not_follow_a_liar(self):
+        summary, rec = self.epoch(9000.0, [])
+        # The market itself saw 17900 % (the figure a max would publish) ...
+        self.assertAlmostEqual(17900.0, summary.latency_inflation_pct)
+        # ... the board gets the model of the untaxable load (web's 1 % minimum cap).
+        self.assertAlmostEqual(report_mod.queueing_inflation_pct(rec.untaxable_utilisation),
+                               rec.latency_inflation_pct)
+        self.assertLess(rec.latency_inflation_pct, 1.0)
+        self.assertLess(rec.congestion_index, 10.0)
+        print("\nliar: the market measured %.0f %%, the board publishes %.1f %% (index %.1f %%)"
+              % (summary.latency_inflation_pct, rec.latency_inflation_pct,
+                 rec.congestion_index))
+
+    def test_with_honest_neighbours_the_liar_moves_the_index_no_further_than_them(self):
+        _, rec = self.epoch(9000.0, [51.0, 52.0])
+        self.assertLessEqual(rec.latency_inflation_pct, 4.0)
+        self.assertEqual(3, rec.inflation_reporters)
