@@ -10,6 +10,7 @@ install, without the seconds ``ensurepip`` costs.
 """
 
 import ast
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -48,6 +49,14 @@ class TestStandardLibraryOnly(unittest.TestCase):
         self.assertEqual([], outside)
 
 
+def _can_build_wheels():
+    """setuptools builds wheels with the ``wheel`` package, or by itself from 70.1 on."""
+    return any(importlib.util.find_spec(m) is not None
+               for m in ("wheel", "setuptools.command.bdist_wheel"))
+
+
+@unittest.skipUnless(_can_build_wheels(), "neither the wheel package nor setuptools >= 70.1 "
+                     "in this venv (make bootstrap installs wheel)")
 class TestBareVenvInstall(unittest.TestCase):
 
     def run_ok(self, *argv, **kwargs):
