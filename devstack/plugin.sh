@@ -116,6 +116,8 @@ function _resex_add_to_multi {
 }
 
 function install_resex {
+    # BenchEx (the latency wire format) is a distribution of this repository.
+    pip_install "$RESEX_DIR/benchex"
     setup_develop "$RESEX_DIR" libvirt
 }
 

@@ -28,6 +28,7 @@
 #   run_process NAME COMMAND   ->  "run_process NAME|COMMAND"
 #   stop_process NAME          ->  "stop_process NAME"
 #   setup_develop DIR [EXTRAS] ->  "setup_develop DIR EXTRAS"
+#   pip_install ARGS...        ->  "pip_install ARGS"
 # and "sudo CMD" runs CMD as the test's user.
 
 RESEX_TEST_RECORD=${RESEX_TEST_RECORD:?set RESEX_TEST_RECORD}
@@ -59,6 +60,10 @@ function get_python_exec_prefix {
 
 function setup_develop {
     _shim_record "setup_develop $*"
+}
+
+function pip_install {
+    _shim_record "pip_install $*"
 }
 
 function run_process {

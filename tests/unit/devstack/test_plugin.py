@@ -141,6 +141,12 @@ class AllInOneTest(unittest.TestCase):
     def test_install_is_setup_develop_with_the_libvirt_extra(self):
         self.assertIn("setup_develop /opt/stack/resex-libvirt libvirt", self.node.recorded())
 
+    def test_benchex_is_installed_before_the_project_that_requires_it(self):
+        recorded = self.node.recorded()
+        self.assertIn("pip_install /opt/stack/resex-libvirt/benchex", recorded)
+        self.assertLess(recorded.index("pip_install /opt/stack/resex-libvirt/benchex"),
+                        recorded.index("setup_develop /opt/stack/resex-libvirt libvirt"))
+
     def test_filter_is_appended_to_devstacks_enabled_filters(self):
         nova = self.node.nova()
         self.assertEqual(DEVSTACK_FILTERS + ["ResExCongestionFilter"],
