@@ -1,7 +1,12 @@
 """Run every ``bench/bench_*.py`` module's ``main()``, or the ones named.
 
-    python -m bench            # all
-    python -m bench market     # bench/bench_market.py only
+    python -m bench                         # all
+    python -m bench market                  # bench/bench_market.py only
+    python -m bench sim --skip-paper        # flags go to the named benchmark(s)
+    python -m bench market --intervals 500
+
+Everything after the first option is passed to each named benchmark's
+``main(argv)``; with no name given, all run with their defaults.
 """
 
 import importlib
@@ -13,13 +18,21 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     here = pathlib.Path(__file__).parent
     names = sorted(p.stem[len("bench_"):] for p in here.glob("bench_*.py"))
-    wanted = [a for a in argv if not a.startswith("-")] or names
+    first_opt = next((i for i, a in enumerate(argv) if a.startswith("-")), len(argv))
+    wanted, flags = argv[:first_opt], argv[first_opt:]
+    if flags and not wanted:
+        print("options need a benchmark name: python -m bench NAME %s" % " ".join(flags),
+              file=sys.stderr)
+        return 2
+    wanted = wanted or names
     for name in wanted:
         if name not in names:
             print("unknown benchmark %r; known: %s" % (name, ", ".join(names)), file=sys.stderr)
             return 2
         print("== bench_%s ==" % name, flush=True)
-        importlib.import_module("bench.bench_%s" % name).main([])
+        rc = importlib.import_module("bench.bench_%s" % name).main(list(flags))
+        if rc:
+            return rc
         print(flush=True)
     return 0
 

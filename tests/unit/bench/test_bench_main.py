@@ -1,0 +1,29 @@
+"""``python -m bench NAME --flags`` hands the flags to the named benchmark."""
+
+import pytest
+
+from bench import __main__ as bench_main
+
+
+def test_flags_after_a_name_reach_that_benchmark(capsys):
+    with pytest.raises(SystemExit) as exc:
+        bench_main.main(["market", "--help"])
+    assert exc.value.code == 0
+    assert "--intervals" in capsys.readouterr().out
+
+
+def test_a_bad_flag_is_refused_by_the_benchmark_not_ignored(capsys):
+    with pytest.raises(SystemExit) as exc:
+        bench_main.main(["sim", "--no-such-flag"])
+    assert exc.value.code == 2
+    assert "--no-such-flag" in capsys.readouterr().err
+
+
+def test_flags_without_a_name_are_an_error(capsys):
+    assert bench_main.main(["--skip-paper"]) == 2
+    assert "need a benchmark name" in capsys.readouterr().err
+
+
+def test_an_unknown_benchmark_is_an_error(capsys):
+    assert bench_main.main(["nosuch"]) == 2
+    assert "unknown benchmark" in capsys.readouterr().err
