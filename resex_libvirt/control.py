@@ -94,6 +94,7 @@ class Controller:
         self.last = Interval({}, {}, {})
         self._link = None
         self._down_logged = False
+        self._retry = {}
 
     def link(self):
         """The shared link (read once from the fabric monitor)."""
@@ -146,7 +147,7 @@ class Controller:
         specs = self.market.specs
         windows = {vm: w for vm, w in windows.items() if vm in specs}
         decisions = self.market.step(samples, windows)
-        self.actuate(decisions)
+        self.actuate(decisions, self.market.changed)
         self._tally(samples, decisions, windows)
         self.last = Interval(samples, windows, decisions)
         return self.last
@@ -180,12 +181,25 @@ class Controller:
                     LOG.exception("latency source %r failed to sync", source)
         return found
 
-    def actuate(self, decisions):
-        """Write the knobs that moved beyond the deadband; one VM failing stops nothing."""
+    def actuate(self, decisions, changed=None):
+        """Write the knobs that moved beyond the deadband; one VM failing stops nothing.
+
+        With ``changed`` (the VMs whose decision changed), only those are
+        visited, plus the VMs whose last write failed (they are retried every
+        interval until it succeeds); without it, every VM of ``decisions``.
+        """
         deadband = self.deadband_pct
-        for uuid, decision in decisions.items():
+        if changed is None:
+            visit = decisions
+        else:
+            visit = dict.fromkeys(changed)
+            if self._retry:
+                visit.update(self._retry)
+                self._retry = {}
+        for uuid in visit:
+            decision = decisions.get(uuid)
             rec = self.vms.get(uuid)
-            if rec is None or rec.monitor_only:
+            if decision is None or rec is None or rec.monitor_only:
                 continue
             full = 100.0 * max(1, rec.info.vcpus)
             cap = None if decision.cap_pct >= full - 1e-9 else round(decision.cap_pct, 2)
@@ -203,16 +217,22 @@ class Controller:
                           "none" if cap is None else "%.1f%%" % cap, decision.weight)
             except exceptions.VMGone:
                 LOG.debug("VM %s vanished before its knobs were set", rec.info.name)
+                self._retry[uuid] = None
             except exceptions.KnobUnsupported as exc:
                 LOG.info("VM %s is monitor-only: %s", rec.info.name, exc)
                 rec.monitor_only = True
             except exceptions.HypervisorUnavailable as exc:
                 LOG.warning("hypervisor unavailable while setting knobs: %s", exc)
+                # This VM and the ones not visited yet are written next time.
+                left = list(visit)
+                self._retry.update(dict.fromkeys(left[left.index(uuid):]))
                 return
             except exceptions.ResexError as exc:
                 LOG.warning("could not set knobs of VM %s: %s", rec.info.name, exc)
+                self._retry[uuid] = None
             except Exception:
                 LOG.exception("unexpected error setting knobs of VM %s", rec.info.name)
+                self._retry[uuid] = None
 
     def _tally(self, samples, decisions, windows):
         interference = self.market.last_interference

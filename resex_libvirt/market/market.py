@@ -8,7 +8,12 @@ simulator) passes each interval's samples and latency windows to
 Per interval (paper Algorithms 1 and 2): charge every sampled VM at its
 current rate (CPU percent x CPU price + MTUs x I/O price, times the VM's
 rate multiplier), then ask the policy for caps and rates, then clamp every
-cap to the VM's mClock [reservation, limit] (seed 001).
+cap to the VM's mClock [reservation, limit] (mClock, Gulati et al. 2010).
+
+Decisions are sparse: :meth:`Market.step` returns the same dict of the
+decisions in force for as long as none changes (no copy per interval), and
+:attr:`Market.changed` names the VMs whose decision changed, so that the
+caller writes only those knobs.
 """
 
 import collections
@@ -149,6 +154,10 @@ class Market:
         self._bounds = {}
         self._weights = {}
         self._decisions = {}
+        self._snapshot = None
+        self._moved = {}
+        #: The VMs whose decision changed in (or before) the last :meth:`step`.
+        self.changed = ()
         self.tick = 0
         self.epoch = 0
         self._caps = {}
@@ -200,8 +209,7 @@ class Market:
             tracker.threshold_pct = spec.sla.interference_threshold_pct
         else:
             self._baselines.pop(vm, None)
-        self._decisions[vm] = records.Decision(self._caps[vm], self._weights[vm],
-                                               self._rates[vm])
+        self._decide(vm, self._caps[vm], self._rates[vm])
 
     def set_params(self, params):
         """Apply new prices, minimum cap or supply (a reload) from the next interval.
@@ -218,7 +226,7 @@ class Market:
             cap = min(limit, max(floor, self._caps[vm]))
             if cap != self._caps[vm]:
                 self._caps[vm] = cap
-                self._decisions[vm] = records.Decision(cap, self._weights[vm], self._rates[vm])
+                self._decide(vm, cap, self._rates[vm])
 
     def set_policy(self, policy):
         """Replace the policy; it starts from scratch: every VM at its limit, base rate."""
@@ -228,7 +236,7 @@ class Market:
             if self._caps[vm] != limit or self._rates[vm] != 1.0:
                 self._caps[vm] = limit
                 self._rates[vm] = 1.0
-                self._decisions[vm] = records.Decision(limit, self._weights[vm], 1.0)
+                self._decide(vm, limit, 1.0)
 
     def remove(self, vm):
         """Forget a VM that left the host."""
@@ -238,9 +246,15 @@ class Market:
         self.ledger.close_account(vm)
         for table in (self._caps, self._rates, self._mtu_rate, self._baselines, self._tally,
                       self._bounds, self._weights, self._decisions, self.last_interference,
-                      self._accounts):
+                      self._accounts, self._moved):
             table.pop(vm, None)
+        self._snapshot = None
         self.policy.forget(vm)
+
+    def _decide(self, vm, cap, rate):
+        self._decisions[vm] = records.Decision(cap, self._weights[vm], rate)
+        self._moved[vm] = True
+        self._snapshot = None
 
     def decision(self, vm):
         """The decision in force for ``vm``."""
@@ -261,7 +275,10 @@ class Market:
 
         ``samples`` maps VM -> :class:`Sample` (VMs without a sample are not
         charged); ``windows`` maps VM -> :class:`LatencyWindow` for VMs that
-        reported latency. Returns ``{vm: Decision}`` for every adopted VM.
+        reported latency. Returns ``{vm: Decision}`` for every adopted VM:
+        the same dict object for as long as no decision changes (read it, do
+        not modify it); :attr:`changed` names the VMs whose decision changed
+        since the previous step (adoptions and reloads included).
         """
         windows = windows or {}
         p = self.params
@@ -323,6 +340,7 @@ class Market:
         if taxes:
             self._taxes.extend(taxes)
         caps, bounds, decisions, tick = self._caps, self._bounds, self._decisions, self.tick + 1
+        moved = self._moved
         for vm, (cap, rate) in answers.items():
             t = tally.get(vm)
             if t is None:
@@ -340,8 +358,14 @@ class Market:
                 caps[vm] = cap
                 rates[vm] = rate
                 decisions[vm] = records.Decision(cap, self._weights[vm], rate)
+                moved[vm] = True
+                self._snapshot = None
         self.tick += 1
-        return dict(decisions)
+        self.changed = tuple(moved)
+        moved.clear()
+        if self._snapshot is None:
+            self._snapshot = dict(decisions)
+        return self._snapshot
 
     # -- the epoch ----------------------------------------------------------------
     def end_epoch(self):
