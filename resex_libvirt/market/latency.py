@@ -99,9 +99,12 @@ class LatencyBuffer:
             raise ValueError("size must be >= 1")
         self.max_age = max_age
         self._items = collections.deque(maxlen=size)
+        #: How many values were ever added (a window is stale when this moves).
+        self.added = 0
 
     def add(self, value_us, tick):
         self._items.append((tick, float(value_us)))
+        self.added += 1
 
     def __len__(self):
         return len(self._items)
@@ -113,6 +116,23 @@ class LatencyBuffer:
         else:
             values = [v for _t, v in self._items]
         return summarize(values)
+
+    def window_since(self, tick):
+        """:meth:`window` at ``tick``, and the tick of its oldest value (or ``None``).
+
+        Without new values, the window stays the same until
+        :meth:`aged` says that oldest value left it.
+        """
+        if self.max_age is None:
+            return summarize([v for _t, v in self._items]), None
+        fresh = [(t, v) for t, v in self._items if tick - t <= self.max_age]
+        if not fresh:
+            return None, None
+        return summarize([v for _t, v in fresh]), min(t for t, _v in fresh)
+
+    def aged(self, tick, oldest):
+        """True once the value stamped ``oldest`` is too old for a window at ``tick``."""
+        return oldest is not None and self.max_age is not None and tick - oldest > self.max_age
 
 
 def summarize(values):

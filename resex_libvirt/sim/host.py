@@ -13,7 +13,10 @@ fast runner) drive it exactly as they drive libvirt:
 * a latency source (``sync(vms)``, ``windows()``): every completed request's
   server-side latency, as BenchEx reports it, summarised over the last
   ``window_size`` requests that are at most ``freshness_s`` old in
-  simulated time (:class:`~resex_libvirt.market.latency.LatencyBuffer`);
+  simulated time (:class:`~resex_libvirt.market.latency.LatencyBuffer`),
+  for the VMs with a latency SLA (the only ones whose reports the market
+  reads); a window is recomputed only when a request completed or its
+  oldest request aged out;
 * :meth:`clock`: a :class:`SimClock` whose ``sleep_until`` advances the
   model, optionally paced against the wall clock.
 """
@@ -98,6 +101,11 @@ class SimHost(hyp_base.Hypervisor, fabric_base.FabricMonitor):
             self._by_name[vm.name] = vm.uuid
             self._buffers[vm.uuid] = latency.LatencyBuffer(window_size, max_age=freshness_s)
             self._seen[vm.uuid] = 0
+        self._sensitive = [vm.uuid for vm in scenario.vms if vm.sla.sensitive]
+        self._windows = {}      # uuid -> (window, values added, oldest value's time)
+        self._infos = {}
+        self._infos_at = None
+        self._io = {}
         self._end_ns = round(scenario.duration_s * _NS)
         self.testbed.run_until(0)
 
@@ -134,15 +142,22 @@ class SimHost(hyp_base.Hypervisor, fabric_base.FabricMonitor):
 
     # -- Hypervisor ---------------------------------------------------------------
     def vms(self):
+        """The running VMs' records: each made once, the dict rebuilt when a VM starts or stops."""
         with self._lock:
-            out = {}
-            for uuid, vm in self.testbed.vms.items():
-                if not vm.active:
-                    continue
-                d = self._defs[uuid]
-                out[uuid] = hyp_base.VMInfo(uuid=uuid, name=d.name, vcpus=d.vcpus, sla=d.sla,
-                                            knobs=KNOBS, sla_source="scenario")
-            return out
+            if self._infos_at != self.testbed.changes:
+                out = {}
+                for uuid, vm in self.testbed.vms.items():
+                    if not vm.active:
+                        continue
+                    info = self._infos.get(uuid)
+                    if info is None:
+                        d = self._defs[uuid]
+                        info = self._infos[uuid] = hyp_base.VMInfo(
+                            uuid=uuid, name=d.name, vcpus=d.vcpus, sla=d.sla, knobs=KNOBS,
+                            sla_source="scenario")
+                    out[uuid] = info
+                self._active, self._infos_at = out, self.testbed.changes
+            return dict(self._active)
 
     def cpu_times(self):
         with self._lock:
@@ -190,12 +205,17 @@ class SimHost(hyp_base.Hypervisor, fabric_base.FabricMonitor):
         with self._lock:
             mtu = self.scenario.mtu
             out = {}
+            last = self._io
             for uuid in vms:
                 vm = self.testbed.vms.get(uuid)
                 if vm is None or not vm.active:
                     continue
                 sent = int(vm.tx_bytes)
-                out[uuid] = fabric_base.IOCounters(tx_bytes=sent, tx_packets=-(-sent // mtu))
+                io = last.get(uuid)
+                if io is None or io.tx_bytes != sent:
+                    io = fabric_base.IOCounters(tx_bytes=sent, tx_packets=-(-sent // mtu))
+                    last[uuid] = io
+                out[uuid] = io
             return out
 
     def link(self):
@@ -217,16 +237,22 @@ class SimHost(hyp_base.Hypervisor, fabric_base.FabricMonitor):
             self._seen[uuid] = len(lat)
 
     def windows(self):
-        """``{uuid: LatencyWindow}`` of the running VMs with fresh reports."""
+        """``{uuid: LatencyWindow}`` of the running VMs with an SLA and fresh reports."""
         with self._lock:
             now = self.now()
             out = {}
-            for uuid, vm in self.testbed.vms.items():
+            cache = self._windows
+            for uuid in self._sensitive:
+                vm = self.testbed.vms[uuid]
                 if not vm.active:
                     continue
-                win = self._buffers[uuid].window(now)
-                if win is not None:
-                    out[uuid] = win
+                buf = self._buffers[uuid]
+                hit = cache.get(uuid)
+                if hit is None or hit[1] != buf.added or buf.aged(now, hit[2]):
+                    win, oldest = buf.window_since(now)
+                    hit = cache[uuid] = (win, buf.added, oldest)
+                if hit[0] is not None:
+                    out[uuid] = hit[0]
             return out
 
     # -- results --------------------------------------------------------------------

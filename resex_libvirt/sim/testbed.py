@@ -62,6 +62,8 @@ class Testbed:
         self.now_ns = 0
         self.vms = {}
         self._period = 0
+        #: Counts the VMs starting and stopping (a cache of the running set follows it).
+        self.changes = 0
 
     def add_vm(self, name, workload, start_ns=0, stop_ns=None):
         if name in self.vms:
@@ -140,9 +142,11 @@ class Testbed:
             if vm.state == "pending" and vm.start_ns <= now:
                 vm.state = "active"
                 vm.server.start(now)
+                self.changes += 1
             if vm.state == "active" and vm.stop_ns is not None and vm.stop_ns <= now:
                 vm.state = "stopped"
                 self.link.drop_owner(vm)
+                self.changes += 1
         changed = True
         while changed:
             changed = False

@@ -122,6 +122,33 @@ class SimHostTest(unittest.TestCase):
         win = host.windows().get(host.uuid_of("early"))
         self.assertTrue(win is None or win.count <= 2, win)
 
+    def test_only_vms_with_a_latency_sla_get_windows(self):
+        self.host.advance_to(0.15)
+        self.assertEqual([self.early], list(self.host.windows()))
+
+    def test_a_cached_window_is_the_window_computed_afresh(self):
+        host = host_mod.SimHost(scenario.loads(LIFETIMES), freshness_s=0.01)
+        early = host.uuid_of("early")
+        buf = host._buffers[early]
+        t = 0.0
+        while t < 0.25:
+            t += 0.0005
+            if abs(t - 0.05) < 1e-9:
+                host.set_knobs(early, 1.0, 256)   # reports stop: windows age out
+            host.advance_to(t)
+            self.assertEqual(buf.window(host.now()), host.windows().get(early), t)
+
+    def test_vm_records_are_made_once_and_follow_starts_and_stops(self):
+        first = self.host.vms()
+        self.host.advance_to(0.05)
+        self.assertIs(first[self.early], self.host.vms()[self.early])
+        self.host.advance_to(0.15)
+        both = self.host.vms()
+        self.assertEqual({self.early, self.late}, set(both))
+        self.assertIs(first[self.early], both[self.early])
+        self.host.advance_to(0.25)
+        self.assertEqual({self.late}, set(self.host.vms()))
+
     def test_the_clock_advances_the_model_and_finishes(self):
         clock = self.host.clock()
         self.assertEqual(0.0, clock.now())
