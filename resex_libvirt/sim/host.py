@@ -179,7 +179,7 @@ class SimHost(hyp_base.Hypervisor, fabric_base.FabricMonitor):
                     raise exceptions.HypervisorError("weight must be in 1..65535, got %r"
                                                      % (weight,))
                 vm.weight = weight
-            vm.sched.set_cap(cap_pct)
+            self.testbed.set_cap(uuid, cap_pct)
 
     def get_knobs(self, uuid):
         """Xen credit's raw parameters: ``cap`` (0 = uncapped) and ``weight``."""

@@ -1,0 +1,180 @@
+"""The performance goals, each measured and printed next to its goal.
+
+    python -m bench goals            # make bench prints this table first
+    python -m bench goals --quick    # shorter runs (rough figures)
+
+Rows (medians of ``--runs`` runs; nothing is asserted, the machine is shared):
+
+* agent work per interval at 64 VMs, the scope of ``bench_market`` (sample +
+  charge + decide on synthetic cumulative counters): FreeMarket, IOShares
+  typical (calm windows) and IOShares worst (every sensitive VM interfered);
+* the whole interval on the simulated host at 1024 VMs: the model advanced
+  by one 1 ms interval plus the agent's control step on it (discover,
+  sample, market, actuate, tallies), the runner's loop;
+* the growth exponent of that interval from 64 to 1024 VMs
+  (``log(t1024 / t64) / log(16)``: 1 is linear, 0 constant);
+* epoch work at 1024 VMs: the agent's ``run_epoch`` (market epoch, host
+  report, summary line; no board);
+* ``resex-sim paper``: simulated seconds per wall second over its 22 runs;
+* the scheduler: ResEx filter + weigher over nova's ComputeFilter +
+  RAMWeigher, 10,000 hosts, a latency-sensitive request (``bench_nova``).
+"""
+
+import argparse
+import contextlib
+import io
+import logging
+import math
+import statistics
+import time
+
+from bench import bench_market
+from bench import bench_sim
+from resex_libvirt import control
+from resex_libvirt import market as market_mod
+from resex_libvirt.market import policy as policy_mod
+from resex_libvirt.sim import host as host_mod
+from resex_libvirt.sim import paper
+from resex_libvirt.sim import scenario as scenario_mod
+
+
+def agent_step_us(policy, interfered, intervals):
+    return statistics.median(bench_market.one_run(64, policy, intervals,
+                                                  interfered=interfered)) / 1000.0
+
+
+def sim_interval_us(n, intervals, warmup=20):
+    """Median wall time of one simulated interval (model + control step) at ``n`` VMs."""
+    sc = bench_sim.widened(n).with_duration((warmup + intervals + 1) * 0.001)
+    host = host_mod.SimHost(sc)
+    link = host.link()
+    params = market_mod.MarketParams(
+        interval_s=sc.interval_s, intervals_per_epoch=sc.intervals_per_epoch,
+        pcpus=host.pcpus(), link_bytes_per_s=link.capacity_bytes_per_s, mtu=link.mtu)
+    ctl = control.Controller(market_mod.Market(params, policy_mod.load("io_shares")),
+                             host, host, [host])
+    ctl.prime(host.now())
+    costs = []
+    for i in range(1, warmup + intervals + 1):
+        t0 = time.perf_counter_ns()
+        host.advance_to(i * sc.interval_s)
+        ctl.step(host.now())
+        if i > warmup:
+            costs.append(time.perf_counter_ns() - t0)
+    return statistics.median(costs) / 1000.0
+
+
+def epoch_us(n, repeat=5):
+    """Median wall time of the agent's epoch at ``n`` VMs (no board, no metrics)."""
+    from agent import loop
+    from resex_libvirt.hypervisor import base as hyp_base
+    from resex_libvirt.market import records
+    from resex_libvirt import sla as sla_mod
+    params = market_mod.MarketParams(interval_s=0.001, intervals_per_epoch=1000, pcpus=n)
+    market = market_mod.Market(params, policy_mod.load("io_shares"))
+    agent = loop.Agent(loop.LoopSettings(host="bench", interval_s=0.001,
+                                         intervals_per_epoch=1000), market, None, None)
+    samples, windows = {}, {}
+    for i in range(n):
+        uuid = "00000000-0000-4000-8000-%012d" % i
+        sla = sla_mod.SLA(latency_sla_us=200.0) if i % 2 == 0 else sla_mod.SLA()
+        agent.vms[uuid] = control.VMRecord(info=hyp_base.VMInfo(uuid=uuid, name="vm-%d" % i,
+                                                                sla=sla))
+        market.add(records.VMSpec(vm=uuid, sla=sla))
+        samples[uuid] = records.Sample(uuid, 0.0, 50.0, 64 * 1024, 64)
+        if i % 2 == 0:
+            windows[uuid] = records.LatencyWindow(16, 230.0, 10.0, 260.0)
+    costs = []
+    for _ in range(repeat):
+        for _ in range(10):
+            market.step(samples, windows)
+        t0 = time.perf_counter_ns()
+        agent.run_epoch()
+        costs.append(time.perf_counter_ns() - t0)
+    return statistics.median(costs) / 1000.0
+
+
+def paper_rate(duration_s):
+    """Simulated seconds per wall second of ``resex-sim paper`` (all its runs)."""
+    ev = paper.Evaluation(duration_s=duration_s)
+    t0 = time.perf_counter()
+    data = ev.evaluate()
+    wall = time.perf_counter() - t0
+    simulated = sum(duration_s or scenario_mod.load(name).duration_s
+                    for name, _policy in ev._runs)
+    return simulated / wall, len(data["runs"]), wall
+
+
+def scheduler_ratio():
+    """ResEx pair over nova's pair, 10,000 hosts, sensitive request (from bench_nova)."""
+    from bench import bench_nova
+    fn = getattr(bench_nova, "goal_ratio", None)
+    if fn is not None:
+        return fn()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        bench_nova.main(["--sizes", "10000", "--repeat", "5"])
+    for line in out.getvalue().splitlines():
+        parts = line.split()
+        if len(parts) >= 5 and parts[0] == "10000" and parts[1] == "sensitive":
+            return float(parts[4])
+    return None
+
+
+def _median(fn, runs):
+    values = [fn() for _ in range(runs)]
+    return statistics.median(values), values
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m bench goals")
+    parser.add_argument("--runs", type=int, default=3, help="runs per figure (median)")
+    parser.add_argument("--quick", action="store_true",
+                        help="short runs: 300 intervals, 1 s paper runs, 20 sim intervals")
+    parser.add_argument("--skip-paper", action="store_true")
+    parser.add_argument("--skip-nova", action="store_true")
+    args = parser.parse_args(argv)
+    logging.getLogger("agent").setLevel(logging.WARNING)
+    intervals = 300 if args.quick else 2000
+    sim_intervals = 20 if args.quick else 60
+    rows = []
+
+    def row(measure, value, unit, goal, fmt="%.1f"):
+        shown = "n/a" if value is None else (fmt % value) + unit
+        rows.append((measure, shown, goal))
+        print("%-62s %16s   goal %s" % (measure, shown, goal), flush=True)
+
+    print("%-62s %16s   %s" % ("measure (median of %d)" % args.runs, "now", "goal"))
+    for label, policy, interfered, goal in (
+            ("FreeMarket", "free_market", True, "<= 50 us"),
+            ("IOShares typical", "io_shares", False, "<= 50 us"),
+            ("IOShares worst", "io_shares", True, "<= 70 us")):
+        value, _ = _median(lambda: agent_step_us(policy, interfered, intervals), args.runs)
+        row("agent work per interval, 64 VMs, %s" % label, value, " us", goal)
+    t64, _ = _median(lambda: sim_interval_us(64, sim_intervals), args.runs)
+    t1024, _ = _median(lambda: sim_interval_us(1024, sim_intervals), args.runs)
+    row("whole interval on the simulated host, 64 VMs", t64 / 1000.0, " ms", "(for the exponent)",
+        fmt="%.2f")
+    row("whole interval on the simulated host, 1024 VMs", t1024 / 1000.0, " ms", "<= 1 ms",
+        fmt="%.2f")
+    row("growth exponent 64 -> 1024 VMs", math.log(t1024 / t64) / math.log(16), "", "<= 0.5",
+        fmt="%.2f")
+    value, _ = _median(lambda: epoch_us(1024), args.runs)
+    row("epoch work, 1024 VMs (agent run_epoch, no board)", value / 1000.0, " ms", "<= 1 ms",
+        fmt="%.2f")
+    if args.skip_paper:
+        row("resex-sim paper, simulated s per wall s", None, "", ">= 30")
+    else:
+        rate, runs, wall = paper_rate(1.0 if args.quick else None)
+        row("resex-sim paper, simulated s per wall s (%d runs, %.0f s)" % (runs, wall), rate,
+            "", ">= 30")
+    if args.skip_nova:
+        row("filter + weigher / ComputeFilter + RAMWeigher, 10k hosts", None, "", "<= 0.45x")
+    else:
+        row("filter + weigher / ComputeFilter + RAMWeigher, 10k hosts", scheduler_ratio(), "x",
+            "<= 0.45x", fmt="%.2f")
+    return 0
+
+
+if __name__ == "__main__":
+    main()
