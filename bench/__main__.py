@@ -17,7 +17,9 @@ import sys
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     here = pathlib.Path(__file__).parent
-    names = sorted(p.stem[len("bench_"):] for p in here.glob("bench_*.py"))
+    # The goals table first (make bench prints it), then the detailed benchmarks.
+    names = sorted((p.stem[len("bench_"):] for p in here.glob("bench_*.py")),
+                   key=lambda n: (n != "goals", n))
     first_opt = next((i for i, a in enumerate(argv) if a.startswith("-")), len(argv))
     wanted, flags = argv[:first_opt], argv[first_opt:]
     if flags and not wanted:
