@@ -21,7 +21,7 @@ left".
 import dataclasses
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class Account:
     """One VM's Resos for the current epoch."""
 
@@ -41,21 +41,31 @@ class Ledger:
         self.cpu_supply = float(cpu_supply)
         self.io_supply = float(io_supply)
         self._accounts = {}
+        self._total_shares = 0
+        self._stale = False
 
     # -- membership -------------------------------------------------------
     def open_account(self, vm, shares, fraction_left=1.0):
         """Add ``vm``; it starts with its allocation prorated to what is left of the epoch."""
         if shares < 1:
             raise ValueError("shares must be >= 1")
-        self._accounts[vm] = Account(shares=int(shares))
-        self._reallocate()
-        acct = self._accounts[vm]
+        old = self._accounts.get(vm)
+        if old is not None:
+            self._total_shares -= old.shares
+        self._accounts[vm] = acct = Account(shares=int(shares))
+        # The others' allocations follow on the next read (one pass for many
+        # VMs adopted at once, not one per VM).
+        self._total_shares += acct.shares
+        self._stale = True
+        acct.allocation = self._share_of(acct.shares)
         acct.balance = acct.allocation * min(1.0, max(0.0, fraction_left))
 
     def close_account(self, vm):
         """Remove ``vm``; the others' allocations grow from the next epoch."""
-        self._accounts.pop(vm, None)
-        self._reallocate()
+        acct = self._accounts.pop(vm, None)
+        if acct is not None:
+            self._total_shares -= acct.shares
+            self._stale = True
 
     def set_supply(self, cpu_supply, io_supply):
         """New supplies; allocations follow, balances from the next epoch."""
@@ -63,16 +73,23 @@ class Ledger:
             raise ValueError("supplies must be >= 0")
         self.cpu_supply = float(cpu_supply)
         self.io_supply = float(io_supply)
-        self._reallocate()
+        self._stale = True
 
     def set_shares(self, vm, shares):
-        self._accounts[vm].shares = int(shares)
-        self._reallocate()
+        acct = self._accounts[vm]
+        self._total_shares += int(shares) - acct.shares
+        acct.shares = int(shares)
+        self._stale = True
 
-    def _reallocate(self):
-        total = sum(a.shares for a in self._accounts.values())
-        for acct in self._accounts.values():
-            acct.allocation = (self.cpu_supply + self.io_supply) * acct.shares / total
+    def _share_of(self, shares):
+        return (self.cpu_supply + self.io_supply) * shares / self._total_shares
+
+    def _fresh(self):
+        """Bring every allocation up to date (after VMs joined or left, or a new supply)."""
+        if self._stale:
+            self._stale = False
+            for acct in self._accounts.values():
+                acct.allocation = self._share_of(acct.shares)
 
     # -- the epoch ----------------------------------------------------------
     def charge(self, vm, cpu_resos, io_resos):
@@ -87,6 +104,7 @@ class Ledger:
 
     def replenish(self):
         """Start a new epoch: every balance back to its allocation, leftovers discarded."""
+        self._fresh()
         for acct in self._accounts.values():
             acct.balance = acct.allocation
             acct.spent_cpu = 0.0
@@ -101,18 +119,22 @@ class Ledger:
 
     def accounts(self):
         """``(vm, Account)`` pairs, read-only by convention."""
+        self._fresh()
         return self._accounts.items()
 
     def account(self, vm):
+        self._fresh()
         return self._accounts[vm]
 
     def balance(self, vm):
         return self._accounts[vm].balance
 
     def allocation(self, vm):
+        self._fresh()
         return self._accounts[vm].allocation
 
     def fraction_left(self, vm):
         """Balance over allocation, in [0, 1] (1 when the allocation is zero)."""
+        self._fresh()
         acct = self._accounts[vm]
         return acct.balance / acct.allocation if acct.allocation > 0 else 1.0

@@ -19,6 +19,7 @@ caller writes only those knobs.
 import collections
 import dataclasses
 import types
+import typing
 
 from resex_libvirt.market import latency
 from resex_libvirt.market import ledger as ledger_mod
@@ -79,7 +80,7 @@ def weight_of(shares):
     return max(1, min(65535, int(round(BASE_WEIGHT * shares / 100.0))))
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class _Tally:
     """Per-VM epoch statistics; the cap is integrated over ticks on change."""
 
@@ -94,9 +95,8 @@ class _Tally:
     intf_n: int = 0
 
 
-@dataclasses.dataclass(frozen=True)
-class VMEpoch:
-    """One VM's epoch, as reported."""
+class VMEpoch(typing.NamedTuple):
+    """One VM's epoch, as reported (a named tuple: one is made per VM per epoch)."""
 
     vm: str
     allocation: float
@@ -372,22 +372,22 @@ class Market:
         """Close the epoch: summarise it, replenish every balance, reset policy caps."""
         p = self.params
         vms = []
+        tick, tally, caps, rates, bounds = self.tick, self._tally, self._caps, self._rates, \
+            self._bounds
+        accounts = dict(self.ledger.accounts())    # allocations up to date
         for vm, spec in self.specs.items():
-            acct = self.ledger.account(vm)
-            t = self._tally[vm]
-            cap = self._caps[vm]
-            span = self.tick - t.since_start
-            area = t.cap_area + cap * (self.tick - t.since)
+            acct = accounts[vm]
+            t = tally[vm]
+            cap = caps[vm]
+            span = tick - t.since_start
+            area = t.cap_area + cap * (tick - t.since)
+            sla = spec.sla
             vms.append(VMEpoch(
-                vm=vm, allocation=acct.allocation, spent_cpu=acct.spent_cpu,
-                spent_io=acct.spent_io, balance=acct.balance, rate=self._rates[vm],
-                cap_mean=(area / span) if span > 0 else cap,
-                cap_min=min(t.cap_min, cap),
-                cpu_pct_mean=(t.cpu_sum / span) if span > 0 else 0.0,
-                tx_mtus=t.tx_mtus, tx_bytes=t.tx_bytes,
-                interference_pct=(t.intf_sum / t.intf_n) if t.intf_n else None,
-                sensitive=spec.sla.sensitive, io_class=spec.sla.io_class,
-                cap_floor=self._bounds[vm][0]))
+                vm, acct.allocation, acct.spent_cpu, acct.spent_io, acct.balance, rates[vm],
+                (area / span) if span > 0 else cap, min(t.cap_min, cap),
+                (t.cpu_sum / span) if span > 0 else 0.0, t.tx_mtus, t.tx_bytes,
+                (t.intf_sum / t.intf_n) if t.intf_n else None,
+                sla.latency_sla_us is not None, sla.io_class, bounds[vm][0]))
         intervals = max(1, self.tick)
         link_mtus = p.link_mtus_per_interval * intervals
         inflations = [v.interference_pct for v in vms if v.interference_pct is not None]
@@ -408,8 +408,10 @@ class Market:
         self._charged_cpu = self._charged_io = self._cpu_units = 0.0
         self._mtu_units = 0
         self._taxes.clear()
-        for vm in self.specs:
-            self._tally[vm] = _Tally(cap_min=self._caps[vm])
+        for vm, t in tally.items():
+            t.since = t.since_start = t.tx_mtus = t.tx_bytes = t.intf_n = 0
+            t.cap_area = t.cpu_sum = t.intf_sum = 0.0
+            t.cap_min = caps[vm]
         view = self._view(0, {}, {}, {})
         self.policy.start_epoch(view)
         return summary
