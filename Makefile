@@ -33,7 +33,7 @@ demo: bootstrap
 test: bootstrap
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit tests/functional tests/lab
 
-# The full lab: cap accuracy (issue 3) and the ResEx experiment (issue 8).
+# The full lab: cap accuracy and the ResEx experiment on real guests.
 lab: bootstrap
 	$(BIN)/python -m tests.lab.run
 	$(BIN)/python -m tests.lab.experiment --out lab-results
