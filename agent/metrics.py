@@ -45,14 +45,25 @@ epoch), ``resex_link_utilisation_ratio``, ``resex_latency_inflation_ratio``,
 :func:`resex_libvirt.board.report.congestion_index`), ``resex_vms``,
 ``resex_epochs_total``, ``resex_intervals_total``, ``resex_loop_late_total``.
 
-``observe_interval`` runs every 1 to 100 ms, so it does almost nothing: it
-keeps references to the interval's samples, decisions and windows (fresh
-dicts every interval, never mutated afterwards) and adds the interval's
-MTUs and bytes to per-VM totals. The per-VM series are built only when the
-endpoint is scraped, by a custom collector (``prometheus_client``'s
-"custom collectors"), from those references; the balance is read from the
-ledger at that moment. A VM that left the host is in no new decision, so
-its series disappear with it.
+What went wrong, from the :class:`agent.loop.Health` of the last epoch:
+``resex_intake_rejected_total{reason}``, ``resex_loop_skipped_intervals_total``,
+``resex_loop_lateness_seconds``, ``resex_loop_held_intervals_total``,
+``resex_board_publish_attempts_total``, ``resex_board_publish_failures_total``,
+``resex_board_reports_superseded_total``, ``resex_journal_write_errors_total``,
+``resex_journal_unsaved_vms``, ``resex_hypervisor_call_timeouts_total`` and
+``resex_hypervisor_available``.
+
+The sink never reaches into the agent: the loop hands it one
+:class:`agent.loop.IntervalRecord` per interval and one
+:class:`agent.loop.EpochRecord` per epoch (the epoch's report, built once,
+and its congestion index included). ``observe_interval`` runs every 1 to
+100 ms, so it does almost nothing: it keeps the record (its dicts are fresh
+every interval, never mutated afterwards) and adds the interval's MTUs and
+bytes to per-VM totals. The per-VM series are built only when the endpoint
+is scraped, by a custom collector (``prometheus_client``'s "custom
+collectors"), from that record; the balance is read through the record's
+``balance`` at that moment. A VM that left the host is in no new decision,
+so its series disappear with it.
 """
 
 import logging
