@@ -14,8 +14,11 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 
+from agent import cli
+from agent import journal as journal_mod
 from tests.faults import harness
 from tests.functional.board import etcd_server
 
@@ -162,25 +165,36 @@ def libvirt_hung(outage=15.0, call_timeout_s=0.5):
 
 
 def sigterm_while_hung(outage=15.0, call_timeout_s=0.5):
-    """SIGTERM while libvirtd hangs: bounded exit, journal kept, next start restores all."""
+    """A real SIGTERM while libvirtd hangs: bounded exit, journal kept, next start restores.
+
+    The agent runs in this process's main thread under the daemon's own
+    signal handling (:func:`agent.cli.serve`); a timer hangs the host once
+    the VMs are capped and sends SIGTERM to this process right after, with a
+    hypervisor call in flight.
+    """
     run = harness.Run(call_timeout_s=call_timeout_s)
-    try:
-        run.start()
-        run.settle()
+    sent = []
+
+    def fault():
+        if harness.wait_for(lambda: run.agent.epochs >= 2 and run.applied(), 60.0) \
+                == float("inf"):
+            run.agent.stop()
+            return
         run.host.hang()
         time.sleep(0.05)        # a call is in flight, blocked, when SIGTERM comes
-        started = time.monotonic()
-        # What SIGTERM does in the daemon: agent.stop(), then the bounded shutdown.
-        run.agent.stop()
-        run.thread.join(60)
-        run.agent.shutdown()
-        exit_s = time.monotonic() - started
+        sent.append(time.monotonic())
+        os.kill(os.getpid(), signal.SIGTERM)
+    try:
+        timer = threading.Thread(target=fault, daemon=True)
+        timer.start()
+        cli.serve(run.agent)
+        exit_s = time.monotonic() - sent[0]
+        timer.join(10)
         kept = set(run.journal.originals())
         time.sleep(max(0.0, outage - exit_s))
         run.host.release()
         # The next start: a fresh journal object on the same file restores what is left.
         released = time.monotonic()
-        from agent import journal as journal_mod
         journal_mod.Journal(run.journal.path).reconcile(run.sim)
         recovery = time.monotonic() - released
         return harness.FaultResult(
