@@ -47,6 +47,7 @@ from resex_libvirt.sim import scenario as scenario_mod
 from oslo_config import cfg
 
 SCENARIO = "paper_64k_vs_2m"
+LOOP_THREAD = "agent-under-fault"
 
 
 @dataclasses.dataclass
@@ -57,6 +58,7 @@ class FaultResult:
     wrong: int
     recovery_s: float
     note: str = ""
+    loop_waited: bool = False
     details: dict = dataclasses.field(default_factory=dict)
 
 
@@ -147,8 +149,15 @@ class Run:
         parts.clock = WallClock(self.sim)
         parts.interval_s, parts.epoch_s = interval_s, epoch_s
         parts.journal = journal_mod.Journal(os.path.join(self.state_dir, "journal.json"))
+        self.board_threads = set()
         if board_url:
             service._board(self.conf, parts)
+            publish = parts.board.publish
+
+            def recorded(report):
+                self.board_threads.add(threading.current_thread().name)
+                return publish(report)
+            parts.board.publish = recorded
         self.parts = parts
         self.agent = service.build_agent(self.conf, parts)
         self.thread = None
@@ -157,8 +166,14 @@ class Run:
     def journal(self):
         return self.parts.journal
 
+    @property
+    def loop_waited_on_board(self):
+        """True if a board call ever ran on the control loop's thread."""
+        return LOOP_THREAD in self.board_threads or \
+            threading.main_thread().name in self.board_threads
+
     def start(self):
-        self.thread = threading.Thread(target=self.agent.run, name="agent-under-fault",
+        self.thread = threading.Thread(target=self.agent.run, name=LOOP_THREAD,
                                        daemon=True)
         self.thread.start()
         return self

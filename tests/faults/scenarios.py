@@ -47,7 +47,8 @@ def _board_outage(name, run, outage, start, end):
         end()
         recovery = harness.wait_for(lambda: run.agent.publisher.published > published, 30.0)
         lost, held = run.since(mark)
-        return harness.FaultResult(name, lost, held, run.caps_wrong(), recovery)
+        return harness.FaultResult(name, lost, held, run.caps_wrong(), recovery,
+                                   loop_waited=run.loop_waited_on_board)
     finally:
         run.stop()
         run.close()
@@ -105,7 +106,8 @@ def etcd_down_at_start(outage=5.0):
             lost, held = run.since(mark)
             return harness.FaultResult("etcd down at start (%.0f s)" % outage, lost, held,
                                        run.caps_wrong(), recovery,
-                                       "capped %.1f s after start" % controlled)
+                                       "capped %.1f s after start" % controlled,
+                                       loop_waited=run.loop_waited_on_board)
         finally:
             run.stop()
             run.close()
@@ -133,7 +135,8 @@ def sqlite_corrupt_at_start(outage=3.0):
         lost, held = run.since(mark)
         return harness.FaultResult("SQLite board corrupt at start", lost, held,
                                    run.caps_wrong(), recovery,
-                                   "capped %.1f s after start" % controlled)
+                                   "capped %.1f s after start" % controlled,
+                                   loop_waited=run.loop_waited_on_board)
     finally:
         run.stop()
         run.close()
