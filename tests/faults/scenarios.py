@@ -160,7 +160,9 @@ def libvirt_hung(outage=15.0, call_timeout_s=0.5):
         lost, held = run.since(mark)
         return harness.FaultResult(
             "libvirtd hung %.0f s (watchdog %.1f s)" % (outage, call_timeout_s), lost, held,
-            run.caps_wrong(), recovery)
+            run.caps_wrong(), recovery,
+            "watchdog bound = %d intervals; held = ran, knobs kept"
+            % round(call_timeout_s / run.agent.settings.interval_s))
     finally:
         run.host.release()
         run.stop()
