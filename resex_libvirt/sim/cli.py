@@ -6,6 +6,7 @@ Commands::
     resex-sim run SCENARIO --policy {none,free_market,io_shares} [--json] [--out DIR]
     resex-sim paper [--json] [--out DIR] [--duration S]
     resex-sim calibrate [--json] [--duration S]
+    resex-sim cluster SCENARIO [--json] [--out DIR]   (the fleet study)
 
 ``SCENARIO`` is a packaged scenario's name (``resex-sim list``) or a TOML
 file. ``--json`` prints, per VM (and policy): latency mean, p50, p99 and
@@ -187,6 +188,9 @@ def build_parser():
     p.add_argument("--duration", type=float, default=5.0, help="length of each run (s)")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.set_defaults(func=cmd_calibrate)
+
+    from resex_libvirt.sim.cluster import cli as cluster_cli
+    cluster_cli.add_parser(sub)
     return parser
 
 

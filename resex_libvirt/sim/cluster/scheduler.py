@@ -1,0 +1,192 @@
+"""Nova's own scheduler code over the simulated fleet.
+
+Placement decisions are made by nova 34's ``HostManager`` (its
+``get_filtered_hosts``, which honours ``ignore_hosts``, forced hosts and
+requested destinations before running the filters through
+``HostFilterHandler``, and ``get_weighed_hosts`` through
+``HostWeightHandler``), with the filters and weighers that nova.conf enables:
+each configuration's ``[nova.<group>]`` options are set on nova's ``CONF``
+with oslo.config overrides before the ``HostManager`` is built, and cleared
+afterwards (:func:`nova_config`). What nova would read from its database
+comes from the simulation instead (:class:`FleetHostManager`): the host
+states (``HostState`` objects kept up to date as nova's resource tracker
+would), no aggregates, no cells to refresh.
+
+Around the filters the sim does what the rest of nova does:
+
+* **placement's allocation candidates** (:meth:`Scheduler.candidates`): the
+  hosts with the vCPUs, RAM and disk the flavor asks for; in nova 34 the
+  placement service, not a filter, checks capacity;
+* **the choice** among the weighed hosts as ``SchedulerManager`` makes it:
+  one of the best ``[filter_scheduler] host_subset_size`` (a seeded draw);
+* **the claim**: ``HostState.consume_from_request`` on the chosen host, as
+  the scheduler does, and the release when a VM leaves, as the compute
+  node's resource tracker reports it.
+* **Evacuation** goes through the same path with the ``RequestSpec`` the
+  conductor builds for an evacuation (``ConductorManager.rebuild_instance``):
+  the source host in ``ignore_hosts``, forced destinations reset, and the
+  request restricted to the instance's cell (``requested_destination.cell``),
+  so filters see it as the move it is.
+"""
+
+import contextlib
+import datetime
+import os
+import random
+
+os.environ.setdefault("OS_NOVA_DISABLE_EVENTLET_PATCHING", "1")  # before nova
+
+import nova.conf  # noqa: E402
+from nova import exception as nova_exc  # noqa: E402
+from nova import objects  # noqa: E402
+from nova.scheduler import host_manager  # noqa: E402
+
+CONF = nova.conf.CONF
+
+CELL_UUID = "7d3c5a1e-0f4f-4c61-9d0a-1c2f3e4d5a6b"
+_registered = False
+
+
+def register_objects():
+    global _registered
+    if not _registered:
+        objects.register_all()
+        # The [resex] options live in nova's CONF once the plugin is imported.
+        from nova_filter import filter as _filter  # noqa: F401
+        _registered = True
+
+
+@contextlib.contextmanager
+def nova_config(sections):
+    """Set ``{group: {option: value}}`` on nova's CONF for the block, then clear it."""
+    register_objects()
+    done = []
+    try:
+        for group, opts in sections.items():
+            for name, value in opts.items():
+                try:
+                    CONF.set_override(name, value, group)
+                except Exception as exc:
+                    from resex_libvirt import exceptions
+                    raise exceptions.ConfigError("nova.conf [%s] %s = %r: %s"
+                                                 % (group, name, value, exc)) from exc
+                done.append((name, group))
+        yield
+    finally:
+        for name, group in reversed(done):
+            CONF.clear_override(name, group)
+
+
+class FleetHostManager(host_manager.HostManager):
+    """nova's HostManager with the simulated fleet in place of its database."""
+
+    def refresh_cells_caches(self):
+        self.enabled_cells = []
+        self.cells = {}
+
+    def _init_aggregates(self):
+        """No aggregates in the simulated fleet."""
+
+    def _init_instance_info(self, computes_by_cell=None):
+        """Instances are tracked by the simulation."""
+
+
+def _now():
+    return datetime.datetime.now(datetime.timezone.utc)
+
+
+class Scheduler:
+    """Places requests on ``hosts`` (names) of ``vcpus``/``ram_mb``/``disk_gb`` each."""
+
+    def __init__(self, hosts, vcpus, ram_mb, disk_gb, seed=0):
+        register_objects()
+        self.manager = FleetHostManager()
+        self.filters = [type(f).__name__ for f in self.manager.enabled_filters]
+        self.weighers = [type(w).__name__ for w in self.manager.weighers]
+        self.subset = max(1, CONF.filter_scheduler.host_subset_size)
+        self._rng = random.Random("scheduler:%d" % seed)
+        self.states = {}
+        now = _now()
+        for name in hosts:
+            s = host_manager.HostState(name, name, CELL_UUID)
+            s.total_usable_ram_mb = s.free_ram_mb = ram_mb
+            s.total_usable_disk_gb = disk_gb
+            s.free_disk_mb = disk_gb * 1024
+            s.vcpus_total = vcpus
+            s.ram_allocation_ratio = s.cpu_allocation_ratio = s.disk_allocation_ratio = 1.0
+            s.service = {"disabled": False, "disabled_reason": None, "host": name,
+                         "binary": "nova-compute", "last_seen_up": now, "updated_at": now,
+                         "created_at": now, "forced_down": False}
+            s.updated = now
+            self.states[name] = s
+        self._order = [self.states[n] for n in hosts]
+        self.cell = objects.CellMapping(uuid=CELL_UUID, name="cell1")
+
+    # -- requests -----------------------------------------------------------------
+    @staticmethod
+    def flavor(f):
+        return objects.Flavor(name=f.name, flavorid=f.name, vcpus=f.vcpus, memory_mb=f.ram_mb,
+                              root_gb=f.disk_gb, ephemeral_gb=0, swap=0,
+                              extra_specs=dict(f.extra_specs))
+
+    def boot_spec(self, flavor, instance_uuid, project):
+        return objects.RequestSpec(
+            flavor=flavor, num_instances=1, instance_uuid=instance_uuid, project_id=project,
+            user_id="user", ignore_hosts=None, force_hosts=None, force_nodes=None,
+            requested_destination=None, scheduler_hints={}, pci_requests=None,
+            numa_topology=None, instance_group=None)
+
+    def evacuate_spec(self, flavor, instance_uuid, project, source_host):
+        """The RequestSpec nova's conductor sends for evacuating off ``source_host``."""
+        spec = self.boot_spec(flavor, instance_uuid, project)
+        spec.ignore_hosts = [source_host]
+        spec.reset_forced_destinations()
+        spec.requested_destination = objects.Destination(cell=self.cell)
+        return spec
+
+    # -- the fleet's state ---------------------------------------------------------
+    def heartbeat(self, down=()):
+        """Every compute service reports in now, except those in ``down``."""
+        now = _now()
+        stale = now - datetime.timedelta(seconds=10 * max(60, CONF.service_down_time))
+        for name, s in self.states.items():
+            s.service["last_seen_up"] = stale if name in down else now
+            s.service["updated_at"] = s.service["last_seen_up"]
+
+    def release(self, host, flavor):
+        """A VM of ``flavor`` left ``host`` (what the resource tracker would report)."""
+        s = self.states[host]
+        s.free_ram_mb += flavor.memory_mb
+        s.free_disk_mb += (flavor.root_gb + flavor.ephemeral_gb) * 1024
+        s.vcpus_used -= flavor.vcpus
+        s.num_instances -= 1
+
+    def io_op_done(self, host):
+        """A build or rebuild on ``host`` finished (nova's ``io_workload`` stat)."""
+        s = self.states[host]
+        s.num_io_ops = max(0, s.num_io_ops - 1)
+
+    def candidates(self, spec):
+        """Placement's allocation candidates: the hosts with room for the flavor."""
+        f = spec.flavor
+        disk = (f.root_gb + f.ephemeral_gb) * 1024
+        return [s for s in self._order
+                if s.vcpus_total * s.cpu_allocation_ratio - s.vcpus_used >= f.vcpus
+                and s.free_ram_mb >= f.memory_mb and s.free_disk_mb >= disk]
+
+    def select(self, spec):
+        """The host nova would choose for ``spec`` (claimed), or None (NoValidHost)."""
+        hosts = self.candidates(spec)
+        if not hosts:
+            return None
+        try:
+            passed = list(self.manager.get_filtered_hosts(hosts, spec))
+        except nova_exc.NoValidHost:
+            return None
+        if not passed:
+            return None
+        weighed = self.manager.get_weighed_hosts(passed, spec)
+        best = weighed[:self.subset]
+        chosen = (best[0] if len(best) == 1 else self._rng.choice(best)).obj
+        chosen.consume_from_request(spec)
+        return chosen.host
