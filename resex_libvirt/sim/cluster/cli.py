@@ -13,6 +13,7 @@ minute) and caches the table; ``--recalibrate`` measures it again.
 """
 
 import json
+import logging
 import os
 import sys
 
@@ -47,6 +48,8 @@ def cmd_cluster(args):
     from resex_libvirt.sim.cluster import study
     from resex_libvirt.sim import report
     sc = spec.load(args.scenario)
+    # nova's ComputeFilter warns on every request about the failed host.
+    logging.getLogger("nova").setLevel(logging.ERROR)
     if args.hosts is not None:
         sc = sc.with_hosts(args.hosts)
     if args.duration is not None:

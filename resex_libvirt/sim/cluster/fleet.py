@@ -135,7 +135,6 @@ def run(scenario, config, requests, surrogate, board_url, board_opts=None, progr
     """Simulate ``config`` of ``scenario`` on ``requests``; a :class:`Result`."""
     from nova_filter import rules   # the scheduler's own reader
     started = time.monotonic()
-    flavors = scenario.flavors
     names = ["compute-%05d" % i for i in range(scenario.hosts)]
     nova = {g: dict(o) for g, o in config.nova.items()}
     resex = nova.setdefault("resex", {})

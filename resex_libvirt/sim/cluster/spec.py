@@ -269,8 +269,8 @@ def parse(data, source="<fleet scenario>", default_name="cluster"):
             sensitive_sla = this
         flavors.append(Flavor(
             name=f.text("name"), vcpus=f.num("vcpus", integer=True, lo=1),
-            ram_mb=f.num("ram_mb", integer=True, lo=1), disk_gb=f.num("disk_gb", 0, integer=True,
-                                                                       lo=0),
+            ram_mb=f.num("ram_mb", integer=True, lo=1),
+            disk_gb=f.num("disk_gb", 0, integer=True, lo=0),
             share=f.num("share", positive=True), day_swing=f.num("day_swing", 0.0, lo=-1, hi=1),
             extra_specs=specs, kind=kind))
     if sensitive_sla is None:

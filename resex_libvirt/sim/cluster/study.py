@@ -103,8 +103,8 @@ def goals(results):
     out.append(("(e) vs (a): NoValidHost no higher",
                 "%d vs %d" % (e.no_valid_host, a.no_valid_host),
                 e.no_valid_host <= a.no_valid_host))
-    out.append(("(e): failed evacuations zero", "%d of %d" % (e.failed_evacuations,
-                                                             e.evacuations),
+    out.append(("(e): failed evacuations zero",
+                "%d of %d" % (e.failed_evacuations, e.evacuations),
                 e.failed_evacuations == 0))
     grow = ratio(e.hosts_in_use_mean, a.hosts_in_use_mean) - 1.0
     out.append(("(e) vs (a): hosts in use within +5%", "%+.1f%%" % (100.0 * grow),

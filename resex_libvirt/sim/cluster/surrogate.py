@@ -27,7 +27,8 @@ policy). Per mix it keeps:
     median of the run's epochs after the warm-up).
 
 Between grid points in the number of sensitive VMs the figures are
-interpolated linearly (the report is the nearest point's); beyond the grid
+interpolated linearly (the report is the nearest point's; never from the
+point without sensitive VMs, which has no inflation to speak of); beyond the grid
 they are clamped to its edge and :meth:`Surrogate.lookup` says so. The
 surrogate's error against fresh simulator runs (other seeds, off-grid mixes)
 is measured by :func:`validate` and tested (``tests/unit/sim/cluster``).
@@ -46,10 +47,10 @@ import os
 import statistics
 import time
 
+from resex_libvirt.board import report as report_mod
 from resex_libvirt import control
 from resex_libvirt import exceptions
 from resex_libvirt import market as market_mod
-from resex_libvirt.board import report as report_mod
 from resex_libvirt.market import policy as policy_mod
 from resex_libvirt.sim import host as host_mod
 from resex_libvirt.sim import scenario as scenario_mod
@@ -298,6 +299,8 @@ class Surrogate:
         n_s = min(n_s, self.points[-1])
         hi = next(p for p in self.points if p >= n_s)
         lo = max(p for p in self.points if p <= n_s)
+        if lo == 0 and n_s > 0:
+            lo = hi        # a host without sensitive VMs has no inflation to interpolate
         a, b = rows["%d,%d" % (lo, n_b)], rows["%d,%d" % (hi, n_b)]
         w = 0.0 if hi == lo else (n_s - lo) / (hi - lo)
 

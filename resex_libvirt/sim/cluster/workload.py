@@ -55,7 +55,8 @@ def flavor_weights(scenario, t_s):
 
 def lifetime(rng, scenario):
     u = 1.0 - rng.random()          # (0, 1]
-    return min(scenario.lifetime_max_s, scenario.lifetime_min_s * u ** (-1.0 / scenario.lifetime_alpha))
+    life = scenario.lifetime_min_s * u ** (-1.0 / scenario.lifetime_alpha)
+    return min(scenario.lifetime_max_s, life)
 
 
 def generate(scenario):
