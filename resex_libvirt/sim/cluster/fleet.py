@@ -383,6 +383,11 @@ class _Run:
         if sc.failure_at_s is not None:
             self.push(sc.failure_at_s, FAIL, None)
         self.sched.heartbeat()
+        if self.reads_board:
+            # Every agent is running before the day starts: each host's first
+            # report (no VMs yet) is on the board for the first request.
+            for h in self.hosts.values():
+                self.publish(h.name, None, 0.0)
         end = sc.duration_s
         next_note = 3600.0
         while self.heap and self.heap[0][0] < end:
