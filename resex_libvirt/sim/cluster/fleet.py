@@ -146,7 +146,8 @@ def run(scenario, config, requests, surrogate, board_url, board_opts=None, progr
             scheduler_mod.CONF.set_override("board_read_mode", "snapshot", "resex")
         try:
             sched = scheduler_mod.Scheduler(names, scenario.host_vcpus, scenario.host_ram_mb,
-                                            scenario.host_disk_gb, seed=scenario.seed)
+                                            scenario.host_disk_gb, seed=scenario.seed,
+                                            randomize_candidates=scenario.randomize_candidates)
             return _Run(scenario, config, requests, surrogate, sched, board_url,
                         board_opts or {}, rules, progress, started).run()
         finally:

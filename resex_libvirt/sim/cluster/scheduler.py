@@ -16,7 +16,11 @@ Around the filters the sim does what the rest of nova does:
 
 * **placement's allocation candidates** (:meth:`Scheduler.candidates`): the
   hosts with the vCPUs, RAM and disk the flavor asks for; in nova 34 the
-  placement service, not a filter, checks capacity;
+  placement service, not a filter, checks capacity, and returns at most
+  ``[scheduler] max_placement_results`` of them (default 1000): the first
+  ones in provider order, or a random sample when the placement service's
+  ``[placement] randomize_allocation_candidates`` is on (the scenario's
+  ``hosts.randomize_candidates``);
 * **the choice** among the weighed hosts as ``SchedulerManager`` makes it:
   one of the best ``[filter_scheduler] host_subset_size`` (a seeded draw);
 * **the claim**: ``HostState.consume_from_request`` on the chosen host, as
@@ -98,12 +102,14 @@ def _now():
 class Scheduler:
     """Places requests on ``hosts`` (names) of ``vcpus``/``ram_mb``/``disk_gb`` each."""
 
-    def __init__(self, hosts, vcpus, ram_mb, disk_gb, seed=0):
+    def __init__(self, hosts, vcpus, ram_mb, disk_gb, seed=0, randomize_candidates=False):
         register_objects()
         self.manager = FleetHostManager()
         self.filters = [type(f).__name__ for f in self.manager.enabled_filters]
         self.weighers = [type(w).__name__ for w in self.manager.weighers]
         self.subset = max(1, CONF.filter_scheduler.host_subset_size)
+        self.limit = CONF.scheduler.max_placement_results
+        self.randomize = randomize_candidates
         self._rng = random.Random("scheduler:%d" % seed)
         self.states = {}
         now = _now()
@@ -170,9 +176,15 @@ class Scheduler:
         """Placement's allocation candidates: the hosts with room for the flavor."""
         f = spec.flavor
         disk = (f.root_gb + f.ephemeral_gb) * 1024
-        return [s for s in self._order
-                if s.vcpus_total * s.cpu_allocation_ratio - s.vcpus_used >= f.vcpus
-                and s.free_ram_mb >= f.memory_mb and s.free_disk_mb >= disk]
+        fit = [s for s in self._order
+               if s.vcpus_total * s.cpu_allocation_ratio - s.vcpus_used >= f.vcpus
+               and s.free_ram_mb >= f.memory_mb and s.free_disk_mb >= disk]
+        if len(fit) <= self.limit:
+            return fit
+        if not self.randomize:
+            return fit[:self.limit]
+        keep = sorted(self._rng.sample(range(len(fit)), self.limit))
+        return [fit[i] for i in keep]
 
     def select(self, spec):
         """The host nova would choose for ``spec`` (claimed), or None (NoValidHost)."""

@@ -29,7 +29,7 @@ SUFFIX = ".toml"
 
 _TOP = {"name", "description", "seed", "duration_s", "hosts", "host_sim", "flavors",
         "arrivals", "lifetimes", "failure", "timing", "nova", "configurations"}
-_HOSTS = {"count", "vcpus", "ram_mb", "disk_gb"}
+_HOSTS = {"count", "vcpus", "ram_mb", "disk_gb", "randomize_candidates"}
 _HOST_SIM = {"link_bytes_per_s", "mtu", "sensitive_workload", "bulk_workload",
              "sensitive_points", "max_bulk", "run_s", "warmup_s", "seed"}
 _WORKLOAD = {"buffer", "compute_us", "clients", "think_us"}
@@ -73,6 +73,7 @@ class FleetScenario:
     host_vcpus: int
     host_ram_mb: int
     host_disk_gb: int
+    randomize_candidates: bool
     model: surrogate_mod.HostModel
     flavors: tuple
     mean_per_hour: float
@@ -211,6 +212,13 @@ class _Table:
                       allowed)
 
 
+def _flag(table, key, default):
+    value = table.data.get(key, default)
+    if not isinstance(value, bool):
+        raise table.error(key, "must be true or false, got %r" % (value,))
+    return value
+
+
 def _workload(table, key):
     t = table.sub(key, _WORKLOAD)
     out = dict(t.data)
@@ -331,6 +339,7 @@ def parse(data, source="<fleet scenario>", default_name="cluster"):
         hosts=hosts.num("count", integer=True, lo=1, hi=100000), host_vcpus=host_vcpus,
         host_ram_mb=hosts.num("ram_mb", integer=True, lo=1),
         host_disk_gb=hosts.num("disk_gb", 10000, integer=True, lo=1),
+        randomize_candidates=_flag(hosts, "randomize_candidates", False),
         model=model, flavors=tuple(flavors),
         mean_per_hour=arrivals.num("mean_per_hour", positive=True),
         daily_swing=arrivals.num("daily_swing", 0.0, lo=0.0, hi=1.0),

@@ -152,3 +152,21 @@ def test_the_cli_refuses_an_unknown_configuration(cache_dir):
         rc = cli.main(["cluster", "cluster_small", "--config", "z",
                        "--calibration-dir", cache_dir])
     assert rc == 2 and "no configuration 'z'" in err.getvalue()
+
+
+def _scheduler(randomize):
+    from resex_libvirt.sim.cluster import scheduler as scheduler_mod
+    sections = {"scheduler": {"max_placement_results": 3},
+                "filter_scheduler": {"enabled_filters": ["ComputeFilter"]}}
+    with scheduler_mod.nova_config(sections):
+        return scheduler_mod.Scheduler(["h%d" % i for i in range(10)], 8, 8192, 100, seed=1,
+                                       randomize_candidates=randomize)
+
+
+def test_placement_returns_at_most_max_placement_results_candidates():
+    sched = _scheduler(False)
+    flavor = sched.flavor(spec.load("cluster_small").flavors[0])
+    spec_obj = sched.boot_spec(flavor, "uuid-1", "p")
+    assert [s.host for s in sched.candidates(spec_obj)] == ["h0", "h1", "h2"]
+    sampled = _scheduler(True).candidates(spec_obj)
+    assert len(sampled) == 3 and [s.host for s in sampled] != ["h0", "h1", "h2"]
