@@ -41,6 +41,7 @@ recalibrates instead of serving stale numbers.
 import dataclasses
 import hashlib
 import importlib.resources
+import inspect
 import json
 import math
 import os
@@ -118,7 +119,8 @@ def measure(model, n_sensitive, n_bulk, policy_name, seed=None, duration_s=None)
     params = market_mod.MarketParams(
         interval_s=sc.interval_s, intervals_per_epoch=ipe, pcpus=host.pcpus(),
         link_bytes_per_s=link.capacity_bytes_per_s, mtu=link.mtu)
-    market = market_mod.Market(params, policy_mod.load(policy_name))
+    policy = policy_mod.load(policy_name)
+    market = market_mod.Market(params, policy)
     controller = control.Controller(market, host, host, [host])
     controller.prime(host.now())
     reports = []
@@ -129,8 +131,7 @@ def measure(model, n_sensitive, n_bulk, policy_name, seed=None, duration_s=None)
         if i % ipe == 0:
             summary = market.end_epoch()
             if t > sc.warmup_s + 1e-9:
-                reports.append(report_mod.HostReport.from_summary(
-                    "calibration", t, summary, link.capacity_bytes_per_s, "resex-sim"))
+                reports.append(_report(summary, t, link.capacity_bytes_per_s, policy))
     warm_ns = round(sc.warmup_s * _NS)
     end_ns = host.testbed.now_ns
     limit = model.base_us * (1.0 + model.threshold_pct / 100.0)
@@ -167,6 +168,17 @@ def measure(model, n_sensitive, n_bulk, policy_name, seed=None, duration_s=None)
         "link_utilisation": util,
         "report": None if chosen is None else chosen.to_dict(),
     }
+
+
+def _report(summary, t, capacity, policy):
+    """The agent's report of ``summary`` (``HostReport.from_summary``)."""
+    kwargs = {}
+    if "taxes_interferers" in inspect.signature(report_mod.HostReport.from_summary).parameters:
+        # Only a policy that taxes interferers can take load away (IOShares).
+        kwargs["taxes_interferers"] = getattr(policy, "taxes_interferers",
+                                              policy.name == "io_shares")
+    return report_mod.HostReport.from_summary("calibration", t, summary, capacity,
+                                              "resex-sim", **kwargs)
 
 
 def source_hash():
