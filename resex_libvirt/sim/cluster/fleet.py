@@ -38,6 +38,7 @@ import time
 import uuid as uuid_mod
 
 from resex_libvirt import board as board_mod
+from resex_libvirt.board import reader as reader_mod
 from resex_libvirt.board import report as report_mod
 from resex_libvirt.sim.cluster import scheduler as scheduler_mod
 from resex_libvirt.sim.cluster import spec as spec_mod
@@ -133,31 +134,36 @@ def reads_board(sched):
 
 def run(scenario, config, requests, surrogate, board_url, board_opts=None, progress=None):
     """Simulate ``config`` of ``scenario`` on ``requests``; a :class:`Result`."""
-    from nova_filter import rules   # the scheduler's own reader
     started = time.monotonic()
     names = ["compute-%05d" % i for i in range(scenario.hosts)]
-    nova = {g: dict(o) for g, o in config.nova.items()}
-    resex = nova.setdefault("resex", {})
-    resex.setdefault("board_url", board_url)
-    resex.setdefault("refresh_interval", 300.0)
-    resex.setdefault("max_age", scenario.max_age_s)
-    with scheduler_mod.nova_config(nova):
-        if "board_read_mode" in scheduler_mod.CONF.resex:
-            scheduler_mod.CONF.set_override("board_read_mode", "snapshot", "resex")
-        try:
-            sched = scheduler_mod.Scheduler(names, scenario.host_vcpus, scenario.host_ram_mb,
-                                            scenario.host_disk_gb, seed=scenario.seed,
-                                            randomize_candidates=scenario.randomize_candidates)
-            return _Run(scenario, config, requests, surrogate, sched, board_url,
-                        board_opts or {}, rules, progress, started).run()
-        finally:
+    scheduler_mod.register_objects()
+    conf = scheduler_mod.NovaConfig()
+    try:
+        later = conf.apply(config.nova, registered_only=True)
+        sched = scheduler_mod.Scheduler(names, scenario.host_vcpus, scenario.host_ram_mb,
+                                        scenario.host_disk_gb, seed=scenario.seed,
+                                        randomize_candidates=scenario.randomize_candidates)
+        uses_board = reads_board(sched)
+        if uses_board:
+            # The plugin's [resex] section exists now that nova loaded its classes.
+            resex = dict(later.get("resex", {}))
+            resex.setdefault("board_url", board_url)
+            resex.setdefault("refresh_interval", 300.0)
+            resex.setdefault("max_age", scenario.max_age_s)
             if "board_read_mode" in scheduler_mod.CONF.resex:
-                scheduler_mod.CONF.clear_override("board_read_mode", "resex")
+                # Refreshed by the simulation at its own times: repeatable.
+                resex.setdefault("board_read_mode", "snapshot")
+            later = dict(later, resex=resex)
+        conf.apply(later)
+        return _Run(scenario, config, requests, surrogate, sched, board_url,
+                    board_opts or {}, progress, started).run()
+    finally:
+        conf.clear()
 
 
 class _Run:
     def __init__(self, scenario, config, requests, surrogate, sched, board_url, board_opts,
-                 rules, progress, started):
+                 progress, started):
         self.sc, self.config, self.requests = scenario, config, requests
         self.sur, self.sched, self.progress, self.started = surrogate, sched, progress, started
         self.policy = config.host_policy
@@ -165,18 +171,19 @@ class _Run:
         self.hosts = {n: _Host(n, surrogate.lookup(self.policy, 0, 0)) for n in sched.states}
         self.reads_board = reads_board(sched)
         self.board = None
+        self.board_url = board_url
         self.reader = None
         self.outbox = []
         self.read_once = False
         self.last_grid = -1
         self.publishes = 0
         self.t0_wall = time.time()
-        tau = getattr(scheduler_mod.CONF.resex, "admission_time_constant", 0.0) \
-            if "admission_time_constant" in scheduler_mod.CONF.resex else 0.0
+        tau = 0.0
+        if self.reads_board and "admission_time_constant" in scheduler_mod.CONF.resex:
+            tau = scheduler_mod.CONF.resex.admission_time_constant
         self.keepalives = math.ceil(4.0 * tau / scenario.keepalive_s) if tau > 0 else 0
         if self.reads_board:
             self.board = board_mod.open_board(board_url, **board_opts)
-            self.reader = rules.board_reader(scheduler_mod.CONF)
         self.down = set()
         self.heap = []
         self.seq = 0
@@ -310,6 +317,26 @@ class _Run:
         self.emit(h, t, rec)
         h.pub_t, h.pub_report = t, rec
 
+    def open_reader(self):
+        """Let the filter and weigher open their board reader, then hold on to it.
+
+        The plugin opens its process-wide reader (``board.reader.shared``,
+        keyed by the board URL, with nova.conf's settings) on the first
+        request that concerns it: a first latency-sensitive request, as nova
+        would run it, minus the claim.
+        """
+        while self.outbox and self.outbox[0][0] <= 0.0:
+            self.board.publish(heapq.heappop(self.outbox)[2])
+        sensitive = next(i for i, f in enumerate(self.sc.flavors)
+                         if f.kind == spec_mod.SENSITIVE)
+        probe = self.sched.boot_spec(self.flavor_objs[sensitive], "probe", "probe")
+        hosts = self.sched.candidates(probe)
+        self.sched.manager.get_weighed_hosts(
+            list(self.sched.manager.get_filtered_hosts(hosts, probe)), probe)
+        self.reader = reader_mod.shared(self.board_url)
+        self.read_once = True
+        self.last_grid = 0
+
     def sync_reader(self, t):
         """Make the reader hold the board as of the last refresh before ``t``."""
         if self.reader is None:
@@ -389,6 +416,7 @@ class _Run:
             # report (no VMs yet) is on the board for the first request.
             for h in self.hosts.values():
                 self.publish(h.name, None, 0.0)
+            self.open_reader()
         end = sc.duration_s
         next_note = 3600.0
         while self.heap and self.heap[0][0] < end:

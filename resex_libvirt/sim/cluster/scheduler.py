@@ -7,7 +7,7 @@ requested destinations before running the filters through
 ``HostWeightHandler``), with the filters and weighers that nova.conf enables:
 each configuration's ``[nova.<group>]`` options are set on nova's ``CONF``
 with oslo.config overrides before the ``HostManager`` is built, and cleared
-afterwards (:func:`nova_config`). What nova would read from its database
+afterwards (:class:`NovaConfig`). What nova would read from its database
 comes from the simulation instead (:class:`FleetHostManager`): the host
 states (``HostState`` objects kept up to date as nova's resource tracker
 would), no aggregates, no cells to refresh.
@@ -55,30 +55,58 @@ def register_objects():
     global _registered
     if not _registered:
         objects.register_all()
-        # The [resex] options live in nova's CONF once the plugin is imported.
-        from nova_filter import filter as _filter  # noqa: F401
         _registered = True
+
+
+class NovaConfig:
+    """oslo.config overrides on nova's CONF, ``{group: {option: value}}``, undone by :meth:`clear`.
+
+    ``apply(sections, registered_only=True)`` sets the groups nova's CONF
+    already has and returns the others: an out-of-tree plugin's group (such
+    as ``[resex]``) exists only once nova has loaded the plugin's classes by
+    the paths nova.conf names, which ``HostManager`` does when it is built.
+    """
+
+    def __init__(self):
+        self._done = []
+
+    def apply(self, sections, registered_only=False):
+        from resex_libvirt import exceptions
+        left = {}
+        for group, opts in sections.items():
+            name = None if group == "DEFAULT" else group
+            if name is not None and name not in CONF:
+                if registered_only:
+                    left[group] = opts
+                    continue
+                raise exceptions.ConfigError(
+                    "nova.conf has no section [%s] (is the plugin that defines it enabled "
+                    "in filter_scheduler?)" % group)
+            for option, value in opts.items():
+                try:
+                    CONF.set_override(option, value, name)
+                except Exception as exc:
+                    raise exceptions.ConfigError("nova.conf [%s] %s = %r: %s"
+                                                 % (group, option, value, exc)) from exc
+                self._done.append((option, name))
+        return left
+
+    def clear(self):
+        for option, group in reversed(self._done):
+            CONF.clear_override(option, group)
+        self._done = []
 
 
 @contextlib.contextmanager
 def nova_config(sections):
     """Set ``{group: {option: value}}`` on nova's CONF for the block, then clear it."""
     register_objects()
-    done = []
+    conf = NovaConfig()
     try:
-        for group, opts in sections.items():
-            for name, value in opts.items():
-                try:
-                    CONF.set_override(name, value, group)
-                except Exception as exc:
-                    from resex_libvirt import exceptions
-                    raise exceptions.ConfigError("nova.conf [%s] %s = %r: %s"
-                                                 % (group, name, value, exc)) from exc
-                done.append((name, group))
-        yield
+        conf.apply(sections)
+        yield conf
     finally:
-        for name, group in reversed(done):
-            CONF.clear_override(name, group)
+        conf.clear()
 
 
 class FleetHostManager(host_manager.HostManager):
