@@ -4,7 +4,8 @@
 
     resex-board [--url URL] [--max-age S] [--json] [--prefix P] [--timeout S]
 
-One line per host: the report's age, link utilisation, CPU and I/O prices,
+One line per host: the report's age, link utilisation (and its part the
+host's market cannot tax away), CPU and I/O prices,
 observed latency inflation, congestion index, the sensitive and heavy I/O
 VM counts; hosts whose report is older than ``--max-age`` (the scheduler's
 ``[resex] max_age``) are marked ``STALE``: the scheduler treats them as
@@ -21,7 +22,7 @@ from resex_libvirt import exceptions
 
 DEFAULT_URL = "sqlite:///var/lib/resex/board.sqlite"
 
-COLUMNS = (("HOST", "<"), ("AGE_S", ">"), ("UTIL_%", ">"), ("CPU_PRICE", ">"),
+COLUMNS = (("HOST", "<"), ("AGE_S", ">"), ("UTIL_%", ">"), ("UNTAX_%", ">"), ("CPU_PRICE", ">"),
            ("IO_PRICE", ">"), ("INFL_%", ">"), ("CI_%", ">"), ("SENS", ">"),
            ("HEAVY", ">"), ("VMS", ">"), ("STATE", "<"))
 
@@ -59,6 +60,7 @@ def table(data):
     for r in data:
         lines.append([
             r["host"], "%.1f" % r["age_s"], "%.1f" % (100.0 * r["link_utilisation"]),
+            "%.1f" % (100.0 * r["untaxable_utilisation"]),
             "%.3g" % r["cpu_price"], "%.3g" % r["io_price"],
             "%.1f" % r["latency_inflation_pct"], "%.1f" % r["congestion_index_pct"],
             str(r["sensitive_vms"]), str(r["heavy_io_vms"]), str(r["vms"]),

@@ -77,3 +77,12 @@ class AdmissionTest(unittest.TestCase):
         for s in run(indices, h=h):
             self.assertGreaterEqual(s.latched + 1e-9, s.smoothed)
             self.assertLessEqual(s.latched * (1.0 - h), s.smoothed + 1e-6)
+
+    @given(st.floats(0.1, 1000.0), st.floats(0.0, H - 0.01),
+           st.lists(st.floats(0.0, 1.0), min_size=2, max_size=300),
+           st.floats(0.0, 1e4))
+    def test_an_index_wandering_less_than_the_hysteresis_flips_at_most_once(
+            self, top, width, noise, threshold):
+        """Every index in [(1 - w) top, top] with w < h: for any threshold, one flip at most."""
+        states = run([top * (1.0 - width * x) for x in noise], h=H)
+        self.assertLessEqual(len(flips(states, threshold)), 1)

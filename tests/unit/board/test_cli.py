@@ -35,9 +35,10 @@ class BoardCLITest(unittest.TestCase):
         code, out, _ = self.run_cli("--url", self.url, "--max-age", "60")
         self.assertEqual(0, code)
         header, c1, c2, summary = out.splitlines()
-        self.assertEqual(["HOST", "AGE_S", "UTIL_%", "CPU_PRICE", "IO_PRICE", "INFL_%", "CI_%",
-                          "SENS", "HEAVY", "VMS", "STATE"], header.split())
-        self.assertEqual(["c1", "50.0", "1", "2.5", "0.0", "100.0", "2", "0", "4", "ok"],
+        self.assertEqual(["HOST", "AGE_S", "UTIL_%", "UNTAX_%", "CPU_PRICE", "IO_PRICE",
+                          "INFL_%", "CI_%", "SENS", "HEAVY", "VMS", "STATE"], header.split())
+        self.assertEqual(["c1", "50.0", "50.0", "1", "2.5", "0.0", "100.0", "2", "0", "4",
+                          "ok"],
                          c1.split()[:1] + c1.split()[2:])
         self.assertEqual("STALE", c2.split()[-1])
         self.assertIn("2 hosts, 1 stale", summary)
