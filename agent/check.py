@@ -18,7 +18,10 @@ at the first problem with one clear line saying which part failed and why:
    path or etcd down become ``BoardUnavailable``) and this host's last
    report, if any, is shown with its age;
 6. the VMs the agent would control, with their SLA, where it came from,
-   their knob mapping and the knob values in force now.
+   their knob mapping and the knob values in force now;
+7. latency channels: which VMs that should report latency cannot (no
+   virtio-serial controller for the hot-plugged channel), so run without
+   latency feedback. The channels themselves are not attached here.
 
 It changes nothing: no knob is written, nothing is published. Returns 0
 when every step passed, 1 otherwise.
@@ -172,6 +175,19 @@ def _knobs(hypervisor, info):
     return "%s %s, now %s" % (k.driver, "+".join(controls), now)
 
 
+def _channels(vms, say):
+    """The latency-channel section: which VMs cannot report latency, and why."""
+    blind = sorted((info.name, uuid, info.latency_problem)
+                   for uuid, info in vms.items() if info.latency_problem)
+    if not blind:
+        say("latency channels: ok (every VM that should report latency can)")
+        return
+    say("latency channels: %d VM(s) cannot report latency and run without latency "
+        "feedback:", len(blind))
+    for name, uuid, why in blind:
+        say("  %s (%s): %s", name, uuid, why)
+
+
 def run_check(conf, out=sys.stdout):
     """Validate ``conf``, reach the hypervisor and the board, list the VMs.
 
@@ -189,6 +205,8 @@ def run_check(conf, out=sys.stdout):
         say("configuration: ok (host %s, driver %s, interval %.4g s, epoch %.4g s = %d "
             "intervals, policy %s)", conf.agent.host, conf.agent.host_driver,
             parts.interval_s, parts.epoch_s, ipe, policy.name)
+        if hasattr(parts.hypervisor, "attach_channels"):
+            parts.hypervisor.attach_channels = False
         vms, pcpus = _vms(conf, parts)
         where = (conf.libvirt.connection_uri if conf.agent.host_driver == "libvirt"
                  else "simulated %s" % conf.sim.scenario)
@@ -212,6 +230,7 @@ def run_check(conf, out=sys.stdout):
                 info.name, uuid, info.vcpus, info.sla.effective_reservation(info.vcpus),
                 info.sla.effective_limit(info.vcpus), format_sla(info.sla),
                 info.sla_source, _knobs(parts.hypervisor, info))
+        _channels(vms, say)
     except _Failed as exc:
         say("ERROR: %s: %s", exc.part, exc.message)
         return FAILED

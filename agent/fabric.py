@@ -9,11 +9,12 @@ from resex_libvirt import fabric
 from resex_libvirt.fabric import link_facts
 
 
-def build(conf, connection=None, source=None):
+def build(conf, connection=None, source=None, bulk_stats=None):
     """The monitor configured in ``conf.fabric``, or ``None`` for ``none``.
 
     ``connection`` (a ``virConnect`` or a callable returning one) is needed
-    for ``libvirt_iface``; ``source`` overrides ``conf.fabric.source``.
+    for ``libvirt_iface`` (and ``bulk_stats``, the hypervisor's per-sweep
+    stats, saves it a call); ``source`` overrides ``conf.fabric.source``.
     """
     group = conf.fabric
     source = source or group.source
@@ -33,5 +34,6 @@ def build(conf, connection=None, source=None):
         if connection is None:
             raise exceptions.ConfigError("libvirt_iface needs a libvirt connection")
         return fabric.build(source, connection=connection, netdev=group.uplink_netdev,
-                            sysfs_root=group.sysfs_root, overrides=overrides)
+                            sysfs_root=group.sysfs_root, overrides=overrides,
+                            bulk_stats=bulk_stats)
     return fabric.build(source)

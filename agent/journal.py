@@ -177,8 +177,23 @@ class Journal:
         with self._lock:
             return {k: dict(v) for k, v in self._originals.items()}
 
+    def update(self, uuid, params):
+        """Replace ``uuid``'s originals if recorded; True if they changed.
+
+        The VM was redefined or restarted, or an operator changed a knob.
+        """
+        with self._lock:
+            if uuid not in self._originals or self._originals[uuid] == dict(params):
+                return False
+            originals = dict(self._originals)
+            originals[uuid] = dict(params)
+            self._originals = originals
+            self._save(originals)
+            LOG.info("journal: originals of VM %s now %s", uuid, params)
+            return True
+
     def forget(self, uuid):
-        """Drop ``uuid``'s record (e.g. once its knobs are back to the originals)."""
+        """Drop ``uuid``'s record (the VM stopped or was undefined: nothing live to restore)."""
         with self._lock:
             if uuid not in self._originals:
                 return

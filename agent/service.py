@@ -98,11 +98,14 @@ def _simulated(conf, parts):
 
 def _libvirt(conf, parts):
     from agent import fabric as fabric_mod
+    from agent import hypervisor as hypervisor_mod
     from agent.intake import service as intake_service
     from agent import journal as journal_mod
-    from resex_libvirt.hypervisor import libvirt_host
-    hypervisor = libvirt_host.LibvirtHypervisor.from_conf(conf)
-    fabric_monitor = fabric_mod.build(conf, connection=hypervisor.connection.get)
+    hypervisor = hypervisor_mod.build(conf)
+    # The interface monitor reads the net.* counters of the hypervisor's own
+    # bulk stats sweep: one getAllDomainStats per interval for both.
+    fabric_monitor = fabric_mod.build(conf, connection=hypervisor.connection.get,
+                                      bulk_stats=hypervisor.domain_stats)
     # Every call the loop makes to libvirt (the hypervisor's and the fabric
     # monitor's, which reads interface counters through the same connection)
     # has a bounded wait: a hung libvirtd holds the knobs, never the loop.

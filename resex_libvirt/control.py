@@ -95,6 +95,7 @@ class Controller:
         self._link = None
         self._down_logged = False
         self._retry = {}
+        self._generation = None
 
     def link(self):
         """The shared link (read once from the fabric monitor)."""
@@ -153,8 +154,19 @@ class Controller:
         return self.last
 
     def discover(self):
-        """Adopt new VMs, drop vanished ones, follow SLA changes; returns ``{uuid: VMInfo}``."""
+        """Adopt new VMs, drop vanished ones, follow SLA changes; returns ``{uuid: VMInfo}``.
+
+        A hypervisor with a ``generation`` counter (libvirt's follows domain
+        events) is compared only when the counter moved; the journal follows
+        the changes of original knobs the hypervisor reports
+        (``original_updates()``).
+        """
         found = self.hypervisor.vms()
+        self._follow_originals()
+        generation = getattr(self.hypervisor, "generation", None)
+        if generation is not None and generation == self._generation:
+            return found
+        self._generation = generation
         for uuid in [u for u in self.vms if u not in found]:
             LOG.info("VM %s left the host", self.vms[uuid].info.name)
             del self.vms[uuid]
@@ -180,6 +192,31 @@ class Controller:
                 except Exception:
                     LOG.exception("latency source %r failed to sync", source)
         return found
+
+    def _follow_originals(self):
+        """Forget, refresh or re-adopt journal entries as the hypervisor reports."""
+        take = getattr(self.hypervisor, "original_updates", None)
+        if take is None:
+            return
+        for update in take():
+            rec = self.vms.get(update.uuid)
+            if update.reassert and rec is not None:
+                # The live knobs are no longer what was written: write again
+                # at the next interval even if the decision did not change.
+                rec.applied = None
+                self._retry[update.uuid] = None
+            if self.journal is None:
+                continue
+            try:
+                if update.originals is None:
+                    self.journal.forget(update.uuid)
+                    if rec is not None:
+                        rec.journaled = False
+                elif update.uuid in self.journal:
+                    self.journal.update(update.uuid, update.originals)
+            except Exception:
+                LOG.exception("could not record the %s originals of VM %s in the journal",
+                              update.reason, update.uuid)
 
     def actuate(self, decisions, changed=None):
         """Write the knobs that moved beyond the deadband; one VM failing stops nothing.
@@ -208,8 +245,10 @@ class Controller:
                 continue
             try:
                 if self.journal is not None and not rec.journaled:
-                    # The originals go to disk before the first change, ever.
-                    self.journal.remember(uuid, self.hypervisor.get_knobs(uuid))
+                    # The originals go to disk before the first change, ever:
+                    # the hypervisor's true ones (persistent definition,
+                    # Nova's flavor), not the live values.
+                    self.journal.remember(uuid, self.hypervisor.original_knobs(uuid))
                     rec.journaled = True
                 self.hypervisor.set_knobs(uuid, cap, decision.weight)
                 rec.applied = wanted

@@ -68,25 +68,6 @@ Related options:
 
 * ``reconnect_backoff_min``
 """),
-    cfg.FloatOpt(
-        "deadband_pct",
-        default=0.5, min=0.0, max=100.0,
-        help="""
-Smallest cap change, in percentage points of one pCPU, written to libvirt.
-
-A smaller change is skipped (each scheduler call costs milliseconds and sends
-a TUNABLE event). Adding or removing a cap and any weight change are always
-written.
-
-Possible values:
-
-* 0: write every change
-* a positive number of percentage points
-
-Related options:
-
-* ``[agent] deadband_pct`` (the loop's own deadband, applied first)
-"""),
     cfg.IntOpt(
         "qemu_cap_period_us",
         default=10000, min=1000, max=1000000,
@@ -113,14 +94,44 @@ Related options:
 
 * ``[agent] deadband_pct``
 """),
+    cfg.StrOpt(
+        "latency_channel_hotplug",
+        default="sensitive",
+        choices=[
+            ("sensitive", "VMs with a latency SLA (resex:latency_sla_us)"),
+            ("all", "every running VM"),
+            ("none", "never: only channels already in the domain XML are used"),
+        ],
+        help="""
+Which running VMs get the ``org.resex.latency.0`` virtio-serial channel
+hot-plugged into their live domain (never into the persistent definition),
+at start and again after every lifecycle event that loses it (reboot, start,
+resize, migration, unshelve, evacuation, rescue).
+
+A VM needs a virtio-serial controller for it: Nova adds one only for images
+with ``hw_qemu_guest_agent=yes``. A VM without one is logged once, shown by
+``resex-agent --check`` and runs without latency feedback.
+
+Possible values:
+
+* ``sensitive`` (default), ``all``, ``none``
+
+Related options:
+
+* ``[latency]`` (the intake that reads the channels)
+"""),
     cfg.BoolOpt(
         "events",
         default=True,
         help="""
-Use libvirt domain events (lifecycle, metadata change) and keepalive.
+Use libvirt domain events (lifecycle, metadata change, tunables, device
+removal) and keepalive.
 
-With events a VM's metadata is re-read as soon as it changes and a dead
-libvirtd is noticed between calls; without, changes are seen within
+With events the list of running VMs follows the events (one domain listing
+every ``metadata_refresh_interval`` as a safety net), a VM is re-read as soon
+as it changes, its latency channel is re-attached at once after a reboot and
+a dead libvirtd is noticed between calls; without, the domains are listed
+every control interval and other changes are seen within
 ``metadata_refresh_interval``.
 
 Related options:
@@ -131,7 +142,8 @@ Related options:
         "metadata_refresh_interval",
         default=60.0, min=1.0, max=86400.0,
         help="""
-Seconds after which a VM's domain XML (SLA metadata, devices) is read again
+Seconds after which the running domains are listed and each VM's domain XML
+(SLA metadata, Nova's flavor, devices) and scheduler parameters are read again
 even without an event.
 
 Related options:

@@ -56,10 +56,15 @@ class LibvirtInterfaceStats(base.FabricMonitor):
     agent passes its reconnecting getter, so a libvirtd restart is handled
     where connections are managed). ``netdev`` names the uplink whose
     ``speed`` and ``mtu`` describe the shared link when no override is set.
+    ``bulk_stats``, if given, returns ``{uuid: bulk stats record}`` of the
+    hypervisor's own ``getAllDomainStats`` sweep of this interval (which asks
+    for the interface group too): then no call of its own is made.
     """
 
-    def __init__(self, connection, netdev=None, sysfs_root="/sys", overrides=None):
+    def __init__(self, connection, netdev=None, sysfs_root="/sys", overrides=None,
+                 bulk_stats=None):
         self._connection = connection
+        self._bulk_stats = bulk_stats
         self.netdev = netdev
         self.sysfs_root = sysfs_root
         self.overrides = overrides or link_facts.LinkOverrides()
@@ -74,15 +79,20 @@ class LibvirtInterfaceStats(base.FabricMonitor):
         """``{uuid: {tap: {field: value}}}`` from one bulk call, or ``None`` if unsupported."""
         if self.bulk_supported is False:
             return None
-        flag = getattr(libvirt, "VIR_DOMAIN_STATS_INTERFACE", STATS_INTERFACE)
-        try:
-            records = conn.getAllDomainStats(flag)
-        except _libvirt_error() as exc:
-            LOG.debug("bulk interface stats unavailable: %s", exc)
-            self.bulk_supported = False
-            return None
+        shared = self._bulk_stats() if self._bulk_stats is not None else None
+        if shared:
+            records = list(shared.items())
+        else:
+            flag = getattr(libvirt, "VIR_DOMAIN_STATS_INTERFACE", STATS_INTERFACE)
+            try:
+                records = [(dom.UUIDString(), stats)
+                           for dom, stats in conn.getAllDomainStats(flag)]
+            except _libvirt_error() as exc:
+                LOG.debug("bulk interface stats unavailable: %s", exc)
+                self.bulk_supported = False
+                return None
         out = {}
-        for dom, stats in records:
+        for uuid, stats in records:
             if "net.count" not in stats:
                 continue
             taps = {}
@@ -92,7 +102,7 @@ class LibvirtInterfaceStats(base.FabricMonitor):
                     continue
                 taps[name] = {f: int(stats.get("net.%d.%s" % (i, k), 0))
                               for f, k in _BULK.items()}
-            out[dom.UUIDString()] = taps
+            out[uuid] = taps
         self.bulk_supported = bool(out) or not records
         return out if out else None
 

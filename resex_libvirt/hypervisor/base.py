@@ -41,6 +41,8 @@ class VMInfo:
     path of the VM's virtio-serial latency socket, if its domain has one.
     ``interfaces`` are the VM's tap device names and ``hostdevs`` the PCI
     addresses of devices passed through to it (for the fabric monitors).
+    ``latency_problem`` says why a VM that should report latency cannot
+    (e.g. no virtio-serial controller for the channel), ``None`` otherwise.
     """
 
     uuid: str
@@ -52,6 +54,7 @@ class VMInfo:
     latency_channel: str | None = None
     interfaces: tuple = ()
     hostdevs: tuple = ()
+    latency_problem: str | None = None
 
 
 class Hypervisor(abc.ABC):
@@ -78,6 +81,10 @@ class Hypervisor(abc.ABC):
     @abc.abstractmethod
     def get_knobs(self, uuid):
         """The VM's current raw scheduler parameters (a JSON-able dict), for the journal."""
+
+    def original_knobs(self, uuid):
+        """The VM's knobs without the agent, for the journal (default: the live ones)."""
+        return self.get_knobs(uuid)
 
     @abc.abstractmethod
     def restore_knobs(self, uuid, params):

@@ -27,10 +27,23 @@ QEMU ``posix`` (cgroup CPU controller)
     caps under 1% of the default 100 ms period the period is lengthened (up
     to libvirt's 1 s maximum), which keeps every cap >= 0.1% exact. ``-1``
     means no cap; ``0`` is never written (libvirt silently ignores it). The
-    weight goes to ``cpu_shares`` (2..262144) on cgroup's scale: Xen's
-    default 256 is cgroup's default 1024, so ``shares = 4 x weight``.
-    Parameters are written with ``VIR_DOMAIN_AFFECT_LIVE`` only: the market's
-    caps are transient and must not outlive the agent in the persistent XML.
+    weight goes to ``cpu_shares`` on the scale of the cgroup version in use,
+    Xen's default weight 256 meaning the cgroup default: on cgroup v1
+    ``cpu.shares`` (2..262144, default 1024, ``shares = 4 x weight``); on
+    cgroup v2 libvirt writes ``cpu_shares`` unchanged into ``cpu.weight``
+    (1..10000, default 100, ``shares = weight x 100 / 256``). Shares are never
+    written below the VM's *floor*, what Nova set from the flavor's
+    ``quota:cpu_shares``. Parameters are written with
+    ``VIR_DOMAIN_AFFECT_LIVE`` only: the market's caps are transient and must
+    not outlive the agent in the persistent XML.
+
+Original values (:meth:`KnobMapping.originals`)
+    What a VM's knobs are without the agent, for the journal: from the
+    persistent definition (``<cputune>`` of the inactive XML, which the agent
+    never writes) and Nova's flavor (``quota:cpu_*``), never from live
+    values, which may be a cap another agent set (a live-migrated VM
+    arrives with the source host's cap). A persistent cap written with the
+    agent's own period is refused as an original (no cap instead).
 
 Anything else (the test driver's ``fair``, LXC, ...)
     Monitor-only: the VM is sampled and reported, never actuated.
@@ -47,11 +60,17 @@ XEN_WEIGHT_MIN = 1
 XEN_WEIGHT_MAX = 65535
 XEN_WEIGHT_DEFAULT = 256
 
-#: cgroup cpu.shares bounds accepted by libvirt's ``cpu_shares``.
+#: cgroup v1 cpu.shares bounds accepted by libvirt's ``cpu_shares``.
 CGROUP_SHARES_MIN = 2
 CGROUP_SHARES_MAX = 262144
-#: cgroup default shares (1024) / Xen default weight (256).
+#: cgroup v1 default shares (1024) / Xen default weight (256).
 SHARES_PER_WEIGHT = 4
+
+#: ``cpu_shares`` range and default per cgroup version: v1 ``cpu.shares``,
+#: v2 ``cpu.weight`` (libvirt writes ``cpu_shares`` into it unchanged).
+SHARES_RANGE = {1: (CGROUP_SHARES_MIN, CGROUP_SHARES_MAX), 2: (1, 10000)}
+SHARES_DEFAULT = {1: 1024, 2: 100}
+CGROUP_VERSIONS = (1, 2)
 
 #: CFS bandwidth bounds enforced by libvirt for ``*_period``/``*_quota`` (us).
 CFS_PERIOD_DEFAULT_US = 100000
@@ -75,6 +94,18 @@ class KnobMapping(abc.ABC):
     names = ()
     #: The raw parameter names that carry the weight.
     weight_names = ()
+    #: The raw parameter names :meth:`apply` may write back from the journal.
+    restorable = ()
+
+    @abc.abstractmethod
+    def originals(self, persistent, flavor):
+        """The VM's knobs without the agent, for the journal.
+
+        ``persistent``: ``{parameter: int}`` of the inactive definition's
+        ``<cputune>``; ``flavor``: ``{parameter: int}`` of Nova's
+        ``quota:cpu_*`` extra specs. Returns ``(params, refused)`` where
+        ``refused`` names what was not taken as an original, or ``None``.
+        """
 
     @abc.abstractmethod
     def params_for(self, cap_pct, weight, vcpus):
@@ -102,9 +133,16 @@ class XenCreditMapping(KnobMapping):
 
     names = ("cap", "weight")
     weight_names = ("weight",)
+    restorable = names
 
     def __init__(self, sched_type="credit"):
         self.knobs = base.Knobs(driver="xen-%s" % sched_type, cap=True, weight=True)
+
+    def originals(self, persistent, flavor):
+        # libxl keeps caps live only; a domain starts uncapped with the
+        # weight of its <cputune><shares>, or libxl's default.
+        weight = persistent.get("cpu_shares", XEN_WEIGHT_DEFAULT)
+        return {"cap": 0, "weight": int(_clamp(weight, XEN_WEIGHT_MIN, XEN_WEIGHT_MAX))}, None
 
     def params_for(self, cap_pct, weight, vcpus):
         params = {}
@@ -144,13 +182,44 @@ class QemuPosixMapping(KnobMapping):
     knobs = base.Knobs(driver="qemu-posix", cap=True, weight=True)
     names = ("global_period", "global_quota", "cpu_shares")
     weight_names = ("cpu_shares",)
+    # The VM-wide cap first: cgroup v1 refuses a vCPU quota above its parent's.
+    restorable = ("global_period", "global_quota", "cpu_shares", "vcpu_period", "vcpu_quota")
 
-    def __init__(self, period_us=None):
+    def __init__(self, period_us=None, cgroup_version=1, shares_floor=None):
         period = CFS_PERIOD_DEFAULT_US if period_us is None else int(period_us)
         if not CFS_QUOTA_MIN_US <= period <= CFS_PERIOD_MAX_US:
             raise ValueError("period_us must be within %d..%d, not %r"
                              % (CFS_QUOTA_MIN_US, CFS_PERIOD_MAX_US, period_us))
+        if cgroup_version not in CGROUP_VERSIONS:
+            raise ValueError("cgroup_version must be 1 or 2, not %r" % (cgroup_version,))
         self.period_us = period
+        self.cgroup_version = cgroup_version
+        low, high = SHARES_RANGE[cgroup_version]
+        self.shares_default = SHARES_DEFAULT[cgroup_version]
+        self.shares_per_weight = self.shares_default / XEN_WEIGHT_DEFAULT
+        #: The shares the agent never goes below: the range's floor or Nova's value.
+        self.shares_min = low if shares_floor is None else int(_clamp(shares_floor, low, high))
+        self.shares_max = high
+
+    def originals(self, persistent, flavor):
+        out = {"global_period": CFS_PERIOD_DEFAULT_US, "global_quota": -1,
+               "cpu_shares": self.shares_default}
+        refused = None
+        quota = persistent.get("global_quota", -1)
+        period = persistent.get("global_period", CFS_PERIOD_DEFAULT_US)
+        if quota > 0 and period == self.period_us:
+            refused = ("global_quota %d with the agent's own period %d us" % (quota, period))
+        elif quota > 0:
+            out["global_period"], out["global_quota"] = period, quota
+        elif "global_period" in persistent:
+            out["global_period"] = period
+        for name in ("cpu_shares", "vcpu_period", "vcpu_quota"):
+            value = flavor.get(name, persistent.get(name))
+            if value is not None:
+                out[name] = value
+        low, high = SHARES_RANGE[self.cgroup_version]
+        out["cpu_shares"] = int(_clamp(out["cpu_shares"], low, high))
+        return out, refused
 
     def params_for(self, cap_pct, weight, vcpus):
         params = {}
@@ -168,8 +237,8 @@ class QemuPosixMapping(KnobMapping):
             params["global_period"] = period
             params["global_quota"] = quota
         if weight is not None:
-            params["cpu_shares"] = int(_clamp(round(weight * SHARES_PER_WEIGHT),
-                                              CGROUP_SHARES_MIN, CGROUP_SHARES_MAX))
+            params["cpu_shares"] = int(_clamp(round(weight * self.shares_per_weight),
+                                              self.shares_min, self.shares_max))
         return params
 
     def cap_of(self, params, vcpus):
@@ -181,7 +250,7 @@ class QemuPosixMapping(KnobMapping):
         return 100.0 * quota / period
 
     def weight_of(self, params):
-        return int(params.get("cpu_shares", 1024)) / SHARES_PER_WEIGHT
+        return int(params.get("cpu_shares", self.shares_default)) / self.shares_per_weight
 
     def apply(self, dom, params):
         params = dict(params)
@@ -190,16 +259,18 @@ class QemuPosixMapping(KnobMapping):
         dom.setSchedulerParametersFlags(params, libvirt.VIR_DOMAIN_AFFECT_LIVE)
 
 
-def discover(sched_type, params, qemu_period_us=None):
+def discover(sched_type, params, qemu_period_us=None, cgroup_version=1, shares_floor=None):
     """The :class:`KnobMapping` for a VM, or ``None`` for monitor-only.
 
     ``sched_type`` is the first element of ``virDomain.schedulerType()`` and
     ``params`` the VM's ``schedulerParameters()``: a mapping is chosen only
     when the driver reports the scheduler and offers the parameters it needs.
-    ``qemu_period_us`` is the CFS period of QEMU caps (:class:`QemuPosixMapping`).
+    ``qemu_period_us`` is the CFS period of QEMU caps, ``cgroup_version`` the
+    host's cgroup version (1 or 2) and ``shares_floor`` the shares Nova set
+    for the VM (:class:`QemuPosixMapping`).
     """
     if sched_type in ("credit", "credit2") and "cap" in params and "weight" in params:
         return XenCreditMapping(sched_type)
     if sched_type == "posix" and "global_quota" in params and "global_period" in params:
-        return QemuPosixMapping(qemu_period_us)
+        return QemuPosixMapping(qemu_period_us, cgroup_version, shares_floor)
     return None

@@ -1,39 +1,70 @@
 """The agent's hypervisor on a real host: libvirt (QEMU/KVM, Xen, test driver).
 
-Discovery
-    Each :meth:`LibvirtHypervisor.vms` lists the running domains (one RPC).
-    A domain seen for the first time is *adopted*: its XML is read once
-    (SLA metadata, latency channel, taps, host devices,
-    :mod:`~resex_libvirt.hypervisor.metadata`) and its scheduler is
-    discovered (:func:`~resex_libvirt.hypervisor.knobs.discover`). What was
-    adopted is cached; lifecycle and metadata-change events (where the driver
-    sends them), a reconnect, a Nova answer, or ``refresh_s`` seconds make a
-    VM's entry be read again. A VM that vanishes in the middle of a call is
-    dropped (debug log), never an error for the loop.
+Domain list
+    The running domains are listed once (``listAllDomains``) at start, after
+    a reconnect and every ``refresh_s`` seconds as a safety net; in between,
+    the list follows libvirt's domain events (lifecycle, metadata change,
+    device removal, tunables): only the domains an event named are looked
+    up again. Without events (``events=False``, or a driver that sends
+    none) the list is taken every sweep. :attr:`LibvirtHypervisor.generation`
+    grows whenever the VMs or what is known of them changed, so a caller
+    compares nothing when it did not.
 
-CPU time
-    One ``virConnectGetAllDomainStats(VIR_DOMAIN_STATS_CPU_TOTAL)`` per sweep
-    where the driver offers ``cpu.time`` (QEMU); otherwise, per domain,
-    ``virDomainGetCPUStats(total)`` and then ``virDomainGetInfo`` (libxl has
-    no bulk stats; the test driver's bulk stats carry only ``state.*``). The
-    mode is decided on the first sweep. Deltas, resets and wraps are the
-    sampler's business (:class:`resex_libvirt.counters.DeltaTracker`).
+Adoption
+    A domain seen for the first time, or named by an event, is *adopted*:
+    its live XML (SLA metadata, Nova's flavor, latency channel, taps, host
+    devices: :mod:`~resex_libvirt.hypervisor.metadata`,
+    :mod:`~resex_libvirt.hypervisor.nova_metadata`), its persistent
+    ``<cputune>`` and its scheduler
+    (:func:`~resex_libvirt.hypervisor.knobs.discover`) are read. A VM that
+    vanishes in the middle of a call is dropped (debug log), never an error
+    for the loop.
+
+Latency channel
+    A running VM that should report latency (``channel_hotplug``:
+    ``sensitive`` VMs by default, or ``all``) and has no
+    ``org.resex.latency.0`` channel gets one hot-plugged into the *live*
+    domain (``attachDeviceFlags(..., VIR_DOMAIN_AFFECT_LIVE)``; the persistent
+    definition, Nova's, is never touched). Whatever loses it (a hard or soft
+    reboot, a start after a stop, a resize and every other path that
+    redefines the domain) sends a lifecycle event, and the VM is adopted
+    again, channel included. A VM without a virtio-serial controller cannot
+    have one (libvirt cannot hot-plug the controller): it is logged once,
+    and :attr:`VMInfo.latency_problem` says why it cannot report.
+
+Original knobs
+    :meth:`LibvirtHypervisor.original_knobs` gives the journal what a VM's
+    knobs are without the agent: the persistent definition and Nova's
+    ``quota:cpu_*`` (:meth:`KnobMapping.originals`), never the live values.
+    When a VM is redefined or restarted its originals are computed again;
+    when it stops they are dropped; a knob the agent set that someone else
+    changed (a tunable event or a re-read not matching what the agent
+    wrote) is logged and adopted as the new original. Each such change is
+    handed out once by :meth:`LibvirtHypervisor.original_updates`.
+
+CPU time and interface counters
+    One ``virConnectGetAllDomainStats(CPU_TOTAL | INTERFACE)`` per sweep
+    where the driver offers ``cpu.time`` (QEMU): CPU times for the market and
+    ``net.*`` for the interface monitor (:meth:`domain_stats`), in one call.
+    Otherwise, per domain, ``virDomainGetCPUStats(total)`` and then
+    ``virDomainGetInfo`` (libxl has no bulk stats; the test driver's bulk
+    stats carry only ``state.*``).
 
 Knobs
-    :meth:`LibvirtHypervisor.set_knobs` writes only when the cap moved by at
-    least ``deadband_pct`` (percentage points of one pCPU), the cap was added
-    or removed, or the weight changed (DESIGN.md: "a libvirt call costs
-    milliseconds"). Monitor-only VMs raise ``KnobUnsupported``.
+    :meth:`LibvirtHypervisor.set_knobs` writes what it is given (the control
+    loop owns the one deadband), skipping only a write of the values already
+    in force. Monitor-only VMs raise ``KnobUnsupported``.
 
 SLA
-    metadata (per key) > Nova flavor extra specs (per key) > configured
-    defaults, each layer parsed by :func:`resex_libvirt.sla.parse`; an invalid
-    value is logged once as a warning naming the VM, the source and the key,
-    and the lower layer's value applies.
+    own metadata (per key) > Nova's flavor in the domain (per key) > the
+    compute API's answer, if one is configured > configured defaults, each
+    layer parsed by :func:`resex_libvirt.sla.parse`; an invalid value is
+    logged once as a warning naming the VM, the source and the key, and the
+    lower layer's value applies.
 """
 
+import collections
 import dataclasses
-import functools
 import logging
 import threading
 import time
@@ -46,7 +77,7 @@ from resex_libvirt.hypervisor import base
 from resex_libvirt.hypervisor import connection as connection_mod
 from resex_libvirt.hypervisor import knobs as knobs_mod
 from resex_libvirt.hypervisor import metadata as metadata_mod
-from resex_libvirt.hypervisor import nova_sla as nova_sla_mod
+from resex_libvirt.hypervisor import nova_metadata
 from resex_libvirt import sla as sla_mod
 
 LOG = logging.getLogger(__name__)
@@ -54,20 +85,38 @@ LOG = logging.getLogger(__name__)
 DEFAULT_URI = "qemu:///system"
 XEN_URI = "xen:///system"
 
+#: Which VMs get the latency channel hot-plugged.
+HOTPLUG_CHOICES = ("sensitive", "all", "none")
 
-def sla_defaults_from_conf(conf):
-    """The :class:`SLA` of the ``[sla]`` group (options named like the keys).
+#: Values the agent wrote recently, per knob: a tunable event names the value
+#: in force when it was sent, which may be one of the agent's earlier writes.
+_HISTORY = 8
 
-    Raises :class:`~resex_libvirt.exceptions.SLAError` (a ``ConfigError``)
-    when the defaults contradict each other (limit below reservation).
+#: Tunable event parameter -> scheduler parameter.
+_TUNABLE = {"cputune.shares": "cpu_shares"}
+
+#: Why a VM cannot report latency (``VMInfo.latency_problem``).
+NO_CONTROLLER = ("no virtio-serial controller, so no latency channel can be hot-plugged "
+                 "(boot it from an image with hw_qemu_guest_agent=yes)")
+
+_INACTIVE = getattr(libvirt, "VIR_DOMAIN_XML_INACTIVE", 2)
+_STATS_INTERFACE = getattr(libvirt, "VIR_DOMAIN_STATS_INTERFACE", 16)
+
+
+@dataclasses.dataclass(frozen=True)
+class OriginalsUpdate:
+    """A change of a VM's original knobs, for the journal.
+
+    ``originals`` is ``None`` when the VM stopped or was undefined (forget
+    it). ``reason``: ``stopped``, ``redefined``, ``restarted`` or
+    ``operator``. ``reassert`` asks the caller to write its knobs again (the
+    live values are no longer what it wrote).
     """
-    group = conf.sla
-    specs = {}
-    for key in sla_mod.KEYS:
-        value = getattr(group, key[len(sla_mod.PREFIX):], None)
-        if value is not None:
-            specs[key] = value
-    return sla_mod.parse(specs)
+
+    uuid: str
+    originals: dict | None
+    reason: str
+    reassert: bool = False
 
 
 @dataclasses.dataclass
@@ -79,6 +128,18 @@ class _Adopted:
     mapping: knobs_mod.KnobMapping | None
     written: dict
     adopted_at: float
+    dom_id: int = -1
+    originals: dict = dataclasses.field(default_factory=dict)
+    ours: dict = dataclasses.field(default_factory=dict)   # name -> deque of agent writes
+    overrides: dict = dataclasses.field(default_factory=dict)  # originals an operator set
+
+    def agent_wrote(self, name, value):
+        history = self.ours.get(name)
+        return history is not None and value in history
+
+    def record(self, params):
+        for name, value in params.items():
+            self.ours.setdefault(name, collections.deque(maxlen=_HISTORY)).append(value)
 
 
 class LibvirtHypervisor(base.Hypervisor):
@@ -86,23 +147,34 @@ class LibvirtHypervisor(base.Hypervisor):
 
     ``uri``: libvirt URI (``qemu:///system`` by default, ``xen:///system``,
     ``test:///...``). ``sla_defaults``: the configured :class:`SLA` under
-    every VM's own. ``nova_sla``: an optional
-    :class:`~resex_libvirt.hypervisor.nova_sla.NovaSLASource`.
-    ``deadband_pct``: smallest cap change (pp) worth a libvirt call.
+    every VM's own. ``nova_sla``: an optional compute-API source with
+    ``lookup(uuid)`` and ``subscribe(callback)``.
     ``backoff_min``/``backoff_max``: reconnect backoff (s). ``events``: use
-    libvirt domain events. ``refresh_s``: re-read a VM's XML at least this
-    often. ``clock``: monotonic clock.
+    libvirt domain events. ``refresh_s``: list the domains and re-read each
+    VM at least this often. ``clock``: monotonic clock. ``qemu_period_us``:
+    CFS period of QEMU caps. ``cgroup_version``: 1 or 2, the host's (the
+    range of ``cpu_shares``). ``channel_hotplug``: one of
+    :data:`HOTPLUG_CHOICES`.
     """
 
-    def __init__(self, uri=DEFAULT_URI, sla_defaults=None, nova_sla=None, deadband_pct=0.5,
+    def __init__(self, uri=DEFAULT_URI, sla_defaults=None, nova_sla=None,
                  backoff_min=1.0, backoff_max=60.0, events=True, refresh_s=60.0,
-                 clock=time.monotonic, qemu_period_us=None):
-        if deadband_pct < 0:
-            raise exceptions.ConfigError("deadband_pct must be >= 0, not %r" % deadband_pct)
+                 clock=time.monotonic, qemu_period_us=None, cgroup_version=1,
+                 channel_hotplug="sensitive"):
+        if channel_hotplug not in HOTPLUG_CHOICES:
+            raise exceptions.ConfigError("channel_hotplug must be one of %s, not %r"
+                                         % (", ".join(HOTPLUG_CHOICES), channel_hotplug))
+        if cgroup_version not in knobs_mod.CGROUP_VERSIONS:
+            raise exceptions.ConfigError("cgroup_version must be 1 or 2, not %r"
+                                         % (cgroup_version,))
         self.uri = uri
         self.sla_defaults = sla_defaults if sla_defaults is not None else sla_mod.SLA()
-        self.deadband_pct = float(deadband_pct)
         self.qemu_period_us = qemu_period_us
+        self.cgroup_version = cgroup_version
+        self.channel_hotplug = channel_hotplug
+        #: False: only say which VMs could not get a channel, attach nothing
+        #: (``resex-agent --check`` changes nothing).
+        self.attach_channels = True
         self.refresh_s = float(refresh_s)
         self._clock = clock
         self._nova = nova_sla
@@ -110,56 +182,49 @@ class LibvirtHypervisor(base.Hypervisor):
             uri, backoff_min=backoff_min, backoff_max=backoff_max, events=events, clock=clock)
         self._lock = threading.Lock()
         self._vms = {}
+        self._infos = {}
         self._stale = set()
-        self._all_stale = False
+        self._started = {}        # uuid -> clock() of its last start event
+        self._tunables = []
+        self._all_stale = True
+        self._listed_at = None
         self._warned = set()
+        self._updates = []
         self._bulk_stats = None
+        self._sweep = {}
         self._per_domain_cpu_stats = True
         self._pcpus = None
-        self._owned_nova = None
-        self._conn.on_domain_event(libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE, self._on_event)
+        #: Grows whenever :meth:`vms` returns something different.
+        self.generation = 0
+        #: Seconds from the last start event to the channel being attached, per VM.
+        self.attach_delays = {}
+        self._conn.on_domain_event(libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE, self._on_lifecycle)
         self._conn.on_domain_event(libvirt.VIR_DOMAIN_EVENT_ID_METADATA_CHANGE, self._on_event)
+        self._conn.on_domain_event(libvirt.VIR_DOMAIN_EVENT_ID_DEVICE_REMOVED, self._on_event)
+        self._conn.on_domain_event(libvirt.VIR_DOMAIN_EVENT_ID_TUNABLE, self._on_tunable)
         self._conn.on_reconnect(self._on_reconnect)
         if nova_sla is not None:
             nova_sla.subscribe(self._on_event)
-
-    @classmethod
-    def from_conf(cls, conf):
-        """The hypervisor ``[libvirt]`` and ``[sla]`` describe (see ``agent/conf/hypervisor.py``).
-
-        With ``[libvirt] nova_lookup`` a :class:`NovaSLASource` is created
-        and closed with the hypervisor.
-        """
-        group = conf.libvirt
-        nova = None
-        if group.nova_lookup:
-            nova = nova_sla_mod.NovaSLASource(
-                functools.partial(nova_sla_mod.connect_from_cloud, group.nova_cloud,
-                                  group.nova_timeout),
-                ttl=group.nova_cache_ttl)
-        try:
-            hyp = cls(group.connection_uri, sla_defaults=sla_defaults_from_conf(conf),
-                      nova_sla=nova, deadband_pct=group.deadband_pct,
-                      backoff_min=group.reconnect_backoff_min,
-                      backoff_max=group.reconnect_backoff_max, events=group.events,
-                      refresh_s=group.metadata_refresh_interval,
-                      qemu_period_us=group.qemu_cap_period_us)
-        except BaseException:
-            if nova is not None:
-                nova.close()
-            raise
-        hyp._owned_nova = nova
-        return hyp
 
     @property
     def connection(self):
         return self._conn
 
-    # -- events ----------------------------------------------------------------
+    # -- events (libvirt's event thread: short, under the lock) -----------------------
 
     def _on_event(self, uuid, *args):
         with self._lock:
             self._stale.add(uuid)
+
+    def _on_lifecycle(self, uuid, event, detail=None):
+        with self._lock:
+            self._stale.add(uuid)
+            if event == libvirt.VIR_DOMAIN_EVENT_STARTED:
+                self._started[uuid] = self._clock()
+
+    def _on_tunable(self, uuid, params):
+        with self._lock:
+            self._tunables.append((uuid, dict(params)))
 
     def _on_reconnect(self):
         LOG.info("reconnected to %s: re-reading every VM", self.uri)
@@ -167,119 +232,280 @@ class LibvirtHypervisor(base.Hypervisor):
             self._all_stale = True
             self._bulk_stats = None
 
-    def _take_stale(self):
+    def _take_events(self):
         with self._lock:
             stale, self._stale = self._stale, set()
             everything, self._all_stale = self._all_stale, False
-        return stale, everything
+            tunables, self._tunables = self._tunables, []
+        return stale, everything, tunables
 
     # -- discovery -------------------------------------------------------------
 
-    def _warn_sla(self, vm_name, uuid, source, error):
-        token = (uuid, source, error.key, repr(error.value))
+    def _warn_once(self, token, fmt, *args):
         if token in self._warned:
             return
         self._warned.add(token)
-        LOG.warning("VM %s (%s): invalid %s from %s (%s); the default applies",
-                    vm_name, uuid, error.key, source, error)
+        LOG.warning(fmt, *args)
+
+    def _warn_sla(self, vm_name, uuid, source, error):
+        self._warn_once((uuid, source, error.key, repr(error.value)),
+                        "VM %s (%s): invalid %s from %s (%s); the default applies",
+                        vm_name, uuid, error.key, source, error)
 
     def _resolve_sla(self, facts):
         sla = self.sla_defaults
         source = "default"
-        nova_specs = self._nova.lookup(facts.uuid) if self._nova is not None else None
-        if nova_specs:
-            sla = sla_mod.parse(nova_specs, base=sla, on_error=lambda e: self._warn_sla(
+        api_specs = self._nova.lookup(facts.uuid) if self._nova is not None else None
+        if api_specs:
+            sla = sla_mod.parse(api_specs, base=sla, on_error=lambda e: self._warn_sla(
                 facts.name, facts.uuid, "nova", e))
             source = "nova"
+        flavor_specs = {k: v for k, v in (facts.nova.extra_specs if facts.nova else {}).items()
+                        if k.startswith(sla_mod.PREFIX)}
+        if flavor_specs:
+            sla = sla_mod.parse(flavor_specs, base=sla, on_error=lambda e: self._warn_sla(
+                facts.name, facts.uuid, "the flavor", e))
+            source = "flavor"
         if facts.sla_specs:
             sla = sla_mod.parse(facts.sla_specs, base=sla, on_error=lambda e: self._warn_sla(
                 facts.name, facts.uuid, "metadata", e))
             source = "metadata"
         return sla, source
 
-    def _adopt(self, dom):
+    def _wants_channel(self, sla):
+        return self.channel_hotplug == "all" or (
+            self.channel_hotplug == "sensitive" and sla.sensitive)
+
+    def _hotplug(self, dom, facts):
+        """Attach the latency channel live; returns ``(facts, problem)``."""
+        if not facts.virtio_serial:
+            return facts, NO_CONTROLLER
+        if not self.attach_channels:
+            return facts, None
+        started = time.monotonic()
+        try:
+            dom.attachDeviceFlags(metadata_mod.channel_xml(), libvirt.VIR_DOMAIN_AFFECT_LIVE)
+            xml = dom.XMLDesc(0)
+        except libvirt.libvirtError as exc:
+            error = connection_mod.translate(exc, "hot-plug the latency channel")
+            if isinstance(error, (exceptions.VMGone, exceptions.HypervisorUnavailable)):
+                raise error from exc
+            return facts, "the latency channel could not be hot-plugged: %s" % (
+                exc.get_error_message() or exc)
+        fresh = metadata_mod.parse_domain_xml(xml)
+        if fresh.latency_channel is None:
+            return fresh, "the hot-plugged latency channel has no socket path in the live XML"
+        with self._lock:
+            start = self._started.pop(facts.uuid, None)
+        if start is not None:
+            self.attach_delays[facts.uuid] = self._clock() - start
+        LOG.info("VM %s (%s): latency channel hot-plugged at %s (%.1f ms%s)",
+                 fresh.name, fresh.uuid, fresh.latency_channel,
+                 (time.monotonic() - started) * 1000.0,
+                 "" if start is None else ", %.0f ms after its start event"
+                 % (1000.0 * self.attach_delays[facts.uuid]))
+        return fresh, None
+
+    def _adopt(self, dom, previous=None):
         """Read a domain's XML and scheduler; raises the project's exceptions."""
         uuid = dom.UUIDString()
         with self._conn.translated("adopt VM %s" % uuid):
             xml = dom.XMLDesc(0)
+            inactive = dom.XMLDesc(_INACTIVE)
             sched_type = dom.schedulerType()[0]
             params = dom.schedulerParameters()
+            dom_id = dom.ID()
         try:
             facts = metadata_mod.parse_domain_xml(xml)
+            persistent = metadata_mod.parse_cputune(inactive)
         except ET.ParseError as exc:
             raise exceptions.HypervisorError(
                 "VM %s: unreadable domain XML: %s" % (uuid, exc)) from exc
-        mapping = knobs_mod.discover(sched_type, params, self.qemu_period_us)
+        flavor = nova_metadata.flavor_knobs(facts.nova.extra_specs) if facts.nova else {}
+        mapping = knobs_mod.discover(sched_type, params, self.qemu_period_us,
+                                     self.cgroup_version, flavor.get("cpu_shares"))
         if mapping is None:
             LOG.debug("VM %s (%s): scheduler %r has no cap knob: monitor-only",
                       facts.name, uuid, sched_type)
         sla, source = self._resolve_sla(facts)
+        problem = None
+        if self._wants_channel(sla) and facts.latency_channel is None:
+            with self._conn.translated("hot-plug the latency channel of VM %s" % uuid):
+                facts, problem = self._hotplug(dom, facts)
+            if problem is not None:
+                self._warn_once((uuid, "channel", problem),
+                                "VM %s (%s) cannot report latency: %s",
+                                facts.name, uuid, problem)
+        originals = {}
+        if mapping is not None:
+            originals, refused = mapping.originals(persistent, flavor)
+            if refused:
+                self._warn_once((uuid, "refused", refused),
+                                "VM %s (%s): persistent %s refused as an original "
+                                "(the agent's caps look like that); original: no cap",
+                                facts.name, uuid, refused)
         info = base.VMInfo(
             uuid=uuid, name=facts.name, vcpus=facts.vcpus, sla=sla,
             knobs=mapping.knobs if mapping is not None else base.MONITOR_ONLY,
             sla_source=source, latency_channel=facts.latency_channel,
-            interfaces=facts.interfaces, hostdevs=facts.hostdevs)
-        written = mapping.read(params) if mapping is not None else {}
-        return _Adopted(info=info, facts=facts, mapping=mapping, written=written,
-                        adopted_at=self._clock())
+            interfaces=facts.interfaces, hostdevs=facts.hostdevs, latency_problem=problem)
+        live = mapping.read(params) if mapping is not None else {}
+        vm = _Adopted(info=info, facts=facts, mapping=mapping, written=dict(live),
+                      adopted_at=self._clock(), dom_id=dom_id, originals=originals)
+        if previous is not None:
+            self._follow(previous, vm, live)
+        return vm
+
+    def _follow(self, old, new, live):
+        """Carry what the agent wrote over a re-read; queue changed originals."""
+        if new.mapping is None:
+            return
+        uuid = new.info.uuid
+        if old.dom_id != new.dom_id:
+            # A restart: the live knobs are the persistent ones again.
+            self._queue(uuid, new.originals, "restarted", reassert=True)
+            return
+        new.ours = old.ours
+        new.overrides = dict(old.overrides)
+        changed = {k: v for k, v in live.items()
+                   if k in old.ours and not old.agent_wrote(k, v)}
+        if changed:
+            adopted = dict(changed)
+            if (adopted.get("global_quota", -1) > 0
+                    and live.get("global_period") == self.qemu_period_us):
+                adopted["global_quota"] = -1
+                adopted["global_period"] = knobs_mod.CFS_PERIOD_DEFAULT_US
+            new.overrides.update(adopted)
+            new.ours = {}
+            LOG.warning("VM %s (%s): %s changed outside the agent; adopted as the original",
+                        new.info.name, uuid,
+                        ", ".join("%s=%s" % kv for kv in sorted(changed.items())))
+        new.originals = {**new.originals, **new.overrides}
+        if changed:
+            self._queue(uuid, new.originals, "operator", reassert=True)
+            return
+        new.written = old.written
+        if new.originals != old.originals:
+            LOG.info("VM %s (%s): definition changed; original knobs now %s",
+                     new.info.name, uuid, new.originals)
+            self._queue(uuid, new.originals, "redefined")
+
+    def _queue(self, uuid, originals, reason, reassert=False):
+        self._updates.append(OriginalsUpdate(uuid, None if originals is None
+                                             else dict(originals), reason, reassert))
+
+    def original_updates(self):
+        """The :class:`OriginalsUpdate` s since the last call, oldest first."""
+        updates, self._updates = self._updates, []
+        return updates
+
+    def _check_tunables(self, tunables, stale):
+        """Tunable events whose values the agent did not write mark their VM stale."""
+        for uuid, params in tunables:
+            vm = self._vms.get(uuid)
+            if vm is None or vm.mapping is None:
+                continue
+            for key, value in params.items():
+                name = _TUNABLE.get(key, key[len("cputune."):] if key.startswith(
+                    "cputune.") else key)
+                if name in vm.ours and not vm.agent_wrote(name, value):
+                    stale.add(uuid)
+                    break
+
+    def _list(self, conn):
+        return {dom.UUIDString(): dom
+                for dom in conn.listAllDomains(libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE)}
+
+    def _lookup(self, conn, uuids):
+        out = {}
+        for uuid in uuids:
+            try:
+                dom = conn.lookupByUUIDString(uuid)
+                out[uuid] = dom if dom.isActive() else None
+            except libvirt.libvirtError as exc:
+                if exc.get_error_code() != libvirt.VIR_ERR_NO_DOMAIN:
+                    raise
+                out[uuid] = None
+        return out
 
     def vms(self):
-        def list_running(conn):
-            return conn.listAllDomains(libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE)
-
-        domains = self._conn.call("list domains", list_running)
-        stale, everything = self._take_stale()
+        stale, everything, tunables = self._take_events()
+        self._check_tunables(tunables, stale)
         now = self._clock()
-        running = {}
-        for dom in domains:
-            uuid = dom.UUIDString()
+        relist = (everything or self._listed_at is None or not self._conn.events_enabled
+                  or now - self._listed_at >= self.refresh_s)
+        if relist:
+            found = self._conn.call("list domains", self._list)
+            self._listed_at = now
+            gone = set(self._vms) - set(found)
+        elif stale:
+            looked = self._conn.call("look up %d VM(s)" % len(stale), self._lookup, stale)
+            found = {u: d for u, d in looked.items() if d is not None}
+            gone = {u for u, d in looked.items() if d is None and u in self._vms}
+        else:
+            return self._infos
+        changed = bool(gone)
+        for uuid, dom in found.items():
             vm = self._vms.get(uuid)
-            if (vm is None or everything or uuid in stale
+            if not (vm is None or everything or uuid in stale
                     or now - vm.adopted_at >= self.refresh_s):
-                try:
-                    fresh = self._adopt(dom)
-                except exceptions.VMGone:
-                    LOG.debug("VM %s vanished while being adopted", uuid)
-                    continue
-                except exceptions.HypervisorUnavailable:
-                    raise
-                except exceptions.HypervisorError as exc:
-                    LOG.warning("cannot adopt VM %s: %s", uuid, exc)
-                    continue
-                if vm is None:
-                    LOG.debug("adopted VM %s (%s): %d vCPU, knobs %s, SLA from %s",
-                              fresh.info.name, uuid, fresh.info.vcpus,
-                              fresh.info.knobs.driver, fresh.info.sla_source)
-                else:
-                    fresh.written = vm.written if vm.mapping is not None else fresh.written
-                vm = fresh
-            running[uuid] = vm
-        for uuid in set(self._vms) - set(running):
-            LOG.info("VM %s (%s) is gone", self._vms[uuid].info.name, uuid)
-        self._vms = running
-        return {uuid: vm.info for uuid, vm in running.items()}
+                continue
+            try:
+                fresh = self._adopt(dom, previous=vm)
+            except exceptions.VMGone:
+                LOG.debug("VM %s vanished while being adopted", uuid)
+                if vm is not None:
+                    gone.add(uuid)
+                continue
+            except exceptions.HypervisorUnavailable:
+                with self._lock:
+                    self._stale.update(stale)
+                raise
+            except exceptions.HypervisorError as exc:
+                LOG.warning("cannot adopt VM %s: %s", uuid, exc)
+                continue
+            if vm is None:
+                LOG.debug("adopted VM %s (%s): %d vCPU, knobs %s, SLA from %s",
+                          fresh.info.name, uuid, fresh.info.vcpus,
+                          fresh.info.knobs.driver, fresh.info.sla_source)
+            self._vms[uuid] = fresh
+            changed = changed or vm is None or vm.info != fresh.info
+        for uuid in gone:
+            vm = self._vms.pop(uuid, None)
+            if vm is None:
+                continue
+            LOG.info("VM %s (%s) is gone", vm.info.name, uuid)
+            self.attach_delays.pop(uuid, None)
+            if vm.mapping is not None:
+                self._queue(uuid, None, "stopped")
+        if changed:
+            self.generation += 1
+            self._infos = {uuid: vm.info for uuid, vm in self._vms.items()}
+        return self._infos
 
-    # -- CPU -------------------------------------------------------------------
+    def latency_problems(self):
+        """``{uuid: why}`` of the running VMs that should report latency and cannot."""
+        return {uuid: vm.info.latency_problem for uuid, vm in self._vms.items()
+                if vm.info.latency_problem}
 
-    def _bulk_cpu(self, conn):
+    # -- CPU and interface counters -------------------------------------------
+
+    def _bulk(self, conn):
         try:
             stats = conn.getAllDomainStats(
-                libvirt.VIR_DOMAIN_STATS_CPU_TOTAL,
+                libvirt.VIR_DOMAIN_STATS_CPU_TOTAL | _STATS_INTERFACE,
                 libvirt.VIR_CONNECT_GET_ALL_DOMAINS_STATS_ACTIVE)
         except libvirt.libvirtError as exc:
             if exc.get_error_code() in (libvirt.VIR_ERR_NO_SUPPORT,
                                         libvirt.VIR_ERR_ARGUMENT_UNSUPPORTED):
                 return None
             raise
-        out = {}
-        missing = 0
-        for dom, record in stats:
-            if "cpu.time" in record:
-                out[dom.UUIDString()] = int(record["cpu.time"])
-            else:
-                missing += 1
-        if missing and not out:
+        sweep = {dom.UUIDString(): record for dom, record in stats}
+        out = {uuid: int(record["cpu.time"]) for uuid, record in sweep.items()
+               if "cpu.time" in record}
+        if sweep and not out:
             return None
+        self._sweep = sweep
         return out
 
     def _domain_cpu(self, dom):
@@ -295,11 +521,10 @@ class LibvirtHypervisor(base.Hypervisor):
 
     def _per_domain_cpu(self, conn):
         out = {}
-        for dom in conn.listAllDomains(libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE):
-            uuid = dom.UUIDString()
+        for uuid in list(self._vms):
             try:
                 with self._conn.translated("CPU time of VM %s" % uuid):
-                    out[uuid] = self._domain_cpu(dom)
+                    out[uuid] = self._domain_cpu(conn.lookupByUUIDString(uuid))
             except exceptions.VMGone:
                 LOG.debug("VM %s vanished while its CPU time was read", uuid)
             except exceptions.HypervisorUnavailable:
@@ -310,13 +535,23 @@ class LibvirtHypervisor(base.Hypervisor):
 
     def cpu_times(self):
         if self._bulk_stats is not False:
-            out = self._conn.call("bulk CPU stats", self._bulk_cpu)
+            out = self._conn.call("bulk domain stats", self._bulk)
             if out is not None:
                 self._bulk_stats = True
                 return out
             LOG.info("no bulk cpu.time at %s: reading CPU time per domain", self.uri)
             self._bulk_stats = False
+            self._sweep = {}
         return self._conn.call("CPU time per domain", self._per_domain_cpu)
+
+    def domain_stats(self):
+        """``{uuid: bulk stats record}`` of the last :meth:`cpu_times` sweep.
+
+        Carries ``net.*`` (the interface group) next to ``cpu.*``, so the
+        interface monitor needs no call of its own; ``{}`` where the driver
+        has no bulk stats.
+        """
+        return self._sweep
 
     def pcpus(self):
         if self._pcpus is None:
@@ -342,30 +577,18 @@ class LibvirtHypervisor(base.Hypervisor):
             return fn(conn.lookupByUUIDString(uuid))
         return self._conn.call("%s of VM %s" % (what, uuid), run)
 
-    def _changed(self, vm, params):
-        mapping = vm.mapping
-        vcpus = vm.info.vcpus
-        old_cap = mapping.cap_of(vm.written, vcpus) if vm.written else None
-        new_cap = mapping.cap_of(params, vcpus)
-        if not vm.written:
-            return True
-        if (old_cap is None) != (new_cap is None):
-            return True
-        if new_cap is not None and abs(new_cap - old_cap) >= max(self.deadband_pct, 1e-9):
-            return True
-        return any(name in params and vm.written.get(name) != params[name]
-                   for name in mapping.weight_names)
-
     def set_knobs(self, uuid, cap_pct, weight):
-        """Apply the cap/weight; returns True if libvirt was called, False inside the deadband."""
+        """Apply the cap/weight; returns True if libvirt was called, False if already in force."""
         vm = self._vm(uuid)
         if vm.mapping is None:
             raise exceptions.KnobUnsupported(
                 "VM %s (%s) is monitor-only: its scheduler has no cap knob"
                 % (vm.info.name, uuid))
         params = vm.mapping.params_for(cap_pct, weight, vm.info.vcpus)
-        if not self._changed(vm, params):
+        if vm.ours and all(vm.written.get(k) == v for k, v in params.items()):
             return False
+        # Recorded before the call: the tunable event it sends may come first.
+        vm.record(params)
         self._domain_call(uuid, "set knobs", lambda dom: vm.mapping.apply(dom, params))
         vm.written.update(params)
         LOG.debug("VM %s: knobs %s", vm.info.name, params)
@@ -380,6 +603,10 @@ class LibvirtHypervisor(base.Hypervisor):
         params = self._domain_call(uuid, "read knobs", lambda dom: dom.schedulerParameters())
         return vm.mapping.read(params) if vm.mapping is not None else {}
 
+    def original_knobs(self, uuid):
+        """The VM's knobs without the agent (persistent definition, Nova's flavor), for the journal."""
+        return dict(self._vm(uuid).originals)
+
     def restore_knobs(self, uuid, params):
         if not params:
             return
@@ -387,8 +614,15 @@ class LibvirtHypervisor(base.Hypervisor):
         if vm.mapping is None:
             raise exceptions.KnobUnsupported(
                 "VM %s (%s) is monitor-only: nothing to restore" % (vm.info.name, uuid))
-        params = {k: v for k, v in params.items() if k in vm.mapping.names}
-        self._domain_call(uuid, "restore knobs", lambda dom: vm.mapping.apply(dom, params))
+        params = {k: params[k] for k in vm.mapping.restorable if k in params}
+
+        def restore(dom):
+            if not dom.isActive():
+                raise exceptions.VMGone("VM %s is not running" % uuid)
+            vm.record(params)
+            vm.mapping.apply(dom, params)
+
+        self._domain_call(uuid, "restore knobs", restore)
         vm.written.update(params)
         LOG.info("VM %s: knobs restored to %s", vm.info.name, params)
 
@@ -401,6 +635,3 @@ class LibvirtHypervisor(base.Hypervisor):
 
     def close(self):
         self._conn.close()
-        if self._owned_nova is not None:
-            self._owned_nova.close()
-            self._owned_nova = None

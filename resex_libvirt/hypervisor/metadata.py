@@ -25,6 +25,15 @@ Latency channel
     name='org.resex.latency.0'/>`` carries the VM's latency reports; its
     ``<source mode='bind' path='...'/>`` is the host socket.
 
+Nova's flavor
+    ``<nova:instance>/<nova:flavor>`` (:mod:`~resex_libvirt.hypervisor.nova_metadata`):
+    the flavor's extra specs, read from the same XML.
+
+Persistent scheduler settings
+    ``<cputune>`` of the *inactive* definition (``XMLDesc(VIR_DOMAIN_XML_INACTIVE)``),
+    which the agent never writes (it changes knobs live only):
+    :func:`parse_cputune`.
+
 Interfaces and host devices
     ``<interface>``'s ``<target dev='...'/>`` (tap names) and ``<hostdev
     type='pci'>``'s ``<source><address domain= bus= slot= function=/>``
@@ -34,6 +43,7 @@ Interfaces and host devices
 import dataclasses
 import xml.etree.ElementTree as ET
 
+from resex_libvirt.hypervisor import nova_metadata
 from resex_libvirt import sla as sla_mod
 
 #: The XML namespace of the project's domain metadata (fixed; not configurable).
@@ -48,7 +58,13 @@ LATENCY_CHANNEL_NAME = "org.resex.latency.0"
 
 @dataclasses.dataclass(frozen=True)
 class DomainFacts:
-    """The parts of a domain's XML the agent uses."""
+    """The parts of a domain's XML the agent uses.
+
+    ``nova`` is the :class:`~resex_libvirt.hypervisor.nova_metadata.NovaFlavor`
+    of a Nova guest (``None`` otherwise); ``virtio_serial`` says whether the
+    domain has a virtio-serial controller, without which no channel can be
+    hot-plugged.
+    """
 
     uuid: str
     name: str
@@ -57,6 +73,8 @@ class DomainFacts:
     latency_channel: str | None
     interfaces: tuple
     hostdevs: tuple
+    nova: nova_metadata.NovaFlavor | None = None
+    virtio_serial: bool = False
 
 
 def _local(tag):
@@ -154,6 +172,9 @@ def parse_domain_xml(text):
             if pci:
                 hostdevs.append(pci)
     return DomainFacts(
+        nova=nova_metadata.flavor_of(root),
+        virtio_serial=devices is not None and any(
+            c.get("type") == "virtio-serial" for c in devices.findall("controller")),
         uuid=(root.findtext("uuid") or "").strip(),
         name=(root.findtext("name") or "").strip(),
         vcpus=max(1, vcpus),
@@ -162,3 +183,47 @@ def parse_domain_xml(text):
         interfaces=tuple(interfaces),
         hostdevs=tuple(hostdevs),
     )
+
+
+#: ``<cputune>`` element -> libvirt scheduler parameter name.
+CPUTUNE_PARAMS = {
+    "shares": "cpu_shares",
+    "period": "vcpu_period",
+    "quota": "vcpu_quota",
+    "global_period": "global_period",
+    "global_quota": "global_quota",
+}
+
+
+def parse_cputune(text):
+    """``{scheduler parameter: int}`` of a domain XML's ``<cputune>`` (persistent settings).
+
+    Only the elements present are returned; a value that is not an integer
+    is skipped. Raises ``xml.etree.ElementTree.ParseError`` on malformed XML.
+    """
+    root = ET.fromstring(text)
+    tune = root.find("cputune")
+    out = {}
+    if tune is None:
+        return out
+    for element, param in CPUTUNE_PARAMS.items():
+        value = tune.findtext(element)
+        if value is None:
+            continue
+        try:
+            out[param] = int(value.strip())
+        except ValueError:
+            continue
+    return out
+
+
+def channel_xml():
+    """The ``<channel>`` the agent hot-plugs: libvirt chooses the socket path.
+
+    With no ``path`` in ``<source mode='bind'/>`` libvirt's QEMU driver puts
+    the socket in the domain's channel directory
+    (``/var/lib/libvirt/qemu/channel/target/domain-ID-NAME/org.resex.latency.0``),
+    which the live XML then names.
+    """
+    return ("<channel type='unix'><source mode='bind'/>"
+            "<target type='virtio' name='%s'/></channel>" % LATENCY_CHANNEL_NAME)

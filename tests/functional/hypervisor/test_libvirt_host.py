@@ -15,6 +15,7 @@ import libvirt
 from oslo_config import cfg
 
 from agent.conf import hypervisor as hyp_conf
+from agent import hypervisor as agent_hypervisor
 from resex_libvirt import exceptions
 from resex_libvirt.hypervisor import libvirt_host
 from resex_libvirt.hypervisor import metadata
@@ -136,9 +137,11 @@ class ChurnTest(TestDriverCase):
         uuid = "6a1e4b8c-0000-4000-8000-0000000000a1"
         self.assertNotIn(uuid, self.hyp.vms())
         dom = self._start("churn-1", uuid)
+        # The list follows lifecycle events (another thread): no listing per sweep.
+        self.assertTrue(wait_for(lambda: uuid in self.hyp.vms()))
         self.assertEqual("churn-1", self.hyp.vms()[uuid].name)
         dom.destroy()
-        self.assertNotIn(uuid, self.hyp.vms())
+        self.assertTrue(wait_for(lambda: uuid not in self.hyp.vms()))
         self.assertNotIn(uuid, self.hyp.cpu_times())
 
     def test_a_vanished_vm_is_vm_gone_with_the_libvirt_error_chained(self):
@@ -200,19 +203,20 @@ class NoEventsTest(TestDriverCase):
         self.assertEqual("bulk", self.hyp.vms()[PLAIN].sla.io_class)
 
 
-class FromConfTest(unittest.TestCase):
+class BuildFromConfTest(unittest.TestCase):
 
-    def test_from_conf_uses_the_libvirt_and_sla_groups(self):
+    def test_the_agent_builds_the_hypervisor_from_the_libvirt_and_sla_groups(self):
         conf = cfg.ConfigOpts()
         hyp_conf.register_opts(conf)
         conf([], project="resex-test")
         self.addCleanup(conf.reset)   # overrides live on the shared option groups
         conf.set_override("connection_uri", URI, group="libvirt")
-        conf.set_override("deadband_pct", 2.0, group="libvirt")
         conf.set_override("qemu_cap_period_us", 10000, group="libvirt")
+        conf.set_override("latency_channel_hotplug", "all", group="libvirt")
         conf.set_override("shares", 77, group="sla")
-        hyp = libvirt_host.LibvirtHypervisor.from_conf(conf)
+        hyp = agent_hypervisor.build(conf)
         self.addCleanup(hyp.close)
-        self.assertEqual(2.0, hyp.deadband_pct)
         self.assertEqual(10000, hyp.qemu_period_us)
+        self.assertEqual("all", hyp.channel_hotplug)
+        self.assertIn(hyp.cgroup_version, (1, 2))
         self.assertEqual(77, hyp.vms()[PLAIN].sla.shares)

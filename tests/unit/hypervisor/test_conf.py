@@ -6,7 +6,7 @@ from oslo_config import cfg
 
 from agent.conf import hypervisor as hyp_conf
 from resex_libvirt import exceptions
-from resex_libvirt.hypervisor import libvirt_host
+from agent import hypervisor as agent_hypervisor
 from resex_libvirt import sla
 
 
@@ -21,7 +21,7 @@ class HypervisorConfTest(unittest.TestCase):
     def test_defaults(self):
         self.assertEqual("qemu:///system", self.conf.libvirt.connection_uri)
         self.assertFalse(self.conf.libvirt.nova_lookup)
-        self.assertEqual(sla.SLA(), libvirt_host.sla_defaults_from_conf(self.conf))
+        self.assertEqual(sla.SLA(), agent_hypervisor.sla_defaults(self.conf))
 
     def test_every_resex_key_has_a_default_option_with_its_range(self):
         opts = {opt.name: opt for opt in hyp_conf.SLA_OPTS}
@@ -40,14 +40,14 @@ class HypervisorConfTest(unittest.TestCase):
     def test_sla_defaults_from_conf(self):
         self.conf.set_override("cpu_reservation_pct", 20.0, group="sla")
         self.conf.set_override("io_class", "bulk", group="sla")
-        defaults = libvirt_host.sla_defaults_from_conf(self.conf)
+        defaults = agent_hypervisor.sla_defaults(self.conf)
         self.assertEqual((20.0, "bulk"), (defaults.reservation_pct, defaults.io_class))
 
     def test_contradictory_defaults_are_a_config_error(self):
         self.conf.set_override("cpu_reservation_pct", 50.0, group="sla")
         self.conf.set_override("cpu_limit_pct", 20.0, group="sla")
         with self.assertRaises(exceptions.ConfigError):
-            libvirt_host.sla_defaults_from_conf(self.conf)
+            agent_hypervisor.sla_defaults(self.conf)
 
     def test_list_opts_names_both_groups(self):
         groups = [group.name for group, _opts in hyp_conf.list_opts()]

@@ -1,0 +1,81 @@
+"""Builds the libvirt hypervisor from ``[libvirt]`` and ``[sla]`` (the service side).
+
+:mod:`resex_libvirt.hypervisor` takes plain arguments; this module reads the
+agent's configuration, detects the host's cgroup version and hands both over.
+"""
+
+import functools
+import os
+
+from resex_libvirt.hypervisor import libvirt_host
+from resex_libvirt.hypervisor import nova_sla as nova_sla_mod
+from resex_libvirt import sla as sla_mod
+
+#: Where the unified (v2) hierarchy lists its controllers.
+CGROUP_ROOT = "/sys/fs/cgroup"
+
+
+def cgroup_version(root=CGROUP_ROOT):
+    """2 when ``root`` is a cgroup v2 (unified) mount, else 1.
+
+    The unified hierarchy has ``cgroup.controllers`` at its root; a v1 (or
+    hybrid) host has one mount per controller and no such file there.
+    """
+    return 2 if os.path.exists(os.path.join(root, "cgroup.controllers")) else 1
+
+
+def sla_defaults(conf):
+    """The :class:`SLA` of the ``[sla]`` group (options named like the keys).
+
+    Raises :class:`~resex_libvirt.exceptions.SLAError` (a ``ConfigError``)
+    when the defaults contradict each other (limit below reservation).
+    """
+    group = conf.sla
+    specs = {}
+    for key in sla_mod.KEYS:
+        value = getattr(group, key[len(sla_mod.PREFIX):], None)
+        if value is not None:
+            specs[key] = value
+    return sla_mod.parse(specs)
+
+
+class _OwnedNova(libvirt_host.LibvirtHypervisor):
+    """A hypervisor that closes the compute-API source it was built with."""
+
+    owned_nova = None
+
+    def close(self):
+        super().close()
+        if self.owned_nova is not None:
+            self.owned_nova.close()
+            self.owned_nova = None
+
+
+def build(conf, cgroup_root=CGROUP_ROOT):
+    """The :class:`LibvirtHypervisor` ``[libvirt]`` and ``[sla]`` describe.
+
+    With ``[libvirt] nova_lookup`` a compute-API source is created and closed
+    with the hypervisor.
+    """
+    group = conf.libvirt
+    nova = None
+    if group.nova_lookup:
+        nova = nova_sla_mod.NovaSLASource(
+            functools.partial(nova_sla_mod.connect_from_cloud, group.nova_cloud,
+                              group.nova_timeout),
+            ttl=group.nova_cache_ttl)
+    try:
+        hyp = _OwnedNova(
+            group.connection_uri, sla_defaults=sla_defaults(conf), nova_sla=nova,
+            backoff_min=group.reconnect_backoff_min,
+            backoff_max=group.reconnect_backoff_max, events=group.events,
+            refresh_s=group.metadata_refresh_interval,
+            qemu_period_us=group.qemu_cap_period_us,
+            cgroup_version=cgroup_version(cgroup_root),
+            channel_hotplug=group.latency_channel_hotplug)
+    except BaseException:
+        if nova is not None:
+            nova.close()
+        raise
+    hyp.owned_nova = nova
+    return hyp
