@@ -113,6 +113,7 @@ class LatencyIntake:
         self._wanted = {}
         self._channels = {}
         self._retry_at = {}
+        self._retry_path = {}   # the path that failed: a new one (VM restarted) is tried at once
         self._probe_clients = set()
         self._selector = None
         self._thread = None
@@ -295,8 +296,10 @@ class LatencyIntake:
                 self._drop_channel(vm, "VM left or its channel changed")
         for vm in [v for v in self._retry_at if v not in wanted]:
             del self._retry_at[vm]
+            self._retry_path.pop(vm, None)
         for vm, path in wanted.items():
-            if vm in self._channels or self._retry_at.get(vm, 0.0) > now:
+            if vm in self._channels or (self._retry_at.get(vm, 0.0) > now
+                                        and self._retry_path.get(vm) == path):
                 continue
             self._connect_channel(vm, path, now)
 
@@ -312,6 +315,7 @@ class LatencyIntake:
             else:
                 LOG.debug("latency channel of VM %s at %s not ready: %s", vm, path, exc)
             self._retry_at[vm] = now + self.params.channel_retry_s
+            self._retry_path[vm] = path
             return
         conn = _ChannelConn(sock, vm, path, framing.LineFramer(self.params.max_message_bytes))
         self._selector.register(sock, selectors.EVENT_READ, conn)
@@ -328,6 +332,7 @@ class LatencyIntake:
         self._selector.unregister(conn.sock)
         conn.sock.close()
         self._retry_at[vm] = time.monotonic() + self.params.channel_retry_s
+        self._retry_path[vm] = conn.framer_path
         LOG.info("latency channel of VM %s closed: %s", vm, why)
 
     # -- the selector thread ------------------------------------------------------------

@@ -10,6 +10,7 @@ import os
 import threading
 import time
 import unittest
+from unittest import mock
 
 import libvirt
 from oslo_config import cfg
@@ -35,6 +36,44 @@ NEW_DOMAIN = """
 <domain type='test'>
   <name>%(name)s</name>
   <uuid>%(uuid)s</uuid>
+  <memory>65536</memory>
+  <vcpu>1</vcpu>
+  <os><type arch='i686'>hvm</type></os>
+</domain>
+"""
+
+SENSITIVE_WITH_CONTROLLER = """
+<domain type='test'>
+  <name>%(name)s</name>
+  <uuid>%(uuid)s</uuid>
+  <metadata>
+    <resex:sla xmlns:resex="http://resex-libvirt.org/xmlns/sla/1.0">
+      <resex:latency_sla_us>120</resex:latency_sla_us>
+    </resex:sla>
+  </metadata>
+  <memory>65536</memory>
+  <vcpu>1</vcpu>
+  <os><type arch='i686'>hvm</type></os>
+  <devices><controller type='virtio-serial' index='0'/></devices>
+</domain>
+"""
+
+#: A Nova guest booted from an image without hw_qemu_guest_agent: no controller.
+NOVA_SENSITIVE = """
+<domain type='test'>
+  <name>%(name)s</name>
+  <uuid>%(uuid)s</uuid>
+  <metadata>
+    <nova:instance xmlns:nova="http://openstack.org/xmlns/libvirt/nova/1.1">
+      <nova:flavor name="m1.latency" id="7">
+        <nova:vcpus>1</nova:vcpus>
+        <nova:extraSpecs>
+          <nova:extraSpec name="resex:latency_sla_us">250</nova:extraSpec>
+          <nova:extraSpec name="quota:cpu_shares">2048</nova:extraSpec>
+        </nova:extraSpecs>
+      </nova:flavor>
+    </nova:instance>
+  </metadata>
   <memory>65536</memory>
   <vcpu>1</vcpu>
   <os><type arch='i686'>hvm</type></os>
@@ -220,3 +259,106 @@ class BuildFromConfTest(unittest.TestCase):
         self.assertEqual("all", hyp.channel_hotplug)
         self.assertIn(hyp.cgroup_version, (1, 2))
         self.assertEqual(77, hyp.vms()[PLAIN].sla.shares)
+
+
+class EventDrivenListTest(TestDriverCase):
+    """The domain list follows lifecycle events: no listAllDomains per sweep.
+
+    ``listAllDomains`` is spied on (wrapped, the real call still runs) to
+    count how often the list is taken.
+    """
+
+    def test_sweeps_without_events_list_nothing_and_keep_the_generation(self):
+        self.hyp.vms()
+        generation = self.hyp.generation
+        with mock.patch.object(libvirt.virConnect, "listAllDomains", autospec=True,
+                               side_effect=libvirt.virConnect.listAllDomains) as spy:
+            for _ in range(50):
+                vms = self.hyp.vms()
+        self.assertEqual(0, spy.call_count)
+        self.assertEqual(generation, self.hyp.generation)
+        self.assertEqual({SENSITIVE, BULK, BROKEN, PLAIN}, set(vms))
+
+    def test_a_started_vm_bumps_the_generation_and_is_found_without_a_listing(self):
+        self.hyp.vms()
+        generation = self.hyp.generation
+        uuid = "6a1e4b8c-0000-4000-8000-0000000000b1"
+        conn = self.hyp.connection.get()
+        with mock.patch.object(libvirt.virConnect, "listAllDomains", autospec=True,
+                               side_effect=libvirt.virConnect.listAllDomains) as spy:
+            dom = conn.createXML(NEW_DOMAIN % {"name": "event-1", "uuid": uuid}, 0)
+            self.assertTrue(wait_for(lambda: uuid in self.hyp.vms()))
+            self.assertGreater(self.hyp.generation, generation)
+            dom.destroy()
+            self.assertTrue(wait_for(lambda: uuid not in self.hyp.vms()))
+        self.assertEqual(0, spy.call_count)
+
+    def test_the_list_is_taken_again_after_the_refresh_interval_as_a_safety_net(self):
+        self.hyp.vms()
+        self.hyp.refresh_s = 0.0
+        with mock.patch.object(libvirt.virConnect, "listAllDomains", autospec=True,
+                               side_effect=libvirt.virConnect.listAllDomains) as spy:
+            self.hyp.vms()
+        self.assertEqual(1, spy.call_count)
+
+    def test_a_sensitive_vm_the_driver_cannot_hot_plug_into_is_named_as_unable_to_report(self):
+        # The test driver has no virDomainAttachDeviceFlags: the VM is named, the loop goes on.
+        uuid = "6a1e4b8c-0000-4000-8000-0000000000b2"
+        conn = self.hyp.connection.get()
+        dom = conn.createXML(SENSITIVE_WITH_CONTROLLER % {"name": "hotplug-1", "uuid": uuid}, 0)
+        self.addCleanup(dom.destroy)
+        with self.assertLogs("resex_libvirt.hypervisor.libvirt_host", "WARNING") as logs:
+            self.assertTrue(wait_for(lambda: uuid in self.hyp.vms()))
+        problem = self.hyp.latency_problems()[uuid]
+        self.assertIn("could not be hot-plugged", problem)
+        self.assertIn("hotplug-1", "\n".join(logs.output))
+        self.assertIsNone(self.hyp.vms()[uuid].latency_channel)
+
+    def test_a_sensitive_vm_without_a_controller_needs_hw_qemu_guest_agent(self):
+        # sensitive-1 has a channel already; the others have no SLA: none needs a hot-plug.
+        self.hyp.vms()
+        self.assertEqual({}, self.hyp.latency_problems())
+        uuid = "6a1e4b8c-0000-4000-8000-0000000000b3"
+        conn = self.hyp.connection.get()
+        dom = conn.createXML(NOVA_SENSITIVE % {"name": "noqga-1", "uuid": uuid}, 0)
+        self.addCleanup(dom.destroy)
+        self.assertTrue(wait_for(lambda: uuid in self.hyp.vms()))
+        info = self.hyp.vms()[uuid]
+        self.assertEqual(("flavor", 250.0), (info.sla_source, info.sla.latency_sla_us))
+        self.assertEqual(libvirt_host.NO_CONTROLLER, info.latency_problem)
+
+
+class ControllerOnEventsTest(TestDriverCase):
+    """control.Controller compares VMs only when the hypervisor's generation moved."""
+
+    class _Source:
+        """A latency source that records the VM sets it is synced with."""
+
+        def __init__(self):
+            self.synced = []
+
+        def sync(self, vms):
+            self.synced.append(set(vms))
+
+        def windows(self):
+            return {}
+
+    def test_discover_does_work_only_when_the_generation_moved(self):
+        from resex_libvirt import control
+        from resex_libvirt import market as market_mod
+        from resex_libvirt.market import policy as policy_mod
+        market = market_mod.Market(market_mod.MarketParams(
+            interval_s=0.1, intervals_per_epoch=10, pcpus=4, link_bytes_per_s=1e9, mtu=1500),
+            policy_mod.load("free_market"))
+        source = self._Source()
+        ctl = control.Controller(market, self.hyp, latency_sources=[source])
+        for _ in range(20):
+            ctl.discover()
+        self.assertEqual(1, len(source.synced))
+        uuid = "6a1e4b8c-0000-4000-8000-0000000000c1"
+        dom = self.hyp.connection.get().createXML(
+            NEW_DOMAIN % {"name": "gen-1", "uuid": uuid}, 0)
+        self.addCleanup(dom.destroy)
+        self.assertTrue(wait_for(lambda: uuid in ctl.discover()))
+        self.assertIn(uuid, ctl.vms)
+        self.assertEqual(2, len(source.synced))

@@ -104,6 +104,22 @@ class TestChannels(IntakeTestCase):
         again.guest_write(wire.encode(5, 150.0, 1.0, 151.0))
         self.assertEqual(150.0, wait_for(lambda: intake.windows().get(A)).mean_us)
 
+    def test_a_restarted_vms_new_channel_path_is_connected_without_the_retry_wait(self):
+        # A hard reboot gives the hot-plugged channel a new path (a new domain
+        # ID): it is tried at once, not after channel_retry_s.
+        qa = self.qemu("a")
+        intake = self.start_intake(channel_retry_s=3600.0)
+        intake.sync({A: self.vm(A, qa)})
+        qa.accept()
+        self.assertTrue(wait_for(lambda: A in intake.channels()))
+        qa.close()
+        self.assertTrue(wait_for(lambda: A not in intake.channels()))
+        rebooted = self.qemu("a-domain-2")
+        intake.sync({A: self.vm(A, rebooted)})
+        rebooted.accept()
+        rebooted.guest_write(wire.encode(5, 150.0, 1.0, 151.0))
+        self.assertEqual(150.0, wait_for(lambda: intake.windows().get(A)).mean_us)
+
     def test_channels_of_vms_that_leave_are_closed(self):
         qa = self.qemu("a")
         intake = self.start_intake()

@@ -33,6 +33,25 @@ class JournalTest(unittest.TestCase):
         self.assertIn("a", journal)
         self.assertNotIn("b", journal)
 
+    def test_update_replaces_only_a_recorded_vm_and_forget_drops_it(self):
+        journal = journal_mod.Journal(self.path)
+        self.assertFalse(journal.update("a", {"cap": 0, "weight": 512}))
+        journal.remember("a", {"cap": 0, "weight": 256})
+        self.assertTrue(journal.update("a", {"cap": 0, "weight": 512}))
+        self.assertEqual({"a": {"cap": 0, "weight": 512}},
+                         journal_mod.Journal(self.path).originals())
+        journal.forget("a")
+        self.assertEqual({}, journal_mod.Journal(self.path).originals())
+
+    def test_an_unreadable_journal_says_how_to_recover_from_the_persistent_definitions(self):
+        os.makedirs(os.path.dirname(self.path))
+        with open(self.path, "w") as f:
+            f.write("{not json")
+        with self.assertRaises(journal_mod.JournalCorrupt) as ctx:
+            journal_mod.Journal(self.path)
+        self.assertIn("persistent definition", str(ctx.exception))
+        self.assertNotIn("move it away", str(ctx.exception))
+
     def test_records_survive_a_new_process(self):
         journal_mod.Journal(self.path).remember("a", {"cap": 0, "weight": 256})
         self.assertEqual({"a": {"cap": 0, "weight": 256}},

@@ -82,6 +82,74 @@ class QemuPosixWeightTest(unittest.TestCase):
                          QEMU.read(raw))
 
 
+class CgroupVersionSharesTest(unittest.TestCase):
+
+    def test_cgroup_v2_shares_stay_in_cpu_weights_range_with_its_default_for_xens(self):
+        v2 = knobs.QemuPosixMapping(cgroup_version=2)
+        self.assertEqual(100, v2.params_for(None, 256, 1)["cpu_shares"])
+        self.assertEqual(10000, v2.params_for(None, 65535, 1)["cpu_shares"])
+        self.assertEqual(1, v2.params_for(None, 0, 1)["cpu_shares"])
+        self.assertEqual(256, v2.weight_of({"cpu_shares": 100}))
+
+    def test_cgroup_v1_range_is_2_to_262144(self):
+        v1 = knobs.QemuPosixMapping(cgroup_version=1)
+        self.assertEqual((2, 262144), (v1.params_for(None, 0, 1)["cpu_shares"],
+                                       v1.params_for(None, 10 ** 6, 1)["cpu_shares"]))
+
+    def test_an_unknown_cgroup_version_is_refused(self):
+        with self.assertRaises(ValueError):
+            knobs.QemuPosixMapping(cgroup_version=3)
+
+    @given(st.sampled_from((1, 2)), st.integers(1, 300000), st.floats(0, 70000))
+    def test_shares_never_go_below_what_nova_set_nor_leave_the_range(self, version, floor,
+                                                                      weight):
+        mapping = knobs.QemuPosixMapping(cgroup_version=version, shares_floor=floor)
+        shares = mapping.params_for(None, weight, 1)["cpu_shares"]
+        low, high = knobs.SHARES_RANGE[version]
+        self.assertGreaterEqual(shares, min(max(floor, low), high))
+        self.assertTrue(low <= shares <= high)
+
+
+class OriginalsTest(unittest.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.qemu = knobs.QemuPosixMapping(period_us=10000)
+
+    def test_novas_flavor_gives_the_shares_and_no_cap(self):
+        originals, refused = self.qemu.originals({"cpu_shares": 2048}, {"cpu_shares": 3072})
+        self.assertIsNone(refused)
+        self.assertEqual({"global_period": 100000, "global_quota": -1, "cpu_shares": 3072},
+                         originals)
+
+    def test_novas_per_vcpu_quota_is_kept_for_restore(self):
+        originals, _ = self.qemu.originals({}, {"vcpu_period": 20000, "vcpu_quota": 10000})
+        self.assertEqual((20000, 10000), (originals["vcpu_period"], originals["vcpu_quota"]))
+        self.assertIn("vcpu_quota", self.qemu.restorable)
+
+    def test_a_persistent_cap_of_the_operator_is_the_original(self):
+        originals, refused = self.qemu.originals(
+            {"global_period": 100000, "global_quota": 20000}, {})
+        self.assertIsNone(refused)
+        self.assertEqual((100000, 20000), (originals["global_period"],
+                                           originals["global_quota"]))
+
+    def test_a_cap_with_the_agents_own_period_is_refused_as_an_original(self):
+        originals, refused = self.qemu.originals(
+            {"global_period": 10000, "global_quota": 3000}, {})
+        self.assertIn("agent's own period", refused)
+        self.assertEqual(-1, originals["global_quota"])
+
+    def test_without_any_setting_the_cgroup_default_shares_are_the_original(self):
+        self.assertEqual(1024, self.qemu.originals({}, {})[0]["cpu_shares"])
+        v2 = knobs.QemuPosixMapping(cgroup_version=2)
+        self.assertEqual(100, v2.originals({}, {})[0]["cpu_shares"])
+
+    def test_xen_originals_are_uncapped_with_the_persistent_weight(self):
+        xen = knobs.XenCreditMapping("credit")
+        self.assertEqual(({"cap": 0, "weight": 512}, None), xen.originals({"cpu_shares": 512}, {}))
+
+
 class _RecordingXenDomain:
     """A recording stand-in for a libvirt domain on Xen/libxl.
 

@@ -1,0 +1,289 @@
+"""Nova-defined guests on a real libvirtd: channel hot-plug, hard reboot, resize, arrival caps.
+
+The guests are defined from XML built by Nova 34's own config classes
+(:mod:`tests.lab.nova_guest`): flavor extra specs ``resex:latency_sla_us``
+and ``quota:cpu_shares`` in ``<nova:instance>``, Nova's ``<cputune>``, the
+QEMU guest agent channel, and no resex channel. The agent's hypervisor
+(:class:`LibvirtHypervisor`, events on) and latency intake run in this
+process, driven every 100 ms by their own thread as the agent loop drives
+them, while the test plays Nova on another connection. Inside the
+reporting guest the static C BenchEx measures its own requests and reports
+through ``/dev/virtio-ports/org.resex.latency.0``.
+
+The sequence runs once (``setUpClass``): boot, wait for reports; a
+Nova-style hard reboot (destroy, define from the same XML, start), wait for
+reports again; a Nova-style resize (new extra specs, restart). The re-attach
+and report times are printed, not asserted (a TCG guest's boot time is
+noise); what is asserted: the channel was hot-plugged live only, reports
+arrived through it before and after the reboot, the resized SLA was in
+force at the first sweep after the start event, a VM without a
+virtio-serial controller is named as unable to report, and a VM that
+arrives capped is restored to its flavor's values.
+"""
+
+import os
+import shutil
+import tempfile
+import threading
+import time
+import unittest
+
+import libvirt
+
+from agent.intake import params as intake_params
+from agent.intake import service as intake_service
+from agent import journal as journal_mod
+from resex_libvirt.hypervisor import libvirt_host
+from resex_libvirt.hypervisor import metadata
+from tests.lab import experiment
+from tests.lab import harness
+from tests.lab import nova_guest
+
+VIRTIO_MODULES = ("virtio_ring", "virtio", "virtio_pci_legacy_dev", "virtio_pci_modern_dev",
+                  "virtio_pci", "virtio_console")
+SPECS = {"resex:latency_sla_us": "500", "quota:cpu_shares": "2048"}
+RESIZED = {"resex:latency_sla_us": "800", "quota:cpu_shares": "3072"}
+PLAIN_SPECS = {"resex:latency_sla_us": "300", "quota:cpu_shares": "1536"}
+SWEEP_S = 0.1
+BOOT_TIMEOUT_S = 120.0
+
+
+def _inactive_xml(conn, uuid):
+    return conn.lookupByUUIDString(uuid).XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE)
+
+
+@unittest.skipUnless(harness.is_root(),
+                     "the lab needs root (libvirtd, cgroups); this runner is not")
+@unittest.skipUnless(os.path.exists("/usr/bin/apt-get"),
+                     "the lab installs its QEMU and libvirt from Debian packages (no apt-get)")
+class NovaGuestsOnRealLibvirtTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.workdir = tempfile.mkdtemp(prefix="resex-lab-nova-")
+        cls.lab = harness.Lab(workdir=cls.workdir)
+        cls.conn = cls.hyp = cls.intake = None
+        cls.guests = []
+        try:
+            cls._run()
+        except BaseException:
+            cls._teardown()
+            raise
+
+    @classmethod
+    def _run(cls):
+        if not experiment.wait_for_free_libvirtd(600.0):
+            raise RuntimeError("another lab's libvirtd is still running")
+        cls.lab.setup()
+        benchex = experiment.build_benchex(os.path.join(cls.workdir, "bin"))
+        with open(benchex, "rb") as f:
+            files = {"/bin/benchex": f.read()}
+        modules = [harness.kernel_module(cls.lab.modules_dir, m) for m in VIRTIO_MODULES]
+        initrd = cls.lab.initramfs(roles={"report": nova_guest.REPORT_ROLE,
+                                          "idle": harness.ROLES["idle"]},
+                                   modules=modules, files=files, name="nova-initramfs.img")
+        cls.conn = libvirt.open(harness.URI)
+        cls.guest = nova_guest.NovaGuest("resex-nova-report", cls.lab.kernel, initrd, SPECS,
+                                         cls.workdir)
+        cls.plain = nova_guest.NovaGuest("resex-nova-noqga", cls.lab.kernel, initrd,
+                                         PLAIN_SPECS, cls.workdir, role="idle",
+                                         qemu_guest_agent=False)
+        cls.guests = [cls.guest, cls.plain]
+        cls.started = {}
+        cls.connected_at = {}
+        cls.hyp = libvirt_host.LibvirtHypervisor(harness.URI, backoff_min=0.2, backoff_max=2.0,
+                                                 qemu_period_us=10000)
+        cls.hyp.connection.on_domain_event(libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE,
+                                           cls._on_lifecycle)
+        cls.intake = intake_service.LatencyIntake(intake_params.IntakeParams())
+        cls.intake.start()
+        cls.last_sweep = (0.0, {})
+        cls.sweeps = threading.Event()
+        cls.sweeper = threading.Thread(target=cls._sweep_loop, name="lab-agent-loop",
+                                       daemon=True)
+        cls.sweeper.start()
+        cls.guest.boot(cls.conn)
+        cls.plain.boot(cls.conn)
+        cls.first = cls._follow("boot")
+        cls.inactive_after_attach = _inactive_xml(cls.conn, cls.guest.uuid)
+        cls.live_after_attach = cls.conn.lookupByUUIDString(cls.guest.uuid).XMLDesc(0)
+        cls.hyp.attach_delays.pop(cls.guest.uuid, None)
+        cls.guest.hard_reboot(cls.conn)
+        cls.reboot = cls._follow("hard reboot")
+        before = cls.started.get(cls.guest.uuid)
+        cls.guest.resize(cls.conn, RESIZED)
+        cls.resize = cls._first_sweep_after_start(before)
+        cls._stop_sweeping()
+        cls.updates = cls.hyp.original_updates()
+        cls.resized_originals = cls.hyp.original_knobs(cls.guest.uuid)
+
+    @classmethod
+    def _on_lifecycle(cls, uuid, event, detail):
+        if event == libvirt.VIR_DOMAIN_EVENT_STARTED:
+            cls.started[uuid] = time.monotonic()
+            cls.connected_at.pop(uuid, None)
+
+    @classmethod
+    def _sweep(cls):
+        began = time.monotonic()
+        vms = cls.hyp.vms()
+        cls.intake.sync(vms)
+        cls.last_sweep = (began, vms)
+        for uuid in cls.intake.channels():
+            cls.connected_at.setdefault(uuid, time.monotonic())
+        return vms
+
+    @classmethod
+    def _sweep_loop(cls):
+        while not cls.sweeps.wait(SWEEP_S):
+            try:
+                cls._sweep()
+            except Exception as exc:   # the agent loop survives a failed interval too
+                print("sweep failed: %s" % exc)
+
+    @classmethod
+    def _stop_sweeping(cls):
+        if getattr(cls, "sweeper", None) is not None:
+            cls.sweeps.set()
+            cls.sweeper.join()
+            cls.sweeper = None
+
+    @classmethod
+    def _accepted(cls):
+        return cls.intake.stats().get(cls.guest.uuid, {}).get("accepted", 0)
+
+    @classmethod
+    def _follow(cls, what):
+        """Sweep until the guest's reports are accepted again; the times from its start event."""
+        uuid = cls.guest.uuid
+        before = cls._accepted()
+        deadline = time.monotonic() + BOOT_TIMEOUT_S
+        while time.monotonic() < deadline:
+            now = time.monotonic()
+            connected = cls.connected_at.get(uuid)
+            if cls._accepted() > before:
+                start = cls.started[uuid]
+                out = {"attach_s": cls.hyp.attach_delays.get(uuid),
+                       "connected_s": None if connected is None else connected - start,
+                       "first_report_s": now - start}
+                print("\n%s: channel attached %.0f ms, intake connected %.0f ms, first "
+                      "report %.1f s after the start event (the guest boots in between)"
+                      % (what, 1000.0 * (out["attach_s"] or float("nan")),
+                         1000.0 * (out["connected_s"] or float("nan")), out["first_report_s"]))
+                return out
+            time.sleep(SWEEP_S)
+        try:
+            with open(cls.guest.console, errors="replace") as f:
+                console = f.read()[-3000:]
+        except OSError as exc:
+            console = str(exc)
+        raise AssertionError("no latency report through the hot-plugged channel after %s "
+                             "within %.0f s (intake %s, channels %s); console:\n%s"
+                             % (what, BOOT_TIMEOUT_S, cls.intake.stats(),
+                                cls.intake.channels(), console))
+
+    @classmethod
+    def _first_sweep_after_start(cls, seen_at):
+        """The VM as the first sweep after its next start event sees it."""
+        uuid = cls.guest.uuid
+        deadline = time.monotonic() + 30.0
+        while time.monotonic() < deadline:
+            start = cls.started.get(uuid)
+            swept_at, vms = cls.last_sweep
+            if start != seen_at and swept_at > start and uuid in vms:
+                print("\nresize: new SLA seen by the first sweep, %.0f ms after the start "
+                      "event" % (1000.0 * (swept_at - start)))
+                return vms[uuid]
+            time.sleep(0.01)
+        raise AssertionError("no start event after the resize")
+
+    @classmethod
+    def _teardown(cls):
+        cls._stop_sweeping()
+        if cls.intake is not None:
+            cls.intake.close()
+        if cls.hyp is not None:
+            cls.hyp.close()
+        for guest in cls.guests:
+            if cls.conn is not None:
+                try:
+                    guest.destroy(cls.conn)
+                except libvirt.libvirtError:
+                    pass
+        if cls.conn is not None:
+            cls.conn.close()
+        cls.lab.teardown()
+        shutil.rmtree(cls.workdir, ignore_errors=True)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls._teardown()
+        super().tearDownClass()
+
+    def test_the_channel_is_hot_plugged_into_the_live_domain_only(self):
+        self.assertNotIn(metadata.LATENCY_CHANNEL_NAME, self.guest.xml())
+        self.assertIn(metadata.LATENCY_CHANNEL_NAME, self.live_after_attach)
+        self.assertNotIn(metadata.LATENCY_CHANNEL_NAME, self.inactive_after_attach)
+
+    def test_benchex_in_the_guest_reported_through_the_channel_before_and_after_a_hard_reboot(self):
+        self.assertIsNotNone(self.first["attach_s"])
+        self.assertIsNotNone(self.reboot["attach_s"], "the channel was not re-attached")
+        self.assertIsNotNone(self.reboot["connected_s"])
+
+    def test_the_resized_flavor_is_in_force_at_the_first_sweep_after_the_start(self):
+        self.assertEqual("flavor", self.resize.sla_source)
+        self.assertEqual(800.0, self.resize.sla.latency_sla_us)
+        self.assertEqual(3072, self.resized_originals["cpu_shares"])
+
+    def test_shares_never_go_below_what_nova_set(self):
+        uuid = self.guest.uuid
+        self.hyp.set_knobs(uuid, 50.0, 1)
+        self.assertEqual(3072, self.hyp.get_knobs(uuid)["cpu_shares"])
+        self.hyp.restore_knobs(uuid, self.hyp.original_knobs(uuid))
+
+    def test_a_vm_without_a_virtio_serial_controller_is_named_as_unable_to_report(self):
+        self.assertEqual({self.plain.uuid: libvirt_host.NO_CONTROLLER},
+                         {u: p for u, p in self.hyp.latency_problems().items()
+                          if u == self.plain.uuid})
+        self.assertIsNone(self.hyp.vms()[self.plain.uuid].latency_channel)
+
+    def test_a_vm_that_arrives_capped_is_restored_to_its_flavor_values(self):
+        uuid = self.plain.uuid
+        # The source host's agent left a cap in the live domain (a live migration).
+        self.conn.lookupByUUIDString(uuid).setSchedulerParametersFlags(
+            {"global_period": 10000, "global_quota": 3000, "cpu_shares": 600},
+            libvirt.VIR_DOMAIN_AFFECT_LIVE)
+        arrival = libvirt_host.LibvirtHypervisor(harness.URI, qemu_period_us=10000,
+                                                 channel_hotplug="none")
+        self.addCleanup(arrival.close)
+        arrival.vms()
+        journal = journal_mod.Journal(os.path.join(self.workdir, "arrival-journal.json"))
+        journal.remember(uuid, arrival.original_knobs(uuid))
+        arrival.set_knobs(uuid, 20.0, 256)
+        self.assertEqual({}, journal.restore_all(arrival))
+        live = self.conn.lookupByUUIDString(uuid).schedulerParameters()
+        self.assertEqual((-1, 1536), (live["global_quota"], live["cpu_shares"]))
+
+    def test_the_journal_is_handed_the_redefined_flavors_originals(self):
+        mine = [u for u in self.updates if u.uuid == self.guest.uuid]
+        self.assertTrue(mine, "no originals update after the reboot and the resize")
+        self.assertEqual(3072, [u for u in mine if u.originals][-1].originals["cpu_shares"])
+        self.assertTrue(all(u.reason in ("restarted", "redefined", "stopped") for u in mine))
+
+    def test_an_operators_change_to_a_knob_the_agent_set_becomes_the_original(self):
+        uuid = self.guest.uuid
+        self.hyp.vms()
+        self.hyp.original_updates()
+        self.hyp.set_knobs(uuid, 40.0, 1024)
+        self.conn.lookupByUUIDString(uuid).setSchedulerParametersFlags(
+            {"cpu_shares": 5000}, libvirt.VIR_DOMAIN_AFFECT_LIVE)
+        deadline = time.monotonic() + 10.0
+        updates = []
+        while not updates and time.monotonic() < deadline:
+            self.hyp.vms()
+            updates = [u for u in self.hyp.original_updates() if u.reason == "operator"]
+            time.sleep(0.05)
+        self.assertTrue(updates, "the operator's cpu_shares change was not detected")
+        self.assertEqual(5000, updates[-1].originals["cpu_shares"])
+        self.assertEqual(5000, self.hyp.original_knobs(uuid)["cpu_shares"])
