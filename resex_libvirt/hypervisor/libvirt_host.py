@@ -604,7 +604,7 @@ class LibvirtHypervisor(base.Hypervisor):
         return vm.mapping.read(params) if vm.mapping is not None else {}
 
     def original_knobs(self, uuid):
-        """The VM's knobs without the agent (persistent definition, Nova's flavor), for the journal."""
+        """The VM's knobs without the agent (persistent definition, Nova's flavor)."""
         return dict(self._vm(uuid).originals)
 
     def restore_knobs(self, uuid, params):

@@ -226,7 +226,7 @@ class NovaGuestsOnRealLibvirtTest(unittest.TestCase):
         self.assertIn(metadata.LATENCY_CHANNEL_NAME, self.live_after_attach)
         self.assertNotIn(metadata.LATENCY_CHANNEL_NAME, self.inactive_after_attach)
 
-    def test_benchex_in_the_guest_reported_through_the_channel_before_and_after_a_hard_reboot(self):
+    def test_benchex_in_the_guest_reports_through_the_channel_before_and_after_a_reboot(self):
         self.assertIsNotNone(self.first["attach_s"])
         self.assertIsNotNone(self.reboot["attach_s"], "the channel was not re-attached")
         self.assertIsNotNone(self.reboot["connected_s"])

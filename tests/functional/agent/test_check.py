@@ -27,6 +27,26 @@ from agent.conf import metrics as metrics_conf
 NODE_XML = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..",
                                         "etc", "resex", "node-test.xml"))
 
+#: A Nova guest with a latency SLA in its flavor, booted without hw_qemu_guest_agent.
+NOVA_GUEST_WITHOUT_CONTROLLER = """
+  <domain type="test">
+    <name>web-1</name>
+    <uuid>6a1e4b8c-0000-4000-8000-0000000000d1</uuid>
+    <metadata>
+      <nova:instance xmlns:nova="http://openstack.org/xmlns/libvirt/nova/1.1">
+        <nova:flavor name="m1.latency" id="7">
+          <nova:extraSpecs>
+            <nova:extraSpec name="resex:latency_sla_us">250</nova:extraSpec>
+          </nova:extraSpecs>
+        </nova:flavor>
+      </nova:instance>
+    </metadata>
+    <memory>65536</memory>
+    <vcpu>1</vcpu>
+    <os><type arch="i686">hvm</type></os>
+  </domain>
+"""
+
 
 class LibvirtCheckTest(unittest.TestCase):
 
@@ -75,6 +95,24 @@ class LibvirtCheckTest(unittest.TestCase):
         self.assertIn("board: ok (sqlite://%s/board.sqlite, 0 host(s); this host: no report yet)"
                       % self.tmp, text)
         self.assertTrue(text.endswith("check passed\n"))
+
+    def test_a_sensitive_vm_without_a_virtio_serial_controller_is_listed_as_unable_to_report(self):
+        with open(NODE_XML) as f:
+            node = f.read()
+        node = node.replace("</node>", NOVA_GUEST_WITHOUT_CONTROLLER + "</node>")
+        path = os.path.join(self.tmp, "node.xml")
+        with open(path, "w") as f:
+            f.write(node)
+        code, text = self.run_check(self.make_conf("test://" + path))
+        self.assertEqual(0, code, text)
+        self.assertIn("latency channels: 1 VM(s) cannot report latency", text)
+        self.assertIn("  web-1 (6a1e4b8c-0000-4000-8000-0000000000d1): no virtio-serial "
+                      "controller", text)
+        self.assertIn("hw_qemu_guest_agent=yes", text)
+
+    def test_every_vm_that_should_report_can_says_so(self):
+        code, text = self.run_check(self.make_conf("test://" + NODE_XML))
+        self.assertIn("latency channels: ok", text)
 
     def test_unreachable_libvirt_fails_naming_the_uri(self):
         uri = "test:///nonexistent/path.xml"

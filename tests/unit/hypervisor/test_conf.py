@@ -5,8 +5,8 @@ import unittest
 from oslo_config import cfg
 
 from agent.conf import hypervisor as hyp_conf
-from resex_libvirt import exceptions
 from agent import hypervisor as agent_hypervisor
+from resex_libvirt import exceptions
 from resex_libvirt import sla
 
 
@@ -52,3 +52,16 @@ class HypervisorConfTest(unittest.TestCase):
     def test_list_opts_names_both_groups(self):
         groups = [group.name for group, _opts in hyp_conf.list_opts()]
         self.assertEqual(["libvirt", "sla"], groups)
+
+
+class CgroupVersionTest(unittest.TestCase):
+    """The agent detects the host's cgroup version from a (temporary) cgroup root."""
+
+    def test_a_unified_hierarchy_is_cgroup_v2_anything_else_v1(self):
+        import os
+        import tempfile
+        with tempfile.TemporaryDirectory() as root:
+            self.assertEqual(1, agent_hypervisor.cgroup_version(root))
+            with open(os.path.join(root, "cgroup.controllers"), "w") as f:
+                f.write("cpuset cpu io memory pids\n")
+            self.assertEqual(2, agent_hypervisor.cgroup_version(root))

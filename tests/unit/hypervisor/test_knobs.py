@@ -101,8 +101,8 @@ class CgroupVersionSharesTest(unittest.TestCase):
             knobs.QemuPosixMapping(cgroup_version=3)
 
     @given(st.sampled_from((1, 2)), st.integers(1, 300000), st.floats(0, 70000))
-    def test_shares_never_go_below_what_nova_set_nor_leave_the_range(self, version, floor,
-                                                                      weight):
+    def test_shares_never_go_below_what_nova_set_nor_leave_the_range(
+            self, version, floor, weight):
         mapping = knobs.QemuPosixMapping(cgroup_version=version, shares_floor=floor)
         shares = mapping.params_for(None, weight, 1)["cpu_shares"]
         low, high = knobs.SHARES_RANGE[version]
