@@ -205,8 +205,10 @@ def run_check(conf, out=sys.stdout):
         say("configuration: ok (host %s, driver %s, interval %.4g s, epoch %.4g s = %d "
             "intervals, policy %s)", conf.agent.host, conf.agent.host_driver,
             parts.interval_s, parts.epoch_s, ipe, policy.name)
-        if hasattr(parts.hypervisor, "attach_channels"):
-            parts.hypervisor.attach_channels = False
+        # --check changes nothing: say which VMs could not get a channel, attach none.
+        hypervisor = getattr(parts.hypervisor, "inner", parts.hypervisor)
+        if hasattr(hypervisor, "attach_channels"):
+            hypervisor.attach_channels = False
         vms, pcpus = _vms(conf, parts)
         where = (conf.libvirt.connection_uri if conf.agent.host_driver == "libvirt"
                  else "simulated %s" % conf.sim.scenario)
