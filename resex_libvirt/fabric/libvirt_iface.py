@@ -75,11 +75,16 @@ class LibvirtInterfaceStats(base.FabricMonitor):
         conn = self._connection
         return conn() if callable(conn) else conn
 
-    def _bulk(self, conn):
+    def _open(self):
+        try:
+            return self._conn()
+        except _libvirt_error() as exc:
+            raise exceptions.FabricError("libvirt connection failed: %s" % exc) from exc
+
+    def _bulk(self, conn, shared):
         """``{uuid: {tap: {field: value}}}`` from one bulk call, or ``None`` if unsupported."""
         if self.bulk_supported is False:
             return None
-        shared = self._bulk_stats() if self._bulk_stats is not None else None
         if shared:
             records = list(shared.items())
         else:
@@ -130,16 +135,17 @@ class LibvirtInterfaceStats(base.FabricMonitor):
 
     def endpoints(self, vms):
         """Every tap of every VM in ``vms`` as an :class:`Endpoint`."""
-        try:
-            conn = self._conn()
-        except _libvirt_error() as exc:
-            raise exceptions.FabricError("libvirt connection failed: %s" % exc) from exc
-        bulk = self._bulk(conn) or {}
+        shared = self._bulk_stats() if self._bulk_stats is not None else None
+        conn = None
+        if not shared or any(uuid not in shared for uuid in vms):
+            conn = self._open()
+        bulk = self._bulk(conn, shared) or {}
         eps = []
         seen = set()
         for uuid in sorted(vms):
             taps = bulk.get(uuid)
             if taps is None:
+                conn = conn or self._open()
                 taps = self._per_domain(conn, uuid, tuple(getattr(vms[uuid], "interfaces", ())))
             for tap in sorted(taps):
                 totals = {}

@@ -94,6 +94,21 @@ class TestLibvirtInterfaceStats(LibvirtTestDriverCase):
         self.assertGreaterEqual(second.tx_bytes, 0)
         self.assertLessEqual(second.tx_bytes, after - before)
 
+    def test_the_hypervisors_bulk_sweep_is_used_without_a_call_of_its_own(self):
+        # One getAllDomainStats(CPU_TOTAL | INTERFACE) per interval: the record
+        # below is what QEMU's sweep carries (the test driver's has no net.*).
+        sweep = {UUID1: {"cpu.time": 5, "net.count": 1, "net.0.name": "tap-vm1",
+                         "net.0.tx.bytes": 3000, "net.0.tx.pkts": 2,
+                         "net.0.rx.bytes": 100, "net.0.rx.pkts": 1}}
+
+        def no_connection():
+            raise AssertionError("the interface monitor called libvirt itself")
+
+        monitor = libvirt_iface.LibvirtInterfaceStats(no_connection, bulk_stats=lambda: sweep)
+        monitor.counters({UUID1: self.vms[UUID1]})
+        sweep[UUID1]["net.0.tx.bytes"] = 4500
+        self.assertEqual(1500, monitor.counters({UUID1: self.vms[UUID1]})[UUID1].tx_bytes)
+
     def test_vanished_vm_is_skipped(self):
         monitor = libvirt_iface.LibvirtInterfaceStats(self.conn)
         self.conn.lookupByUUIDString(UUID2).destroy()
