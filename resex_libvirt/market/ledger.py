@@ -46,7 +46,10 @@ class Ledger:
 
     # -- membership -------------------------------------------------------
     def open_account(self, vm, shares, fraction_left=1.0):
-        """Add ``vm``; it starts with its allocation prorated to what is left of the epoch."""
+        """Add ``vm``; it starts with its allocation prorated to what is left of the epoch.
+
+        Returns its :class:`Account`.
+        """
         if shares < 1:
             raise ValueError("shares must be >= 1")
         old = self._accounts.get(vm)
@@ -59,6 +62,7 @@ class Ledger:
         self._stale = True
         acct.allocation = self._share_of(acct.shares)
         acct.balance = acct.allocation * min(1.0, max(0.0, fraction_left))
+        return acct
 
     def close_account(self, vm):
         """Remove ``vm``; the others' allocations grow from the next epoch."""

@@ -197,8 +197,8 @@ class Market:
             self._caps[vm] = min(limit, max(floor, self._caps[vm]))
         else:
             left = (self.params.intervals_per_epoch - self.tick) / self.params.intervals_per_epoch
-            self.ledger.open_account(vm, spec.sla.shares, fraction_left=left)
-            self._accounts[vm] = self.ledger.account(vm)
+            self._accounts[vm] = self.ledger.open_account(vm, spec.sla.shares,
+                                                          fraction_left=left)
             self._caps[vm] = limit
             self._rates[vm] = 1.0
             self._mtu_rate[vm] = 0.0

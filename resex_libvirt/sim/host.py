@@ -206,15 +206,15 @@ class SimHost(hyp_base.Hypervisor, fabric_base.FabricMonitor):
             mtu = self.scenario.mtu
             out = {}
             last = self._io
+            tb_vms = self.testbed.vms
             for uuid in vms:
-                vm = self.testbed.vms.get(uuid)
-                if vm is None or not vm.active:
+                vm = tb_vms.get(uuid)
+                if vm is None or vm.state != "active":
                     continue
                 sent = int(vm.tx_bytes)
                 io = last.get(uuid)
                 if io is None or io.tx_bytes != sent:
-                    io = fabric_base.IOCounters(tx_bytes=sent, tx_packets=-(-sent // mtu))
-                    last[uuid] = io
+                    io = last[uuid] = fabric_base.IOCounters(sent, -(-sent // mtu))
                 out[uuid] = io
             return out
 
