@@ -134,6 +134,7 @@ class Testbed:
             self._advance(t - now)
         for vm in self.vms.values():
             self._sync(vm, self.now_ns)
+        link.flush()
 
     def _sync(self, vm, now):
         """Account the CPU ``vm`` used since it was last brought up to date."""

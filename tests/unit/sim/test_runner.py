@@ -105,3 +105,18 @@ class EngineReproducibilityTest(unittest.TestCase):
         res = runner.run(scenario.load("paper_64k_vs_2m").with_duration(0.5), "free_market")
         self.assertEqual("59b19c330095e51528de2eac463d4de3710003205235d77603c8dd7bab82a3a0",
                          _digest(res))
+
+
+class LinkArraysTest(unittest.TestCase):
+
+    def test_the_link_on_arrays_carries_the_same_bytes_as_the_loop_to_the_last_bit(self):
+        from unittest import mock
+
+        from bench import bench_sim
+        from resex_libvirt.sim import link
+        sc = bench_sim.widened(8).with_duration(0.2)
+        with mock.patch.object(link, "VECTOR_FROM", 10 ** 9):
+            loop = _digest(runner.run(sc, "io_shares"))
+        with mock.patch.object(link, "VECTOR_FROM", 2):
+            arrays = _digest(runner.run(sc, "io_shares"))
+        self.assertEqual(loop, arrays)
