@@ -7,6 +7,9 @@ at the first problem with one clear line saying which part failed and why:
    and range-checks values lazily, so a bad value in the file surfaces
    here, not an hour later), then the cross-option rules the agent applies
    at start (the epoch is a whole number of intervals, the policy loads);
+   **host**: the name reports go out under, and whether the agent may
+   publish it (a simulated host only under a ``sim-`` name, see
+   :mod:`agent.host_identity`);
 2. **parts**: :func:`agent.service.build_parts` builds the hypervisor, the
    fabric monitor, the latency intake and the board as the agent would,
    except that the latency probe socket is not bound (the running agent
@@ -33,6 +36,7 @@ import time
 
 from oslo_config import cfg
 
+from agent import host_identity
 from agent import service
 from resex_libvirt import exceptions
 from resex_libvirt import sla as sla_mod
@@ -66,6 +70,21 @@ def _validate_options(conf):
                 value[name]
             except (cfg.Error, ValueError) as exc:
                 raise _Failed("configuration", "[%s] %s: %s" % (key, name, exc)) from exc
+
+
+def _host(conf):
+    """The ``host:`` line: the published name and why it may be published."""
+    a = conf.agent
+    url = conf.board.url
+    problem = host_identity.publish_problem(a.host_driver, a.host, url)
+    if problem is not None:
+        raise _Failed("host", problem)
+    if a.host_driver != "simulated":
+        return "%s (driver %s: reports this node's real VMs)" % (a.host, a.host_driver)
+    if not url:
+        return "%s (driver simulated, no board: nothing is published)" % a.host
+    return ("%s (driver simulated, marked %r: the board sees a simulated host)"
+            % (a.host, host_identity.SIMULATED_PREFIX))
 
 
 def _part_of(exc):
@@ -201,6 +220,7 @@ def run_check(conf, out=sys.stdout):
     parts = None
     try:
         _validate_options(conf)
+        say("host: %s", _host(conf))
         parts, ipe, policy = _build(conf)
         say("configuration: ok (host %s, driver %s, interval %.4g s, epoch %.4g s = %d "
             "intervals, policy %s)", conf.agent.host, conf.agent.host_driver,

@@ -10,6 +10,7 @@ import logging
 import os
 
 from agent import clock as clock_mod
+from agent import host_identity
 from agent import loop
 from agent import publisher
 from agent import watchdog
@@ -153,6 +154,8 @@ def _board(conf, parts):
 
 
 def build_parts(conf):
+    host_identity.refuse_unmarked_simulation(conf.agent.host_driver, conf.agent.host,
+                                             conf.board.url)
     parts = Parts()
     if conf.agent.host_driver == "simulated":
         _simulated(conf, parts)

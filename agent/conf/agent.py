@@ -15,31 +15,44 @@ OPTS = [
 Name under which this host publishes its reports on the price board.
 
 Must equal the compute node's name in Nova (``nova-compute``'s ``host``),
-since the Nova filter matches reports to hosts by it.
+since the Nova filter matches reports to hosts by it. A simulated host
+(``host_driver = simulated``) that publishes to a board needs a name
+starting with ``sim-`` (never this machine's): no compute node is called
+that, so the scheduler never takes simulated congestion for a real host's.
 
 Related options:
 
-* ``[board] url``
+* ``host_driver``, ``[board] url``
 """),
     cfg.StrOpt(
         "host_driver",
-        default="simulated",
+        default="libvirt",
         choices=[
-            ("simulated", "The simulated ResEx testbed of ``[sim] scenario`` (the "
-                          "embedded default: runs anywhere, changes nothing real)."),
-            ("libvirt", "The VMs of the libvirt daemon at ``[libvirt] connection_uri``."),
+            ("libvirt", "The VMs of the libvirt daemon at ``[libvirt] connection_uri`` "
+                        "(the default)."),
+            ("simulated", "The simulated ResEx testbed of ``[sim] scenario`` (demo, "
+                          "experiments, tests: changes nothing real). It publishes to a "
+                          "board only under a host name that starts with ``sim-``."),
         ],
         help="""
 Which host the agent controls.
 
+The default is the real one: a configuration that forgets this line
+controls and reports this compute node's VMs, never made-up ones. The
+simulated host invents its VMs and their congestion: to keep the Nova
+scheduler from believing it, the agent refuses to start when it would
+publish a simulated host to a board under a name that is not marked
+simulated (``host`` must start with ``sim-`` and must not be this
+machine's name). Without a board (``[board] url`` empty) any name goes.
+
 Possible values:
 
+* ``libvirt``: the real VMs of this compute node (default)
 * ``simulated``: the paper's testbed, simulated (demo, experiments, tests)
-* ``libvirt``: the real VMs of this compute node
 
 Related options:
 
-* ``[sim] scenario``, ``[libvirt] connection_uri``
+* ``host``, ``[board] url``, ``[sim] scenario``, ``[libvirt] connection_uri``
 """),
     cfg.FloatOpt(
         "interval",

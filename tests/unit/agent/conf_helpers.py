@@ -11,13 +11,15 @@ from agent import conf as agent_conf
 def conf_from_text(text):
     """Every agent option registered; ``text`` is read as a config file.
 
-    The board is off unless ``text`` sets ``[board] url``.
+    The host is the simulated one and the board is off unless ``text`` sets
+    ``[agent] host_driver`` or ``[board] url`` (the product's defaults are
+    libvirt and a SQLite board).
     """
     conf = cfg.ConfigOpts()
     agent_conf.register_opts(conf)
     fd, path = tempfile.mkstemp(suffix=".conf")
     with os.fdopen(fd, "w") as f:
-        f.write("[board]\nurl =\n" + text)
+        f.write("[agent]\nhost_driver = simulated\n[board]\nurl =\n" + text)
     try:
         conf(["--config-file", path], project="resex")
     finally:

@@ -13,7 +13,7 @@ from agent import cli
 def write_conf(tmp, extra=""):
     path = os.path.join(tmp, "agent.conf")
     with open(path, "w") as f:
-        f.write("[agent]\nhost_driver = simulated\nstate_dir = %s\n"
+        f.write("[agent]\nhost = sim-cli\nhost_driver = simulated\nstate_dir = %s\n"
                 "[sim]\nscenario = paper_64k_vs_2m\nrealtime = 0\n"
                 "[board]\nurl = sqlite:///%s/board.sqlite\n%s" % (tmp, tmp, extra))
     return path
@@ -21,7 +21,7 @@ def write_conf(tmp, extra=""):
 
 class CliTest(unittest.TestCase):
 
-    def test_check_passes_on_the_embedded_default(self):
+    def test_check_passes_on_the_simulated_host(self):
         with tempfile.TemporaryDirectory() as tmp:
             out = io.StringIO()
             with contextlib.redirect_stdout(out):
