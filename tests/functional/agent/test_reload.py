@@ -28,6 +28,7 @@ CONF = """[DEFAULT]
 debug = false
 
 [agent]
+host_driver = simulated
 max_epochs = 0
 
 [board]
