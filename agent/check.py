@@ -16,7 +16,9 @@ at the first problem with one clear line saying which part failed and why:
    owns it: binding it here would take it over);
 3. **hypervisor**: the VMs are listed (for libvirt this opens the
    connection: a ``libvirtError`` becomes ``HypervisorUnavailable``);
-4. **fabric**: the shared link is described (capacity, MTU);
+4. **fabric**: the shared link is described (capacity, MTU), or said to be
+   off, with why, when its capacity is neither configured nor discoverable
+   (the agent then runs without the fabric term: not a failure);
 5. **board**: the board is read once (``count()``; a closed port, a bad
    path or etcd down become ``BoardUnavailable``) and this host's last
    report, if any, is shown with its age;
@@ -234,7 +236,10 @@ def run_check(conf, out=sys.stdout):
                  else "simulated %s" % conf.sim.scenario)
         say("hypervisor: ok (%s, %d running VM(s), %d pCPU)", where, len(vms), pcpus)
         link = _link(parts)
-        if link is None:
+        if parts.fabric_off is not None:
+            say("fabric: off (%s; the market charges CPU only until the link's capacity is "
+                "known)", parts.fabric_off)
+        elif link is None:
             say("fabric: none (the market charges CPU only)")
         else:
             say("fabric: ok (link %s, %.3g Gb/s, MTU %d)", link.name,

@@ -4,9 +4,13 @@ The library builds monitors from plain arguments (:func:`resex_libvirt.fabric.bu
 this is where the agent's configuration becomes those arguments.
 """
 
+import logging
+
 from resex_libvirt import exceptions
 from resex_libvirt import fabric
 from resex_libvirt.fabric import link_facts
+
+LOG = logging.getLogger(__name__)
 
 
 def build(conf, connection=None, source=None, bulk_stats=None):
@@ -37,3 +41,31 @@ def build(conf, connection=None, source=None, bulk_stats=None):
                             sysfs_root=group.sysfs_root, overrides=overrides,
                             bulk_stats=bulk_stats)
     return fabric.build(source)
+
+
+def without_unknown_link(monitor, source):
+    """``(monitor, None)``, or ``(None, why)`` when its link's capacity is unknown.
+
+    The market's I/O supply is the link's capacity (paper Section VI-A): a
+    guessed capacity would price I/O and report a link utilisation that the
+    Nova scheduler believes, so a link that is neither configured nor
+    discoverable turns the fabric term off instead. The agent then runs as
+    with ``[fabric] source = none``: the market charges CPU only and the host
+    report shows no link utilisation. Said once, at WARNING, here at start.
+    """
+    if monitor is None:
+        return None, None
+    try:
+        monitor.link()
+    except exceptions.FabricError as exc:
+        why = str(exc)
+        LOG.warning("fabric term off: %s. The agent runs without it (as [fabric] source = "
+                    "none: the market charges CPU only, reports show no link utilisation); "
+                    "set [fabric] link_capacity_gbps or uplink_netdev for %s to turn it on",
+                    why, source)
+        try:
+            monitor.close()
+        except Exception:
+            LOG.debug("error while closing %r", monitor, exc_info=True)
+        return None, why
+    return monitor, None

@@ -79,6 +79,8 @@ class Parts:
         self.journal = None
         self.publish_policy = None
         self.sim = None
+        #: Why the fabric term is off although a source is configured, or ``None``.
+        self.fabric_off = None
 
 
 def _simulated(conf, parts):
@@ -105,8 +107,12 @@ def _libvirt(conf, parts):
     hypervisor = hypervisor_mod.build(conf)
     # The interface monitor reads the net.* counters of the hypervisor's own
     # bulk stats sweep: one getAllDomainStats per interval for both.
-    fabric_monitor = fabric_mod.build(conf, connection=hypervisor.connection.get,
-                                      bulk_stats=hypervisor.domain_stats)
+    monitor = fabric_mod.build(conf, connection=hypervisor.connection.get,
+                               bulk_stats=hypervisor.domain_stats)
+    # A link whose capacity is unknown turns the fabric term off (read once,
+    # here: sysfs only, no libvirt call).
+    fabric_monitor, parts.fabric_off = fabric_mod.without_unknown_link(
+        monitor, conf.fabric.source)
     # Every call the loop makes to libvirt (the hypervisor's and the fabric
     # monitor's, which reads interface counters through the same connection)
     # has a bounded wait: a hung libvirtd holds the knobs, never the loop.
@@ -178,7 +184,8 @@ def build_agent(conf, parts=None):
     pcpus = conf.market.pcpus or parts.hypervisor.pcpus()
     params = market_mod.MarketParams(
         interval_s=parts.interval_s, intervals_per_epoch=ipe, pcpus=pcpus,
-        link_bytes_per_s=link.capacity_bytes_per_s if link else float(1 << 30),
+        # No fabric term: no I/O supply, the allowance is CPU only.
+        link_bytes_per_s=link.capacity_bytes_per_s if link else 0.0,
         mtu=link.mtu if link else 1024,
         cpu_price=conf.market.cpu_price, io_price=conf.market.io_price,
         min_cap_pct=conf.market.min_cap_pct)

@@ -55,18 +55,21 @@ class LibvirtInterfaceStats(base.FabricMonitor):
     ``connection`` is a ``virConnect`` or a callable returning one (the
     agent passes its reconnecting getter, so a libvirtd restart is handled
     where connections are managed). ``netdev`` names the uplink whose
-    ``speed`` and ``mtu`` describe the shared link when no override is set.
+    capacity and ``mtu`` describe the shared link when no override is set;
+    unset, it is the interface of the default route found under
+    ``proc_root`` (:func:`~resex_libvirt.fabric.link_facts.discover_uplink`).
     ``bulk_stats``, if given, returns ``{uuid: bulk stats record}`` of the
     hypervisor's own ``getAllDomainStats`` sweep of this interval (which asks
     for the interface group too): then no call of its own is made.
     """
 
     def __init__(self, connection, netdev=None, sysfs_root="/sys", overrides=None,
-                 bulk_stats=None):
+                 bulk_stats=None, proc_root="/proc"):
         self._connection = connection
         self._bulk_stats = bulk_stats
         self.netdev = netdev
         self.sysfs_root = sysfs_root
+        self.proc_root = proc_root
         self.overrides = overrides or link_facts.LinkOverrides()
         self._counters = {}
         self.bulk_supported = None
@@ -165,10 +168,18 @@ class LibvirtInterfaceStats(base.FabricMonitor):
     def counters(self, vms):
         return endpoint.sum_by_vm(self.endpoints(vms))
 
+    def uplink(self):
+        """The configured uplink, else the default route's interface, else ``None``."""
+        return self.netdev or link_facts.discover_uplink(self.proc_root)
+
     def link(self):
-        mtu = speed = None
-        if self.netdev:
-            mtu = link_facts.netdev_mtu(self.sysfs_root, self.netdev)
-            speed = link_facts.netdev_speed_bytes_per_s(self.sysfs_root, self.netdev)
-        return link_facts.build_link(self.netdev or "libvirt-interfaces", self.overrides,
-                                     mtu=mtu or ETHERNET_MTU, fallback_bytes_per_s=speed)
+        netdev = self.uplink()
+        mtu = capacity = None
+        reason = "no uplink configured and no default route to find it by"
+        if netdev:
+            mtu = link_facts.netdev_mtu(self.sysfs_root, netdev)
+            found = link_facts.netdev_capacity(self.sysfs_root, netdev)
+            capacity, reason = found.bytes_per_s, found.how
+        return link_facts.build_link(netdev or "libvirt-interfaces", self.overrides,
+                                     mtu=mtu or ETHERNET_MTU, fallback_bytes_per_s=capacity,
+                                     unknown_reason=reason)

@@ -39,6 +39,19 @@ to verbs users only). We take it from configuration, else from an IPoIB
 netdev in datagram mode, whose MTU is the IB MTU minus the 4-byte IPoIB
 header (2044 for 2048, 4092 for 4096), else the paper's default of 1024
 bytes (Section VI-B2).
+
+Discovery of an Ethernet/RoCE uplink (:func:`discover_uplink`): when no
+interface is named, the link is the interface of the default route
+(``/proc/net/route``, then ``/proc/net/ipv6_route``), the path the VMs'
+traffic leaves the host by. Its capacity (:func:`netdev_capacity`) is, in
+order: the HCA port's ``rate`` file for an IPoIB netdev (``type`` 32,
+``device/infiniband/<dev>/ports/<dev_port + 1>/rate``); the netdev's own
+``speed`` (Mb/s of data, as ethtool prints it; a bond reports the sum of
+its active members); else the speed of the one device under it: a VLAN's
+or macvlan's ``lower_*`` link, or a bridge's only physical port (a port
+with a ``device`` link and no ``tun_flags``: taps are the VMs' own). A
+virtio or veth NIC reports ``-1`` (unknown) and a bridge with two uplinks
+is ambiguous: both give ``None`` with the reason, and nothing is guessed.
 """
 
 import dataclasses
@@ -157,13 +170,141 @@ def netdev_speed_bytes_per_s(sysfs_root, netdev):
     return mbps * 1e6 / 8 if mbps > 0 else None
 
 
-def build_link(name, overrides, rate=None, mtu=None, fallback_bytes_per_s=None):
+#: ``/sys/class/net/<dev>/type`` of an IPoIB netdev (ARPHRD_INFINIBAND).
+ARPHRD_INFINIBAND = 32
+
+#: How deep :func:`netdev_capacity` follows lower devices (VLAN on bond on NIC).
+_MAX_DEPTH = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class Capacity:
+    """A netdev's discovered capacity: bytes/s of data, or ``None`` and why."""
+
+    netdev: str
+    bytes_per_s: float | None
+    how: str
+
+
+def default_route_netdevs(proc_root="/proc"):
+    """Interfaces of the default routes, IPv4 first, in the kernel's order; ``[]`` if none."""
+    found = []
+    text = read_text(os.path.join(proc_root, "net", "route")) or ""
+    for line in text.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) < 8:
+            continue
+        try:
+            up = int(fields[3], 16) & 0x1
+        except ValueError:
+            continue
+        if up and fields[1] == "00000000" and fields[7] == "00000000":
+            found.append(fields[0])
+    text = read_text(os.path.join(proc_root, "net", "ipv6_route")) or ""
+    for line in text.splitlines():
+        fields = line.split()
+        if (len(fields) >= 10 and fields[0] == "0" * 32 and fields[1] == "00"
+                and fields[9] != "lo"):
+            found.append(fields[9])
+    out = []
+    for name in found:
+        if name not in out:
+            out.append(name)
+    return out
+
+
+def discover_uplink(proc_root="/proc"):
+    """The interface of the (first) default route, or ``None``."""
+    names = default_route_netdevs(proc_root)
+    return names[0] if names else None
+
+
+def _net_dir(sysfs_root, netdev):
+    return os.path.join(sysfs_root, "class", "net", netdev)
+
+
+def _ipoib_rate(sysfs_root, netdev):
+    """The :class:`PortRate` of the HCA port behind an IPoIB netdev, or ``None``."""
+    ndir = _net_dir(sysfs_root, netdev)
+    if read_text(os.path.join(ndir, "type")) != str(ARPHRD_INFINIBAND):
+        return None
+    ib_dir = os.path.join(ndir, "device", "infiniband")
+    try:
+        devs = sorted(os.listdir(ib_dir))
+    except OSError:
+        return None
+    if not devs:
+        return None
+    dev_port = read_text(os.path.join(ndir, "dev_port"))
+    port = int(dev_port) + 1 if dev_port and dev_port.isdigit() else 1
+    text = read_text(os.path.join(ib_dir, devs[0], "ports", str(port), "rate"))
+    if text is None:
+        return None
+    try:
+        return parse_rate(text)
+    except exceptions.FabricError:
+        return None
+
+
+def _lower_devices(sysfs_root, netdev):
+    """``(kind, [names])``: a VLAN's/bond's ``lower_*`` links, else a bridge's ports."""
+    ndir = _net_dir(sysfs_root, netdev)
+    try:
+        entries = os.listdir(ndir)
+    except OSError:
+        return None, []
+    lower = sorted(e[len("lower_"):] for e in entries if e.startswith("lower_"))
+    if lower:
+        return "lower", lower
+    try:
+        ports = sorted(os.listdir(os.path.join(ndir, "brif")))
+    except OSError:
+        return None, []
+    physical = [p for p in ports
+                if os.path.exists(os.path.join(_net_dir(sysfs_root, p), "device"))
+                and not os.path.exists(os.path.join(_net_dir(sysfs_root, p), "tun_flags"))]
+    return "bridge", physical
+
+
+def netdev_capacity(sysfs_root, netdev, _depth=0):
+    """The :class:`Capacity` of ``netdev`` (see the module's discovery notes)."""
+    if not os.path.exists(_net_dir(sysfs_root, netdev)):
+        return Capacity(netdev, None, "no interface %s" % netdev)
+    rate = _ipoib_rate(sysfs_root, netdev)
+    if rate is not None:
+        return Capacity(netdev, rate.data_bytes_per_s,
+                        "IB port rate %g Gb/sec (%dX %s)"
+                        % (rate.signalling_gbps, rate.width, rate.speed))
+    speed = netdev_speed_bytes_per_s(sysfs_root, netdev)
+    if speed is not None:
+        return Capacity(netdev, speed, "%s speed %d Mb/s" % (netdev, round(speed * 8 / 1e6)))
+    own = read_text(os.path.join(_net_dir(sysfs_root, netdev), "speed"))
+    why = "%s reports no speed (%s)" % (netdev, own if own is not None else "unreadable")
+    if _depth >= _MAX_DEPTH:
+        return Capacity(netdev, None, why)
+    kind, lower = _lower_devices(sysfs_root, netdev)
+    if kind == "bridge" and len(lower) > 1:
+        return Capacity(netdev, None, "%s; bridge %s has %d physical ports (%s): ambiguous"
+                        % (why, netdev, len(lower), ", ".join(lower)))
+    if len(lower) == 1:
+        below = netdev_capacity(sysfs_root, lower[0], _depth + 1)
+        if below.bytes_per_s is not None:
+            return Capacity(netdev, below.bytes_per_s, "%s under %s" % (below.how, netdev))
+        return Capacity(netdev, None, "%s; %s" % (why, below.how))
+    if kind == "bridge":
+        return Capacity(netdev, None, "%s; bridge %s has no physical port" % (why, netdev))
+    return Capacity(netdev, None, why)
+
+
+def build_link(name, overrides, rate=None, mtu=None, fallback_bytes_per_s=None,
+               unknown_reason=None):
     """A :class:`LinkInfo`: overrides first, then the measured facts.
 
     ``rate`` is a :class:`PortRate` (or ``None``), ``mtu`` the detected MTU
     (or ``None``: the paper's default), ``fallback_bytes_per_s`` a capacity
     from another source (a netdev's speed). Without any capacity the
-    operator must configure one: ``FabricError``.
+    operator must configure one: ``FabricError``, saying why
+    (``unknown_reason``) when the caller knows.
     """
     overrides = overrides or LinkOverrides()
     if overrides.capacity_gbps is not None:
@@ -174,7 +315,8 @@ def build_link(name, overrides, rate=None, mtu=None, fallback_bytes_per_s=None):
         capacity = fallback_bytes_per_s
     else:
         raise exceptions.FabricError(
-            "capacity of link %s unknown: set [fabric] link_capacity_gbps" % name)
+            "capacity of link %s unknown%s: set [fabric] link_capacity_gbps"
+            % (name, " (%s)" % unknown_reason if unknown_reason else ""))
     if overrides.mtu is not None:
         link_mtu = overrides.mtu
     elif mtu is not None:

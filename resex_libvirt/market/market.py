@@ -36,7 +36,8 @@ class MarketParams:
 
     ``pcpus`` is the number of physical CPUs whose time the VMs share (the
     paper gives each VM its own pCPU). ``link_bytes_per_s`` and ``mtu`` give
-    the link's MTUs per epoch.
+    the link's MTUs per epoch; ``link_bytes_per_s = 0`` means no known link:
+    no I/O supply (the allowance is CPU only) and no link utilisation.
     """
 
     interval_s: float = 0.001
@@ -55,8 +56,8 @@ class MarketParams:
             raise ValueError("intervals_per_epoch must be >= 1")
         if self.pcpus < 1:
             raise ValueError("pcpus must be >= 1")
-        if not self.link_bytes_per_s > 0 or self.mtu < 1:
-            raise ValueError("link_bytes_per_s and mtu must be positive")
+        if not self.link_bytes_per_s >= 0 or self.mtu < 1:
+            raise ValueError("link_bytes_per_s must be >= 0 and mtu positive")
         if self.cpu_price < 0 or self.io_price < 0:
             raise ValueError("prices must be >= 0")
 

@@ -95,3 +95,67 @@ class SysfsTree:
             os.symlink(os.path.relpath(vf_dir, pf_dir),
                        os.path.join(pf_dir, "virtfn%d" % index))
             os.symlink(os.path.relpath(pf_dir, vf_dir), os.path.join(vf_dir, "physfn"))
+
+    def add_virtual_netdev(self, name, mtu=1500, speed=None, tap=False):
+        """A netdev with no ``device`` link (bridge, VLAN, tap, veth).
+
+        Laid out as under ``devices/virtual/net``; ``tap`` adds ``tun_flags``
+        as a tun/tap device has.
+        """
+        ndir = os.path.join(self.root, "devices", "virtual", "net", name)
+        os.makedirs(ndir)
+        self._write(os.path.join(ndir, "mtu"), mtu)
+        self._write(os.path.join(ndir, "type"), 1)
+        if speed is not None:
+            self._write(os.path.join(ndir, "speed"), speed)
+        if tap:
+            self._write(os.path.join(ndir, "tun_flags"), "0x1002")
+        link = os.path.join(self.root, "class", "net", name)
+        os.symlink(os.path.relpath(ndir, os.path.dirname(link)), link)
+        return ndir
+
+    def net_dir(self, name):
+        return os.path.realpath(os.path.join(self.root, "class", "net", name))
+
+    def add_bridge_port(self, bridge, port):
+        """``class/net/<bridge>/brif/<port>`` as the bridge driver links it."""
+        brif = os.path.join(self.net_dir(bridge), "brif")
+        os.makedirs(brif, exist_ok=True)
+        os.symlink(os.path.relpath(os.path.join(self.net_dir(port), "brport"), brif),
+                   os.path.join(brif, port))
+
+    def add_lower(self, upper, lower):
+        """``class/net/<upper>/lower_<lower>`` as a VLAN or bond links its device."""
+        os.symlink(os.path.relpath(self.net_dir(lower), self.net_dir(upper)),
+                   os.path.join(self.net_dir(upper), "lower_%s" % lower))
+
+
+class ProcTree:
+    """A throw-away ``/proc`` with the routing tables the link discovery reads."""
+
+    ROUTE_HEADER = ("Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask"
+                    "\t\tMTU\tWindow\tIRTT")
+
+    def __init__(self):
+        self.root = tempfile.mkdtemp(prefix="resex-proc-")
+        os.makedirs(os.path.join(self.root, "net"))
+        self.set_routes([], [])
+
+    def cleanup(self):
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def set_routes(self, ipv4, ipv6):
+        """Write ``net/route`` and ``net/ipv6_route`` as the kernel prints them.
+
+        ``ipv4``: ``(iface, destination hex, flags hex, mask hex)``; ``ipv6``:
+        ``(destination hex, prefix length hex, iface)``.
+        """
+        with open(os.path.join(self.root, "net", "route"), "w") as f:
+            f.write(self.ROUTE_HEADER + "\n")
+            for iface, dest, flags, mask in ipv4:
+                f.write("%s\t%s\t010200C0\t%s\t0\t0\t0\t%s\t0\t0\t0\n"
+                        % (iface, dest, flags, mask))
+        with open(os.path.join(self.root, "net", "ipv6_route"), "w") as f:
+            for dest, plen, iface in ipv6:
+                f.write("%s %s %s 00 %s 00000400 00000002 00000000 00000003 %8s\n"
+                        % (dest, plen, "0" * 32, "fd" + "0" * 29 + "1", iface))

@@ -133,3 +133,22 @@ class ReloadTest(unittest.TestCase):
                               policy_mod.NoControl())
         with self.assertRaises(ValueError):
             m.set_params(market_mod.MarketParams(intervals_per_epoch=20))
+
+
+class NoLinkTest(unittest.TestCase):
+    """A link of capacity 0 is no known link (the agent's fabric term off)."""
+
+    def test_without_a_link_the_allowance_is_cpu_only_and_utilisation_zero(self):
+        params = market_mod.MarketParams(intervals_per_epoch=10, pcpus=1, link_bytes_per_s=0.0)
+        self.assertEqual(0.0, params.io_supply)
+        m = market_mod.Market(params, policy_mod.load("free_market"))
+        m.add(records.VMSpec("a", vcpus=1, sla=sla.SLA()))
+        self.assertEqual(params.cpu_supply, m.ledger.allocation("a"))
+        for _ in range(10):
+            m.step({"a": records.Sample("a", 0.0, 50.0)})
+        self.assertEqual(0.0, m.end_epoch().link_utilisation)
+
+    def test_a_negative_or_nan_link_is_refused(self):
+        for bad in (-1.0, float("nan")):
+            with self.assertRaises(ValueError):
+                market_mod.MarketParams(link_bytes_per_s=bad)
