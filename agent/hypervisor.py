@@ -4,11 +4,10 @@
 agent's configuration, detects the host's cgroup version and hands both over.
 """
 
-import functools
 import os
 
+from agent import nova_client
 from resex_libvirt.hypervisor import libvirt_host
-from resex_libvirt.hypervisor import nova_sla as nova_sla_mod
 from resex_libvirt import sla as sla_mod
 
 #: Where the unified (v2) hierarchy lists its controllers.
@@ -54,16 +53,12 @@ class _OwnedNova(libvirt_host.LibvirtHypervisor):
 def build(conf, cgroup_root=CGROUP_ROOT):
     """The :class:`LibvirtHypervisor` ``[libvirt]`` and ``[sla]`` describe.
 
-    With ``[libvirt] nova_lookup`` a compute-API source is created and closed
-    with the hypervisor.
+    With ``[nova] sla_lookup`` (off by default) a compute-API source is
+    created from the ``[nova]`` keystoneauth options (:mod:`agent.nova_client`)
+    and closed with the hypervisor.
     """
     group = conf.libvirt
-    nova = None
-    if group.nova_lookup:
-        nova = nova_sla_mod.NovaSLASource(
-            functools.partial(nova_sla_mod.connect_from_cloud, group.nova_cloud,
-                              group.nova_timeout),
-            ttl=group.nova_cache_ttl)
+    nova = nova_client.sla_source(conf)
     try:
         hyp = _OwnedNova(
             group.connection_uri, sla_defaults=sla_defaults(conf), nova_sla=nova,

@@ -7,9 +7,14 @@
 #   stack post-config  nova.conf (where n-sch runs): the ResEx filter and
 #                      weigher appended to the scheduler's lists, [resex];
 #                      /etc/resex/resex-agent.conf (where resex-agent runs)
-#   stack extra        start resex-agent (run_process)
+#   stack extra        "resex-agent --check" (the stack stops, saying why,
+#                      when the agent could not run), then run_process, then
+#                      a wait that stops the stack if the agent exits at start
 #   unstack            stop resex-agent
 #   clean              remove its configuration and state
+#
+# Packages (libvirt's headers for libvirt-python) are in devstack/files/
+# bindep.txt, which stack.sh installs for every enabled plugin.
 #
 # nova.conf's lists are appended to, never overwritten, and a second run
 # changes nothing: enabled_filters (class names) and weight_classes (import
@@ -29,25 +34,35 @@ RESEX_NOVA_ALL_FILTERS=nova.scheduler.filters.all_filters
 RESEX_NOVA_ALL_WEIGHERS=nova.scheduler.weights.all_weighers
 
 
+# The board backend "auto" stands for on this node: etcd3 where etcd3 runs
+# here; SQLite on a node that runs nova-scheduler without etcd3 (the
+# all-in-one, whose scheduler reads the same file); otherwise etcd3 on
+# $SERVICE_HOST: a compute node publishes where the scheduler reads.
+function _resex_board_backend {
+    local backend=$RESEX_BOARD_BACKEND
+    if [[ "$backend" == "auto" ]]; then
+        if is_service_enabled etcd3; then
+            backend=etcd3
+        elif is_service_enabled n-sch; then
+            backend=sqlite
+        else
+            backend=etcd3
+        fi
+    fi
+    echo "$backend"
+}
+
 # The board URL this node's agent and scheduler use (see devstack/settings).
 function resex_board_url {
     if [[ -n "$RESEX_BOARD_URL" ]]; then
         echo "$RESEX_BOARD_URL"
         return
     fi
-    local backend=$RESEX_BOARD_BACKEND
-    if [[ "$backend" == "auto" ]]; then
-        if is_service_enabled etcd3; then
-            backend=etcd3
-        else
-            backend=sqlite
-        fi
-    fi
     local host=$SERVICE_HOST
     if [[ "$host" == *:* && "$host" != \[* ]]; then
         host="[$host]"
     fi
-    case "$backend" in
+    case "$(_resex_board_backend)" in
         etcd3)
             echo "etcd3+http://${host}:${RESEX_ETCD_PORT}"
             ;;
@@ -57,8 +72,9 @@ function resex_board_url {
     esac
 }
 
-# Stop the stack on a board backend this plugin does not know (in the main
-# shell: resex_board_url runs in command substitutions).
+# Stop the stack on a board backend this plugin does not know, and on a
+# SQLite board where no scheduler reads it (in the main shell:
+# resex_board_url runs in command substitutions).
 function resex_check_board_backend {
     case "$RESEX_BOARD_BACKEND" in
         auto|etcd3|sqlite)
@@ -68,6 +84,12 @@ function resex_check_board_backend {
             die $LINENO "$msg, not $RESEX_BOARD_BACKEND"
             ;;
     esac
+    if [[ -z "$RESEX_BOARD_URL" && "$(_resex_board_backend)" == "sqlite" ]] \
+            && is_service_enabled resex-agent && ! is_service_enabled n-sch; then
+        local why="a SQLite board on a node without nova-scheduler is read by no"
+        why+=" scheduler: use RESEX_BOARD_BACKEND=etcd3 (etcd on \$SERVICE_HOST)"
+        die $LINENO "$why"
+    fi
 }
 
 # Append value to a comma-separated list option unless it is already in it.
@@ -149,6 +171,12 @@ function _resex_compute_host {
     hostname
 }
 
+# The agent's own service user, only for the optional compute API lookup
+# (the SLA comes from each domain's Nova metadata: no credentials needed).
+function create_resex_accounts {
+    create_service_user "$RESEX_SERVICE_USER" "admin"
+}
+
 function configure_resex_agent {
     sudo install -d -o "$STACK_USER" -m 0755 "$RESEX_CONF_DIR" \
         "$RESEX_STATE_DIR" "$RESEX_RUN_DIR"
@@ -157,21 +185,60 @@ function configure_resex_agent {
     iniset "$conf" agent host_driver libvirt
     iniset "$conf" agent state_dir "$RESEX_STATE_DIR"
     iniset "$conf" libvirt connection_uri "$RESEX_LIBVIRT_URI"
-    iniset "$conf" libvirt nova_lookup "$RESEX_NOVA_LOOKUP"
-    iniset "$conf" libvirt nova_cloud "$RESEX_NOVA_CLOUD"
     iniset "$conf" market policy "$RESEX_POLICY"
     iniset "$conf" fabric source "$RESEX_FABRIC_SOURCE"
+    if [[ -n "$RESEX_UPLINK_NETDEV" ]]; then
+        iniset "$conf" fabric uplink_netdev "$RESEX_UPLINK_NETDEV"
+    fi
+    if [[ -n "$RESEX_LINK_CAPACITY_GBPS" ]]; then
+        iniset "$conf" fabric link_capacity_gbps "$RESEX_LINK_CAPACITY_GBPS"
+    fi
     iniset "$conf" board url "$(resex_board_url)"
     iniset "$conf" latency probe_socket_path "$RESEX_RUN_DIR/latency.sock"
     iniset "$conf" metrics enabled "$RESEX_METRICS_ENABLED"
     iniset "$conf" metrics port "$RESEX_METRICS_PORT"
+    iniset "$conf" nova sla_lookup "$RESEX_NOVA_SLA_LOOKUP"
+    if [[ "$(trueorfalse False RESEX_NOVA_SLA_LOOKUP)" == "True" ]]; then
+        configure_keystoneauth "$conf" "$RESEX_SERVICE_USER" nova
+        iniset "$conf" nova region_name "$REGION_NAME"
+    fi
+}
+
+# The agent's command line.
+function _resex_agent_command {
+    echo "$(get_python_exec_prefix)/resex-agent --config-file $RESEX_AGENT_CONF"
+}
+
+# Stop the stack, showing the agent's last log lines, unless its unit stays
+# active for RESEX_AGENT_START_WAIT seconds (it exits within the first one
+# when it cannot start: a bad option, libvirt or the board unreachable).
+function _resex_wait_for_agent {
+    local unit=devstack@resex-agent.service
+    local deadline=$((SECONDS + RESEX_AGENT_START_WAIT))
+    while true; do
+        if ! $SYSTEMCTL is-active --quiet "$unit"; then
+            local tail
+            tail=$(sudo journalctl -u "$unit" -n 20 --no-pager 2>&1)
+            die $LINENO "resex-agent exited at start; its last lines:
+$tail"
+        fi
+        if (( SECONDS >= deadline )); then
+            return
+        fi
+        sleep 1
+    done
 }
 
 function start_resex_agent {
-    local bin
-    bin=$(get_python_exec_prefix)
-    run_process resex-agent \
-        "$bin/resex-agent --config-file $RESEX_AGENT_CONF"
+    local cmd
+    cmd=$(_resex_agent_command)
+    local report
+    if ! report=$($cmd --check 2>&1); then
+        die $LINENO "resex-agent --check failed, not starting the agent:
+$report"
+    fi
+    run_process resex-agent "$cmd"
+    _resex_wait_for_agent
 }
 
 function stop_resex_agent {
@@ -193,6 +260,10 @@ elif [[ "$1" == "stack" && "$2" == "post-config" ]]; then
     fi
     if is_service_enabled resex-agent; then
         configure_resex_agent
+    fi
+    if is_service_enabled keystone \
+            && [[ "$(trueorfalse False RESEX_NOVA_SLA_LOOKUP)" == "True" ]]; then
+        create_resex_accounts
     fi
 elif [[ "$1" == "stack" && "$2" == "extra" ]]; then
     if is_service_enabled resex-agent; then

@@ -12,9 +12,10 @@ from agent.conf import hypervisor
 from agent.conf import latency
 from agent.conf import market
 from agent.conf import metrics
+from agent.conf import nova
 from agent.conf import sim
 
-_MODULES = (agent, market, hypervisor, fabric, latency, board, metrics, sim)
+_MODULES = (agent, market, hypervisor, nova, fabric, latency, board, metrics, sim)
 
 
 def register_opts(conf):

@@ -150,56 +150,6 @@ Related options:
 
 * ``events``
 """),
-    cfg.BoolOpt(
-        "nova_lookup",
-        default=False,
-        help="""
-Look up each VM's flavor extra specs in Nova (OpenStack compute nodes).
-
-The domain UUID is the instance UUID; ``GET /servers/{uuid}`` at compute API
-microversion 2.47 or later embeds the flavor's ``extra_specs``. Lookups run
-on a background thread: the loop uses metadata/defaults until the answer
-arrives. Credentials come from ``clouds.yaml``/``OS_*`` variables.
-
-Related options:
-
-* ``nova_cloud``, ``nova_timeout``, ``nova_cache_ttl``
-"""),
-    cfg.StrOpt(
-        "nova_cloud",
-        help="""
-Name of the ``clouds.yaml`` entry used for Nova lookups.
-
-Possible values:
-
-* unset: ``OS_CLOUD`` or the ``OS_*`` environment variables
-* a cloud name from ``clouds.yaml``
-
-Related options:
-
-* ``nova_lookup``
-"""),
-    cfg.FloatOpt(
-        "nova_timeout",
-        default=5.0, min=0.1, max=300.0,
-        help="""
-Timeout (seconds) of each HTTP request to Keystone and Nova.
-
-Related options:
-
-* ``nova_lookup``
-"""),
-    cfg.FloatOpt(
-        "nova_cache_ttl",
-        default=600.0, min=1.0, max=86400.0,
-        help="""
-Seconds a VM's Nova extra specs are trusted before they are fetched again
-(a failed lookup is retried after 30 s, keeping the last good answer).
-
-Related options:
-
-* ``nova_lookup``
-"""),
 ]
 
 
@@ -215,7 +165,7 @@ Possible values:
 
 Related options:
 
-* ``[libvirt] nova_lookup`` (flavor extra specs override this)
+* ``[nova] sla_lookup`` (flavor extra specs override this)
 """ % (key.name, key.description, _range(key))
     if key.min is not None and opt_cls is not cfg.StrOpt:
         kwargs["min"] = key.min

@@ -1,4 +1,9 @@
-"""SLA extra specs from Nova, looked up without ever blocking the agent loop.
+"""SLA extra specs from Nova's compute API: optional, never blocking the agent loop.
+
+Nova writes each flavor's extra specs into the domains it defines, so the
+SLA normally comes from the domain's metadata with no API call. This lookup
+is the optional extra (off by default in the agent) for instances whose
+domains lack them.
 
 On an OpenStack compute node the libvirt domain UUID is the Nova instance
 UUID. Since compute API microversion 2.47 ``GET /servers/{id}`` embeds the
@@ -8,12 +13,14 @@ VM gives its ``resex:`` keys even if the flavor was later deleted or changed.
 
 :class:`NovaSLASource` answers :meth:`~NovaSLASource.lookup` from a cache at
 once; a missing or expired entry is queued for a background thread that asks
-Nova through openstacksdk (``conn.compute.get_server(uuid)``) with a request
-timeout. Until the answer arrives the caller uses what it has (metadata or
-configured defaults); listeners are told when a VM's answer arrives so the
-caller can re-resolve that VM's SLA. A failed lookup is cached for a shorter
-time and logged; a 404 (not a Nova instance: a plain libvirt VM on the same
-host) is cached like an answer with no specs.
+Nova through a keystoneauth ``Adapter`` for the compute service (built by
+the caller from its own configuration: the agent loads it from ``[nova]``
+with keystoneauth's loading helpers, session timeout included). Until the
+answer arrives the caller uses what it has (metadata or configured
+defaults); listeners are told when a VM's answer arrives so the caller can
+re-resolve that VM's SLA. A failed lookup is cached for a shorter time and
+logged; a 404 (not a Nova instance: a plain libvirt VM on the same host) is
+cached like an answer with no specs.
 """
 
 import logging
@@ -29,35 +36,26 @@ LOG = logging.getLogger(__name__)
 MIN_MICROVERSION = "2.47"
 
 
-def connect_from_cloud(cloud=None, timeout=5.0):
-    """An openstacksdk connection from ``clouds.yaml``/``OS_*`` (``cloud`` names the entry).
-
-    The compute API version is pinned to at least :data:`MIN_MICROVERSION`
-    and ``timeout`` bounds every HTTP request (keystoneauth session).
-    """
-    import openstack
-
-    return openstack.connect(cloud=cloud, compute_api_version=MIN_MICROVERSION,
-                             timeout=timeout)
-
-
 def extra_specs_of(server):
-    """``{key: value}`` of the flavor embedded in an openstacksdk ``Server``."""
-    flavor = getattr(server, "flavor", None)
-    if flavor is None:
+    """``{key: value}`` of the flavor embedded in a ``GET /servers/{id}`` body's server."""
+    flavor = (server or {}).get("flavor")
+    if not isinstance(flavor, dict):
         return {}
-    specs = flavor.get("extra_specs") if hasattr(flavor, "get") else None
-    if specs is None:
-        specs = getattr(flavor, "extra_specs", None)
-    return dict(specs or {})
+    specs = flavor.get("extra_specs")
+    return dict(specs) if isinstance(specs, dict) else {}
+
+
+class NovaLookupFailed(Exception):
+    """The compute API answered a lookup with an error."""
 
 
 class NovaSLASource:
     """Cached, asynchronous ``resex:`` extra specs of Nova instances.
 
-    ``connect`` is a zero-argument callable returning an openstacksdk
-    ``Connection`` (called lazily on the worker thread, so a slow Keystone
-    never delays the caller); ``ttl`` is how long an answer is trusted,
+    ``connect`` is a zero-argument callable returning a keystoneauth
+    ``Adapter`` of the compute service (or anything with its ``get(url,
+    microversion=..., raise_exc=False)``), called lazily on the worker
+    thread, so a slow Keystone never delays the caller; ``ttl`` is how long an answer is trusted,
     ``failure_ttl`` how long a failure is remembered before asking again.
     """
 
@@ -112,16 +110,16 @@ class NovaSLASource:
             time.sleep(0.01)
 
     def _fetch(self, uuid):
-        import openstack.exceptions as os_exc
-
         if self._conn is None:
             self._conn = self._connect()
-        try:
-            server = self._conn.compute.get_server(uuid)
-        except os_exc.NotFoundException:
+        resp = self._conn.get("/servers/%s" % uuid, microversion=MIN_MICROVERSION,
+                              raise_exc=False)
+        if resp.status_code == 404:
             LOG.debug("instance %s unknown to Nova: no flavor extra specs", uuid)
             return {}
-        specs = extra_specs_of(server)
+        if resp.status_code >= 400:
+            raise NovaLookupFailed("GET /servers/%s: HTTP %d" % (uuid, resp.status_code))
+        specs = extra_specs_of(resp.json().get("server"))
         return {k: v for k, v in specs.items() if str(k).startswith(sla_mod.PREFIX)}
 
     def _work(self):

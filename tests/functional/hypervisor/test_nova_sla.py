@@ -1,20 +1,26 @@
-"""SLA from Nova flavor extra specs through the real openstacksdk.
+"""SLA from Nova flavor extra specs through the compute API, the keystoneauth way.
 
 The server is a test double of Keystone v3 and Nova's compute API on
-loopback (``http.server``), speaking just the requests openstacksdk makes
-here: token issue with a service catalogue, compute version discovery and
+loopback (``http.server``), speaking just the requests keystoneauth makes
+here: token issue with a service catalogue, version discovery and
 ``GET /servers/{id}`` with the embedded flavor (microversion >= 2.47).
-openstacksdk, keystoneauth and the HTTP on the wire are real.
+The agent's ``[nova]`` group is a real ``ConfigOpts`` loaded by
+keystoneauth's loading helpers (``agent.nova_client``); keystoneauth and
+the HTTP on the wire are real.
 """
 
 import http.server
 import json
 import os
+import tempfile
 import threading
 import unittest
 
-import openstack
+from oslo_config import cfg
 
+from agent import conf as agent_conf
+from agent import nova_client
+from resex_libvirt import exceptions
 from resex_libvirt.hypervisor import libvirt_host
 from resex_libvirt.hypervisor import nova_sla
 from resex_libvirt import sla
@@ -121,15 +127,28 @@ class NovaCase(unittest.TestCase):
         self.addCleanup(self.nova.server_close)
         self.addCleanup(self.nova.shutdown)
         self.addCleanup(self.nova.hold.set)
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.tmp = tmp.name
+
+    def conf(self, nova_section=None):
+        """The agent's configuration with a ``[nova]`` section (a real file)."""
+        if nova_section is None:
+            nova_section = ("sla_lookup = true\nauth_type = password\n"
+                            "auth_url = %s/identity/v3\nusername = resex\n"
+                            "password = secret\nproject_name = service\n"
+                            "user_domain_name = Default\nproject_domain_name = Default\n"
+                            "region_name = RegionOne\ntimeout = 5\n" % self.nova.base)
+        conf = cfg.ConfigOpts()
+        agent_conf.register_opts(conf)
+        path = os.path.join(self.tmp, "resex-agent.conf")
+        with open(path, "w") as f:
+            f.write("[nova]\n" + nova_section)
+        conf(["--config-file", path], project="resex")
+        return conf
 
     def connect(self):
-        return openstack.connection.Connection(
-            auth_type="password",
-            auth={"auth_url": self.nova.base + "/identity/v3", "username": "resex",
-                  "password": "secret", "project_name": "service",
-                  "user_domain_name": "Default", "project_domain_name": "Default"},
-            region_name="RegionOne", compute_api_version=nova_sla.MIN_MICROVERSION,
-            timeout=5)
+        return nova_client.compute_adapter(self.conf())
 
     def source(self, **kwargs):
         src = nova_sla.NovaSLASource(self.connect, **kwargs)
@@ -213,3 +232,37 @@ class PrecedenceTest(NovaCase):
         self.assertIn("resex:shares", line)
         self.assertIn("nova", line)
         self.assertEqual(50, vms[PLAIN].sla.shares)
+
+
+class NovaConfTest(NovaCase):
+
+    def test_the_lookup_is_off_by_default_and_needs_no_credentials(self):
+        conf = self.conf("")
+        self.assertFalse(conf.nova.sla_lookup)
+        self.assertIsNone(nova_client.sla_source(conf))
+        self.assertEqual("compute", conf.nova.service_type)
+        self.assertEqual(5.0, conf.nova.timeout)
+
+    def test_the_lookup_from_the_nova_group_reaches_nova_with_its_credentials(self):
+        src = nova_client.sla_source(self.conf())
+        self.addCleanup(src.close)
+        self.nova.servers[PLAIN] = {"resex:io_class": "bulk"}
+        src.lookup(PLAIN)
+        self.assertTrue(src.wait_idle(30))
+        self.assertEqual({"resex:io_class": "bulk"}, src.lookup(PLAIN))
+        self.assertIn(("POST", "/identity/v3/auth/tokens"), self.nova.requests)
+
+    def test_the_lookup_without_credentials_is_a_clear_config_error(self):
+        with self.assertRaisesRegex(exceptions.ConfigError, r"\[nova\] sla_lookup = true needs "
+                                    r"credentials: set \[nova\] auth_type"):
+            nova_client.sla_source(self.conf("sla_lookup = true\n"))
+
+    def test_the_old_libvirt_names_still_work(self):
+        conf = cfg.ConfigOpts()
+        agent_conf.register_opts(conf)
+        path = os.path.join(self.tmp, "old.conf")
+        with open(path, "w") as f:
+            f.write("[libvirt]\nnova_lookup = true\nnova_timeout = 7\nnova_cache_ttl = 60\n")
+        conf(["--config-file", path], project="resex")
+        self.assertEqual((True, 7, 60.0),
+                         (conf.nova.sla_lookup, conf.nova.timeout, conf.nova.cache_ttl))

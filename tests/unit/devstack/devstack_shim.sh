@@ -22,6 +22,16 @@
 #   inicomment FILE SECTION OPTION        comments the option's line(s) out
 #   is_service_enabled S1 S2...           true if any Si is in
 #                                         $ENABLED_SERVICES (comma-separated)
+#   trueorfalse DEFAULT VARNAME           True/False for the variable's
+#                                         value (1/yes/true, 0/no/false in
+#                                         any usual case), else DEFAULT
+#   configure_keystoneauth FILE USER SECTION
+#                                         password auth of the service user
+#                                         USER in SECTION (auth_type,
+#                                         auth_url, username, password,
+#                                         domains, the service project)
+#   $SYSTEMCTL is-active --quiet UNIT     whether the unit's process runs
+#   journalctl -u UNIT -n N               the unit's last N log lines
 #
 # Every ini function accepts devstack's leading "-sudo". Side effects are
 # recorded, one line each, in $RESEX_TEST_RECORD instead of happening:
@@ -29,7 +39,14 @@
 #   stop_process NAME          ->  "stop_process NAME"
 #   setup_develop DIR [EXTRAS] ->  "setup_develop DIR EXTRAS"
 #   pip_install ARGS...        ->  "pip_install ARGS"
-# and "sudo CMD" runs CMD as the test's user.
+#   create_service_user NAME [ROLE] -> "create_service_user NAME ROLE"
+# and "sudo CMD" runs CMD as the test's user. With RESEX_TEST_RUN_DIR set,
+# run_process also starts COMMAND for real, in its own session, its output
+# in $RESEX_TEST_RUN_DIR/NAME.log and its PID in NAME.pid: the unit is
+# "active" while that process lives, stop_process sends it SIGTERM and
+# journalctl reads its log. Without it every unit counts as active.
+# get_python_exec_prefix is $RESEX_TEST_BIN (where the test put the
+# resex-agent to run).
 
 RESEX_TEST_RECORD=${RESEX_TEST_RECORD:?set RESEX_TEST_RECORD}
 
@@ -55,7 +72,76 @@ function sudo {
 }
 
 function get_python_exec_prefix {
-    echo "/opt/stack/data/venv/bin"
+    echo "${RESEX_TEST_BIN:-/opt/stack/data/venv/bin}"
+}
+
+function trueorfalse {
+    local default=$1
+    local testval=${!2:-}
+    case "$testval" in
+        1|yes|Yes|YES|true|True|TRUE) echo "True" ;;
+        0|no|No|NO|false|False|FALSE) echo "False" ;;
+        *) echo "$default" ;;
+    esac
+}
+
+function create_service_user {
+    _shim_record "create_service_user $*"
+}
+
+function configure_keystoneauth {
+    local file=$1
+    local user=$2
+    local section=$3
+    iniset "$file" "$section" auth_type password
+    iniset "$file" "$section" interface public
+    iniset "$file" "$section" auth_url "$KEYSTONE_SERVICE_URI"
+    iniset "$file" "$section" username "$user"
+    iniset "$file" "$section" password "$SERVICE_PASSWORD"
+    iniset "$file" "$section" user_domain_name "$SERVICE_DOMAIN_NAME"
+    iniset "$file" "$section" project_name "$SERVICE_PROJECT_NAME"
+    iniset "$file" "$section" project_domain_name "$SERVICE_DOMAIN_NAME"
+}
+
+# The PID behind a unit name devstack@NAME.service, if run for real.
+function _shim_unit_pid {
+    local name=${1#devstack@}
+    name=${name%.service}
+    cat "$RESEX_TEST_RUN_DIR/$name.pid" 2>/dev/null
+}
+
+function _shim_systemctl {
+    if [[ "$1" != "is-active" ]]; then
+        _shim_record "systemctl $*"
+        return 0
+    fi
+    local unit=${*: -1}
+    if [[ -z "$RESEX_TEST_RUN_DIR" ]]; then
+        return 0
+    fi
+    local pid
+    pid=$(_shim_unit_pid "$unit")
+    [[ -n "$pid" && -r /proc/$pid/stat ]] || return 3
+    # A child that exited but was not reaped yet is a zombie: not active.
+    local state
+    state=$(awk '{print $3}' "/proc/$pid/stat")
+    [[ "$state" != "Z" ]] || return 3
+}
+SYSTEMCTL=_shim_systemctl
+
+function journalctl {
+    local unit=""
+    local lines=10
+    while [[ $# -gt 0 ]]; do
+        case "$1" in
+            -u) unit=$2; shift ;;
+            -n) lines=$2; shift ;;
+        esac
+        shift
+    done
+    local name=${unit#devstack@}
+    name=${name%.service}
+    tail -n "$lines" "$RESEX_TEST_RUN_DIR/$name.log" 2>/dev/null
 }
 
 function setup_develop {
@@ -68,10 +154,17 @@ function pip_install {
 
 function run_process {
     _shim_record "run_process $1|$2"
+    if [[ -n "$RESEX_TEST_RUN_DIR" ]]; then
+        setsid bash -c "exec $2" > "$RESEX_TEST_RUN_DIR/$1.log" 2>&1 < /dev/null &
+        echo $! > "$RESEX_TEST_RUN_DIR/$1.pid"
+    fi
 }
 
 function stop_process {
     _shim_record "stop_process $1"
+    if [[ -n "$RESEX_TEST_RUN_DIR" && -f "$RESEX_TEST_RUN_DIR/$1.pid" ]]; then
+        kill -TERM "$(cat "$RESEX_TEST_RUN_DIR/$1.pid")" 2>/dev/null || true
+    fi
 }
 
 function is_service_enabled {

@@ -20,7 +20,6 @@ class HypervisorConfTest(unittest.TestCase):
 
     def test_defaults(self):
         self.assertEqual("qemu:///system", self.conf.libvirt.connection_uri)
-        self.assertFalse(self.conf.libvirt.nova_lookup)
         self.assertEqual(sla.SLA(), agent_hypervisor.sla_defaults(self.conf))
 
     def test_every_resex_key_has_a_default_option_with_its_range(self):
