@@ -84,11 +84,14 @@ function resex_check_board_backend {
             die $LINENO "$msg, not $RESEX_BOARD_BACKEND"
             ;;
     esac
-    if [[ -z "$RESEX_BOARD_URL" && "$(_resex_board_backend)" == "sqlite" ]] \
-            && is_service_enabled resex-agent && ! is_service_enabled n-sch; then
-        local why="a SQLite board on a node without nova-scheduler is read by no"
-        why+=" scheduler: use RESEX_BOARD_BACKEND=etcd3 (etcd on \$SERVICE_HOST)"
-        die $LINENO "$why"
+    if [[ -n "$RESEX_BOARD_URL" ]] || ! is_service_enabled resex-agent; then
+        return
+    fi
+    if [[ "$(_resex_board_backend)" == "sqlite" ]] \
+            && ! is_service_enabled n-sch; then
+        local why="a SQLite board on a node without nova-scheduler is read"
+        why+=" by no scheduler: use RESEX_BOARD_BACKEND=etcd3"
+        die $LINENO "$why (etcd on \$SERVICE_HOST)"
     fi
 }
 
@@ -198,7 +201,7 @@ function configure_resex_agent {
     iniset "$conf" metrics enabled "$RESEX_METRICS_ENABLED"
     iniset "$conf" metrics port "$RESEX_METRICS_PORT"
     iniset "$conf" nova sla_lookup "$RESEX_NOVA_SLA_LOOKUP"
-    if [[ "$(trueorfalse False RESEX_NOVA_SLA_LOOKUP)" == "True" ]]; then
+    if [[ "$RESEX_NOVA_SLA_LOOKUP" == "True" ]]; then
         configure_keystoneauth "$conf" "$RESEX_SERVICE_USER" nova
         iniset "$conf" nova region_name "$REGION_NAME"
     fi
@@ -206,7 +209,9 @@ function configure_resex_agent {
 
 # The agent's command line.
 function _resex_agent_command {
-    echo "$(get_python_exec_prefix)/resex-agent --config-file $RESEX_AGENT_CONF"
+    local bin
+    bin=$(get_python_exec_prefix)
+    echo "$bin/resex-agent --config-file $RESEX_AGENT_CONF"
 }
 
 # Stop the stack, showing the agent's last log lines, unless its unit stays
@@ -214,7 +219,8 @@ function _resex_agent_command {
 # when it cannot start: a bad option, libvirt or the board unreachable).
 function _resex_wait_for_agent {
     local unit=devstack@resex-agent.service
-    local deadline=$((SECONDS + RESEX_AGENT_START_WAIT))
+    local deadline
+    deadline=$((SECONDS + RESEX_AGENT_START_WAIT))
     while true; do
         if ! $SYSTEMCTL is-active --quiet "$unit"; then
             local tail
@@ -262,7 +268,7 @@ elif [[ "$1" == "stack" && "$2" == "post-config" ]]; then
         configure_resex_agent
     fi
     if is_service_enabled keystone \
-            && [[ "$(trueorfalse False RESEX_NOVA_SLA_LOOKUP)" == "True" ]]; then
+            && [[ "$RESEX_NOVA_SLA_LOOKUP" == "True" ]]; then
         create_resex_accounts
     fi
 elif [[ "$1" == "stack" && "$2" == "extra" ]]; then

@@ -155,7 +155,8 @@ function pip_install {
 function run_process {
     _shim_record "run_process $1|$2"
     if [[ -n "$RESEX_TEST_RUN_DIR" ]]; then
-        setsid bash -c "exec $2" > "$RESEX_TEST_RUN_DIR/$1.log" 2>&1 < /dev/null &
+        local log=$RESEX_TEST_RUN_DIR/$1.log
+        setsid bash -c "exec $2" > "$log" 2>&1 < /dev/null &
         echo $! > "$RESEX_TEST_RUN_DIR/$1.pid"
     fi
 }

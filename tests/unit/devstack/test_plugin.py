@@ -8,7 +8,10 @@ multi-valued option, ``iniget_multiline`` lists), ``is_service_enabled``
 over ``ENABLED_SERVICES``, and recorders for ``run_process``,
 ``stop_process`` and ``setup_develop``. The plugin's own ``settings`` and
 ``plugin.sh`` run unchanged, phase after phase, as ``stack.sh``,
-``unstack.sh`` and ``clean.sh`` source them.
+``unstack.sh`` and ``clean.sh`` source them. Here the ``resex-agent`` the
+plugin runs (``--check`` before the start) is a stub that records its
+arguments and answers as told: these tests are about the files and calls
+the plugin makes; ``tests/functional/devstack`` runs the real agent.
 
 The resulting files are read back with the real option definitions (nova's
 ``[filter_scheduler]``, the plugin's ``[resex]``, the agent's groups), and
@@ -17,6 +20,7 @@ would reject fails here.
 """
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -32,6 +36,8 @@ from agent.conf import hypervisor as hypervisor_conf
 from agent.conf import latency as latency_conf
 from agent.conf import metrics as metrics_conf
 import nova_filter.conf as resex_nova_conf
+
+from keystoneauth1 import loading as ks_loading
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 SHIM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "devstack_shim.sh")
@@ -55,6 +61,14 @@ workers = 2
 """ % ",".join(DEVSTACK_FILTERS)
 
 SERVICE_HOST = "192.0.2.10"
+
+#: The stand-in for the agent's binary: records its arguments, prints
+#: $RESEX_TEST_CHECK_OUTPUT and exits with $RESEX_TEST_CHECK_RC.
+AGENT_STUB = """#!/bin/bash
+echo "resex-agent $*" >> "$RESEX_TEST_RECORD"
+[[ -n "$RESEX_TEST_CHECK_OUTPUT" ]] && echo "$RESEX_TEST_CHECK_OUTPUT"
+exit "${RESEX_TEST_CHECK_RC:-0}"
+"""
 AIO = "n-api,n-sch,n-cond,n-cpu,placement-api,etcd3,mysql,rabbit,resex-agent"
 
 
@@ -72,6 +86,12 @@ class DevstackRun:
         self.state_dir = os.path.join(self.tmp, "var-lib-resex")
         self.run_dir = os.path.join(self.tmp, "run-resex")
         self.agent_conf = os.path.join(self.conf_dir, "resex-agent.conf")
+        self.bin = os.path.join(self.tmp, "bin")
+        os.makedirs(self.bin)
+        stub = os.path.join(self.bin, "resex-agent")
+        with open(stub, "w") as f:
+            f.write(AGENT_STUB)
+        os.chmod(stub, 0o755)
         self.env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": self.tmp,
@@ -85,6 +105,13 @@ class DevstackRun:
             "RESEX_CONF_DIR": self.conf_dir,
             "RESEX_STATE_DIR": self.state_dir,
             "RESEX_RUN_DIR": self.run_dir,
+            "RESEX_TEST_BIN": self.bin,
+            "RESEX_AGENT_START_WAIT": "0",
+            "KEYSTONE_SERVICE_URI": "http://%s/identity" % SERVICE_HOST,
+            "SERVICE_PASSWORD": "secret",
+            "SERVICE_DOMAIN_NAME": "Default",
+            "SERVICE_PROJECT_NAME": "service",
+            "REGION_NAME": "RegionOne",
         }
         self.env.update(env)
 
@@ -189,17 +216,32 @@ class AllInOneTest(unittest.TestCase):
         self.assertEqual("libvirt", agent.agent.host_driver)
         self.assertEqual("qemu:///system", agent.libvirt.connection_uri)
         self.assertEqual(self.node.state_dir, agent.agent.state_dir)
-        self.assertTrue(agent.libvirt.nova_lookup)
-        self.assertEqual("devstack-admin", agent.libvirt.nova_cloud)
         self.assertEqual(os.path.join(self.node.run_dir, "latency.sock"),
                          agent.latency.probe_socket_path)
         self.assertFalse(agent.metrics.enabled)
         for path in (self.node.conf_dir, self.node.state_dir, self.node.run_dir):
             self.assertTrue(os.path.isdir(path), path)
 
-    def test_agent_is_started_by_run_process_with_its_config(self):
-        self.assertIn("run_process resex-agent|/opt/stack/data/venv/bin/resex-agent "
-                      "--config-file %s" % self.node.agent_conf, self.node.recorded())
+    def test_agent_is_checked_then_started_by_run_process_with_its_config(self):
+        command = "%s/resex-agent --config-file %s" % (self.node.bin, self.node.agent_conf)
+        recorded = self.node.recorded()
+        check = recorded.index("resex-agent --config-file %s --check" % self.node.agent_conf)
+        start = recorded.index("run_process resex-agent|" + command)
+        self.assertLess(check, start)
+
+    def test_the_agent_needs_no_credentials_by_default(self):
+        agent = self.node.agent()
+        self.assertFalse(agent.nova.sla_lookup)
+        self.assertIsNone(agent.nova.auth_type)
+        self.assertNotIn("admin", self.node.text(self.node.agent_conf))
+        self.assertFalse(any(line.startswith("create_service_user")
+                             for line in self.node.recorded()))
+
+    def test_the_link_is_discovered_unless_the_operator_sets_it(self):
+        agent = self.node.agent()
+        self.assertEqual("libvirt_iface", agent.fabric.source)
+        self.assertIsNone(agent.fabric.uplink_netdev)
+        self.assertIsNone(agent.fabric.link_capacity_gbps)
 
     def test_a_second_post_config_changes_nothing(self):
         before = self.node.text(self.node.nova_conf), self.node.text(self.node.agent_conf)
@@ -222,6 +264,63 @@ class AllInOneTest(unittest.TestCase):
         nova = self.node.text(self.node.nova_conf)
         self.assertIn("transport_url = rabbit://stackrabbit:secret@192.0.2.10:5672/", nova)
         self.assertIn("[scheduler]\nworkers = 2", nova)
+
+
+class AgentStartTest(unittest.TestCase):
+
+    def test_a_failing_check_stops_the_stack_with_its_report_and_starts_nothing(self):
+        node = DevstackRun(self, AIO, RESEX_TEST_CHECK_RC="1",
+                           RESEX_TEST_CHECK_OUTPUT="ERROR: board: etcd3+http://192.0.2.10:2379: "
+                                                   "connection refused")
+        result = node.phases("stack install", "stack post-config", "stack extra")
+        self.assertNotEqual(0, result.returncode)
+        self.assertIn("resex-agent --check failed, not starting the agent", result.stderr)
+        self.assertIn("ERROR: board: etcd3+http://192.0.2.10:2379", result.stderr)
+        self.assertFalse(any(line.startswith("run_process") for line in node.recorded()))
+
+    def test_the_optional_compute_api_lookup_uses_the_agents_own_service_user(self):
+        node = DevstackRun(self, AIO + ",keystone", RESEX_NOVA_SLA_LOOKUP="yes")
+        node.stack()
+        self.assertIn("create_service_user resex admin", node.recorded())
+        agent = node.agent()
+        self.assertTrue(agent.nova.sla_lookup)
+        self.assertEqual("RegionOne", agent.nova.region_name)
+        auth = ks_loading.load_auth_from_conf_options(agent, "nova")
+        self.assertEqual("resex", agent.nova.username)
+        self.assertEqual("password", agent.nova.auth_type)
+        self.assertEqual("http://%s/identity" % SERVICE_HOST, auth.auth_url)
+
+    def test_link_capacity_and_uplink_reach_the_agent_when_set(self):
+        node = DevstackRun(self, AIO, RESEX_LINK_CAPACITY_GBPS="25", RESEX_UPLINK_NETDEV="br-ex")
+        node.stack()
+        agent = node.agent()
+        self.assertEqual(25.0, agent.fabric.link_capacity_gbps)
+        self.assertEqual("br-ex", agent.fabric.uplink_netdev)
+
+
+class PackagesTest(unittest.TestCase):
+    """Plugin packages are in devstack/files/bindep.txt, which stack.sh installs."""
+
+    LINE = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9.+_-]*)\s+\[(?P<profiles>[^]]+)\]$")
+
+    def packages(self):
+        found = {}
+        with open(os.path.join(ROOT, "devstack", "files", "bindep.txt")) as f:
+            for line in f:
+                line = line.split("#", 1)[0].strip()
+                if not line:
+                    continue
+                match = self.LINE.match(line)
+                self.assertIsNotNone(match, "not bindep syntax: %r" % line)
+                for profile in match.group("profiles").split():
+                    found.setdefault(profile, set()).add(match.group("name"))
+        return found
+
+    def test_libvirt_python_can_be_built_on_debian_and_rpm_distributions(self):
+        found = self.packages()
+        self.assertLessEqual({"libvirt-dev", "pkg-config", "gcc", "python3-dev"},
+                             found["platform:dpkg"])
+        self.assertLessEqual({"libvirt-devel", "gcc", "python3-devel"}, found["platform:rpm"])
 
 
 class ExistingSchedulerSettingsTest(unittest.TestCase):
@@ -286,6 +385,18 @@ class BoardBackendTest(unittest.TestCase):
 
 
 class MultinodeTest(unittest.TestCase):
+
+    def test_a_compute_node_with_the_default_backend_publishes_to_the_controllers_etcd(self):
+        node = DevstackRun(self, "n-cpu,placement-client,resex-agent")
+        node.stack()
+        self.assertEqual("etcd3+http://%s:2379" % SERVICE_HOST, node.agent().board.url)
+
+    def test_a_sqlite_board_where_no_scheduler_reads_it_stops_the_stack(self):
+        node = DevstackRun(self, "n-cpu,resex-agent", RESEX_BOARD_BACKEND="sqlite")
+        result = node.phases("stack post-config")
+        self.assertNotEqual(0, result.returncode)
+        self.assertIn("read by no scheduler", result.stderr)
+        self.assertFalse(os.path.exists(node.agent_conf))
 
     def test_compute_node_runs_the_agent_on_the_controllers_etcd_and_leaves_nova_alone(self):
         node = DevstackRun(self, "n-cpu,placement-client,resex-agent",
