@@ -122,10 +122,15 @@ class TestLibvirtInterfaceStats(LibvirtTestDriverCase):
         self.assertRaises(exceptions.FabricError, monitor.counters, self.vms)
 
     def test_link_needs_a_capacity_from_config_or_uplink(self):
-        monitor = libvirt_iface.LibvirtInterfaceStats(self.conn)
+        # Empty sysfs and /proc: no uplink to discover, whatever this machine has.
+        empty = tempfile.mkdtemp(prefix="resex-empty-")
+        self.addCleanup(shutil.rmtree, empty, True)
+        monitor = libvirt_iface.LibvirtInterfaceStats(self.conn, sysfs_root=empty,
+                                                      proc_root=empty)
         self.assertRaises(exceptions.FabricError, monitor.link)
         monitor = libvirt_iface.LibvirtInterfaceStats(
-            self.conn, overrides=link_facts.LinkOverrides(capacity_gbps=10))
+            self.conn, overrides=link_facts.LinkOverrides(capacity_gbps=10),
+            sysfs_root=empty, proc_root=empty)
         link = monitor.link()
         self.assertEqual((10e9 / 8, libvirt_iface.ETHERNET_MTU),
                          (link.capacity_bytes_per_s, link.mtu))
@@ -135,9 +140,12 @@ class TestShowLibvirtIface(LibvirtTestDriverCase):
 
     def test_show_lists_each_tap_with_its_vm_name(self):
         out, err = io.StringIO(), io.StringIO()
+        # An empty sysfs: the discovered uplink has no MTU file, so Ethernet's applies.
+        empty = tempfile.mkdtemp(prefix="resex-empty-")
+        self.addCleanup(shutil.rmtree, empty, True)
         args = cli._parser().parse_args([
             "show", "--source", "libvirt_iface", "--uri", self.uri, "--seconds", "0",
-            "--json", "--capacity-gbps", "10"])
+            "--json", "--capacity-gbps", "10", "--sysfs-root", empty])
         self.assertEqual(0, cli.show(args, out=out, err=err, sleep=lambda s: None))
         doc = json.loads(out.getvalue())
         self.assertEqual({("tap-vm1", "vm1"), ("tap-vm1b", "vm1"), ("tap-vm2", "vm2")},
