@@ -9,7 +9,7 @@
 #                      /etc/resex/resex-agent.conf (where resex-agent runs)
 #   stack extra        "resex-agent --check" (the stack stops, saying why,
 #                      when the agent could not run), then run_process, then
-#                      a wait that stops the stack if the agent exits at start
+#                      a wait for its loop that stops the stack if it exits
 #   unstack            stop resex-agent
 #   clean              remove its configuration and state
 #
@@ -214,21 +214,30 @@ function _resex_agent_command {
     echo "$bin/resex-agent --config-file $RESEX_AGENT_CONF"
 }
 
-# Stop the stack, showing the agent's last log lines, unless its unit stays
-# active for RESEX_AGENT_START_WAIT seconds (it exits within the first one
-# when it cannot start: a bad option, libvirt or the board unreachable).
+# Wait until the agent says its control loop runs ("agent on HOST: ...") or
+# its unit stops; in the latter case stop the stack with its last log lines
+# (an agent that cannot start exits: a bad option, a busy metrics port).
+# After RESEX_AGENT_START_WAIT seconds with neither, go on with a warning.
 function _resex_wait_for_agent {
+    local since=$1
     local unit=devstack@resex-agent.service
     local deadline
     deadline=$((SECONDS + RESEX_AGENT_START_WAIT))
     while true; do
         if ! $SYSTEMCTL is-active --quiet "$unit"; then
             local tail
-            tail=$(sudo journalctl -u "$unit" -n 20 --no-pager 2>&1)
+            tail=$(sudo journalctl -u "$unit" --since "$since" -n 20 \
+                --no-pager 2>&1)
             die $LINENO "resex-agent exited at start; its last lines:
 $tail"
         fi
+        if sudo journalctl -u "$unit" --since "$since" --no-pager 2>/dev/null \
+                | grep -q "agent on .*: interval"; then
+            return
+        fi
         if (( SECONDS >= deadline )); then
+            warn $LINENO "resex-agent runs but has not started its loop" \
+                "after ${RESEX_AGENT_START_WAIT}s: journalctl -u $unit"
             return
         fi
         sleep 1
@@ -243,8 +252,10 @@ function start_resex_agent {
         die $LINENO "resex-agent --check failed, not starting the agent:
 $report"
     fi
+    local since
+    since=$(date '+%Y-%m-%d %H:%M:%S')
     run_process resex-agent "$cmd"
-    _resex_wait_for_agent
+    _resex_wait_for_agent "$since"
 }
 
 function stop_resex_agent {

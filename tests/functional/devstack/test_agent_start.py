@@ -50,7 +50,7 @@ class AgentStartTest(testtools.TestCase):
         node = test_plugin.DevstackRun(
             self, services, SERVICE_HOST="127.0.0.1", RESEX_ETCD_PORT=str(etcd_port),
             RESEX_LIBVIRT_URI="test://" + NODE_XML, RESEX_TEST_BIN=BIN,
-            RESEX_AGENT_START_WAIT="2", **env)
+            RESEX_AGENT_START_WAIT="120", **env)
         node.env["RESEX_TEST_RUN_DIR"] = node.tmp
         self.addCleanup(self.stop, node)
         return node
@@ -88,6 +88,9 @@ class AgentStartTest(testtools.TestCase):
                       % (BIN, node.agent_conf), node.recorded())
         pid = self.pid(node)
         self.assertTrue(_alive(pid), self.log(node) + result.stderr[-2000:])
+        # stack.sh went on once the agent said its loop runs, not on a timeout.
+        self.assertIn("agent on ", self.log(node))
+        self.assertNotIn("has not started its loop", result.stderr)
         host = node.agent().agent.host
         board = board_mod.open_board(etcd.url, timeout=5)
         self.addCleanup(board.close)

@@ -30,8 +30,10 @@
 #                                         USER in SECTION (auth_type,
 #                                         auth_url, username, password,
 #                                         domains, the service project)
+#   warn LINENO MESSAGE...                MESSAGE on stderr
 #   $SYSTEMCTL is-active --quiet UNIT     whether the unit's process runs
-#   journalctl -u UNIT -n N               the unit's last N log lines
+#   journalctl -u UNIT [--since T] [-n N] the unit's log (its last N lines);
+#                                         T is ignored: the log is this run's
 #
 # Every ini function accepts devstack's leading "-sudo". Side effects are
 # recorded, one line each, in $RESEX_TEST_RECORD instead of happening:
@@ -60,6 +62,12 @@ function define_plugin {
 
 function echo_summary {
     echo "summary: $*"
+}
+
+function warn {
+    local line=$1
+    shift
+    echo "warn (line $line): $*" >&2
 }
 
 function die {
@@ -131,11 +139,12 @@ SYSTEMCTL=_shim_systemctl
 
 function journalctl {
     local unit=""
-    local lines=10
+    local lines=100000
     while [[ $# -gt 0 ]]; do
         case "$1" in
             -u) unit=$2; shift ;;
             -n) lines=$2; shift ;;
+            --since) shift ;;
         esac
         shift
     done
