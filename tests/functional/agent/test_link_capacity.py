@@ -67,6 +67,7 @@ class LinkCapacityTest(unittest.TestCase):
         self.assertEqual(0.0, agent.market.params.io_supply)
         with self.assertNoLogs("agent.fabric", logging.WARNING):
             agent.run()
+        agent.shutdown()  # sends the pending report
         board = board_mod.open_board(self.board_url)
         self.addCleanup(board.close)
         report = board.snapshot()["cmp1"]
