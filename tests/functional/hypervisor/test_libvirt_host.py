@@ -17,6 +17,7 @@ import libvirt
 from oslo_config import cfg
 
 from agent.conf import hypervisor as hyp_conf
+from agent.conf import nova as nova_conf
 from agent import hypervisor as agent_hypervisor
 from resex_libvirt import exceptions
 from resex_libvirt.hypervisor import libvirt_host
@@ -248,6 +249,7 @@ class BuildFromConfTest(unittest.TestCase):
     def test_the_agent_builds_the_hypervisor_from_the_libvirt_and_sla_groups(self):
         conf = cfg.ConfigOpts()
         hyp_conf.register_opts(conf)
+        nova_conf.register_opts(conf)   # [nova]: the compute API lookup, off
         conf([], project="resex-test")
         self.addCleanup(conf.reset)   # overrides live on the shared option groups
         conf.set_override("connection_uri", URI, group="libvirt")
