@@ -1,11 +1,16 @@
 """The shared control step: the deadband rule, sparse actuation with retries."""
 
+import os
+import tempfile
 import unittest
 
+from agent import journal as journal_mod
 from resex_libvirt import control
 from resex_libvirt import exceptions
+from resex_libvirt.hypervisor import libvirt_host
 from resex_libvirt import market as market_mod
 from resex_libvirt.market import policy as policy_mod
+from resex_libvirt.market import records
 from resex_libvirt.sim import host as host_mod
 from resex_libvirt.sim import scenario as scenario_mod
 
@@ -93,3 +98,73 @@ class SparseActuationTest(unittest.TestCase):
         _steps(ctl, host, sc, 3, 10)
         self.assertIs(first, ctl.last.decisions)
         self.assertEqual((), ctl.market.changed)
+
+
+class _ReportingHost(host_mod.SimHost):
+    """The simulated host, reporting original-knob changes as libvirt's adapter does.
+
+    ``LibvirtHypervisor.original_updates()`` needs QEMU's scheduler (the lab
+    runs it); here the same records are queued by the test.
+    """
+
+    def __init__(self, scenario):
+        super().__init__(scenario)
+        self.updates = []
+        self.writes = []
+
+    def original_updates(self):
+        updates, self.updates = self.updates, []
+        return updates
+
+    def set_knobs(self, uuid, cap_pct, weight):
+        self.writes.append(uuid)
+        return super().set_knobs(uuid, cap_pct, weight)
+
+
+class JournalFollowsTheHypervisorTest(unittest.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        self.host = _ReportingHost(scenario_mod.load("paper_64k_vs_2m").with_duration(5.0))
+        self.journal = journal_mod.Journal(os.path.join(tmp.name, "journal.json"))
+        market = market_mod.Market(market_mod.MarketParams(
+            interval_s=self.host.scenario.interval_s, intervals_per_epoch=10, pcpus=1,
+            link_bytes_per_s=1e9, mtu=1024), policy_mod.load("free_market"))
+        self.ctl = control.Controller(market, self.host, journal=self.journal)
+        self.ctl.prime(self.host.clock().now())
+        self.uuid = sorted(self.host.vms())[0]
+        self.journal.remember(self.uuid, {"cap": 0, "weight": 256})
+        self.ctl.vms[self.uuid].journaled = True
+
+    def test_a_stopped_or_undefined_vm_is_forgotten(self):
+        self.host.updates.append(libvirt_host.OriginalsUpdate(self.uuid, None, "stopped"))
+        self.ctl.discover()
+        self.assertNotIn(self.uuid, self.journal)
+        self.assertFalse(self.ctl.vms[self.uuid].journaled)
+
+    def test_a_redefined_vm_gets_its_new_originals(self):
+        self.host.updates.append(libvirt_host.OriginalsUpdate(
+            self.uuid, {"cap": 0, "weight": 512}, "redefined"))
+        self.ctl.discover()
+        self.assertEqual({"cap": 0, "weight": 512}, self.journal.originals()[self.uuid])
+
+    def test_a_vm_not_yet_journaled_is_not_recorded_by_an_update(self):
+        other = sorted(self.host.vms())[1]
+        self.host.updates.append(libvirt_host.OriginalsUpdate(
+            other, {"cap": 0, "weight": 512}, "redefined"))
+        self.ctl.discover()
+        self.assertNotIn(other, self.journal)
+
+    def test_a_restarted_vm_has_its_knobs_written_again_though_the_decision_did_not_change(self):
+        rec = self.ctl.vms[self.uuid]
+        rec.applied = (50.0, 256)
+        decision = records.Decision(cap_pct=50.0, weight=256)
+        self.ctl.actuate({self.uuid: decision}, changed=())
+        self.assertEqual([], self.host.writes)
+        self.host.updates.append(libvirt_host.OriginalsUpdate(
+            self.uuid, {"cap": 0, "weight": 256}, "restarted", reassert=True))
+        self.ctl.discover()
+        self.ctl.actuate({self.uuid: decision}, changed=())
+        self.assertEqual([self.uuid], self.host.writes)
