@@ -1,5 +1,11 @@
 """IOShares: lower latency variation by congestion pricing (Section VI-C, Alg. 2).
 
+Two variants are registered. ``io_shares_paper`` (:class:`IOSharesPaper`)
+is Algorithm 2 as described below, kept exactly for the reproduction of the
+paper's figures. ``io_shares`` (:class:`IOShares`) keeps the formulas and
+changes who pays and when, for the cases the paper's two VMs do not show
+(see the class and ``doc/source/market.rst``).
+
 For every latency-sensitive VM whose interference percentage (Alg. 2 line 6,
 :mod:`resex_libvirt.market.latency`) exceeds its SLA threshold, the
 interfering VM is "the largest MTU sender other than itself" (line 7) and its
@@ -46,10 +52,13 @@ Deviations, and why:
 import math
 
 from resex_libvirt.market import free_market
+from resex_libvirt.market import policy
 
 
-class IOShares(free_market.FreeMarket):
-    name = "io_shares"
+class IOSharesPaper(free_market.FreeMarketPaper):
+    """Algorithm 2 as published, with the deviations listed in the module docstring."""
+
+    name = "io_shares_paper"
 
     def __init__(self, decay_half_life=0.05, heavier=1.5, max_rate=1000.0,
                  use_balance=True, **kwargs):
@@ -115,9 +124,11 @@ class IOShares(free_market.FreeMarket):
             self._taxes.append((victim, culprit, intf, ioshare, increase,
                                 self._rates[culprit]))
         out = {}
+        reasons = self._reasons
         if self.use_balance:
             for vm, cap in self.lowered(view).items():
                 out[vm] = (cap, rates.get(vm, 1.0))
+                reasons[vm] = policy.CREDIT if cap < view.bounds[vm][1] else policy.UNCAPPED
         factor = None
         for vm in list(self._taxed | named):
             rate = rates.get(vm, 1.0)
@@ -138,8 +149,11 @@ class IOShares(free_market.FreeMarket):
             if rate == 1.0:
                 self._taxed.discard(vm)
                 rates.pop(vm, None)
+                if cap >= limit:
+                    reasons[vm] = policy.UNCAPPED
             else:
                 self._taxed.add(vm)
+                reasons[vm] = policy.TAX if vm in named else policy.DECAY
         return out
 
     def rate(self, vm):
@@ -178,3 +192,170 @@ def _top_two(demands):
         elif demand > second[0]:
             second = (demand, vm)
     return [first, second]
+
+
+class IOShares(free_market.FreeMarket):
+    """Algorithm 2 with rules that never hurt the VMs it protects.
+
+    ResEx paper (Ranadive et al. 2011), Section VI-C, Algorithm 2: the same
+    interference percentage (line 6), the same ``r' = IOShare x IntfPct``
+    (lines 8-9) and the same ``New CPU Cap = 100 x PreviousRate /
+    (PreviousRate + r')``, applied as ``cap = limit / rate``. What changes,
+    and why:
+
+    * **Every interferer pays by its IOShare**, not only the largest (line 7
+      names one VM): every VM other than the victim whose I/O demand is at
+      least ``heavier`` times the victim's own is an interferer, and each
+      one's rate rises by its own ``IOShare x IntfPct``. With two
+      interferers, or many small senders, the paper's rule taxes only the
+      largest and the rest keep the queue full.
+    * **A VM with a latency SLA is never taxed while its own latency is over
+      its SLA.** When the interferer is itself latency-sensitive it is taxed
+      only while its own (smoothed) interference is at most ``protect`` of
+      its threshold, and by ``IOShare x (IntfPct(victim) - IntfPct(itself))``:
+      the excess of the victim's inflation over its own. Once its own
+      latency nears its SLA its tax is released (``protected``, decaying
+      ``protect_speedup`` times faster), so it settles where its own latency
+      stays within its SLA while the other's falls. The paper's rule treats
+      the bigger sender as the culprit and caps it to 1%.
+    * **Below the threshold, no tax.** The interference that triggers a tax
+      is a moving average over ``smoothing`` of an epoch, not one window:
+      an interferer whose load keeps the victim below its threshold on
+      average is not taxed for the odd collision (with an open-loop
+      interferer such taxes grow its queue without bound).
+    * **The credit floor and the tax never stack**: while a VM is taxed its
+      cap is the tax cap alone (``limit / rate``) and Algorithm 1's credit
+      rule does not touch it; the credit rule applies only to untaxed VMs.
+      The paper applies both and takes the lower, so a taxed VM that runs
+      out of Resos (it is charged at its raised rate) spends the rest of
+      the epoch at the 1% floor.
+    """
+
+    name = "io_shares"
+
+    def __init__(self, decay_half_life=0.05, heavier=1.5, max_rate=1000.0,
+                 use_balance=True, smoothing=0.02, protect=0.8, protect_speedup=4.0,
+                 **kwargs):
+        super().__init__(**kwargs)
+        if not decay_half_life > 0:
+            raise ValueError("decay_half_life must be > 0")
+        if heavier < 1.0:
+            raise ValueError("heavier must be >= 1")
+        if not 0.0 <= smoothing <= 1.0:
+            raise ValueError("smoothing must be in [0, 1] (a fraction of the epoch)")
+        if not 0.0 < protect <= 1.0:
+            raise ValueError("protect must be in (0, 1]")
+        if protect_speedup < 1.0:
+            raise ValueError("protect_speedup must be >= 1")
+        self.decay_half_life = decay_half_life
+        self.heavier = heavier
+        self.max_rate = max_rate
+        self.use_balance = use_balance
+        self.smoothing = smoothing
+        self.protect = protect
+        self.protect_speedup = protect_speedup
+        self._rates = {}
+        self._taxes = []
+        self._smoothed = {}
+
+    def _smooth(self, view):
+        """Each reporting sensitive VM's interference, averaged over ``smoothing`` of an epoch."""
+        alpha = 1.0 / max(1.0, self.smoothing * view.intervals_per_epoch)
+        out = {}
+        smoothed = self._smoothed
+        for vm, intf in view.interference.items():
+            spec = view.specs.get(vm)
+            if spec is None or not spec.sla.sensitive:
+                continue
+            old = smoothed.get(vm)
+            value = intf if old is None else old + alpha * (intf - old)
+            smoothed[vm] = out[vm] = value
+        return out
+
+    def may_cut(self, view, vm):
+        if vm in self._rates:
+            return False         # taxed: the tax alone sets its cap
+        return super().may_cut(view, vm)
+
+    def decide(self, view):
+        self._taxes = []
+        rates, reasons, specs = self._rates, self._reasons, view.specs
+        smoothed = self._smooth(view)
+        named = {}
+        protected = set()
+        victims = [(vm, intf) for vm, intf in smoothed.items()
+                   if intf > specs[vm].sla.interference_threshold_pct]
+        if victims:
+            demands = _demands(view)
+            mtu_rate = view.mtu_rate
+            total = sum(mtu_rate.get(vm, 0.0) for vm in specs)
+            for victim, intf in victims:
+                own = demands.get(victim, 0.0)
+                floor = self.heavier * own
+                for vm, demand in demands.items():
+                    if vm == victim or demand <= 0.0 or demand < floor or total <= 0.0:
+                        continue
+                    excess = intf
+                    sla = specs[vm].sla
+                    if sla.sensitive:
+                        mine = smoothed.get(vm, 0.0)
+                        if mine > self.protect * sla.interference_threshold_pct:
+                            protected.add(vm)
+                            continue
+                        excess = intf - mine
+                    ioshare = mtu_rate.get(vm, 0.0) / total
+                    increase = ioshare * excess / 100.0
+                    if increase <= 0.0:
+                        continue
+                    rate = min(self.max_rate, rates.get(vm, 1.0) + increase)
+                    rates[vm] = rate
+                    named[vm] = rate
+                    self._taxes.append((victim, vm, intf, ioshare, increase, rate))
+        out = {}
+        factor = fast = None
+        for vm in list(rates):
+            rate = rates[vm]
+            if vm in view.bounds and vm not in named:
+                if factor is None:
+                    factor = self._decay_factor(view)
+                    fast = factor ** self.protect_speedup
+                rate = 1.0 + (rate - 1.0) * (fast if vm in protected else factor)
+                if rate < 1.0 + 1e-6:
+                    rate = 1.0
+            if vm not in view.bounds:
+                del rates[vm]
+                continue
+            limit = view.bounds[vm][1]
+            if rate == 1.0:
+                del rates[vm]
+                self._caps.pop(vm, None)
+                out[vm] = (limit, 1.0)
+                reasons[vm] = policy.UNCAPPED
+                continue
+            rates[vm] = rate
+            self._caps.pop(vm, None)      # no credit cap under a tax: they never stack
+            out[vm] = (view.clamp(vm, limit / rate), rate)
+            reasons[vm] = (policy.TAX if vm in named else
+                           policy.PROTECTED if vm in protected else policy.DECAY)
+        if self.use_balance:
+            for vm, cap in self.lowered(view).items():
+                if vm not in out:
+                    out[vm] = (cap, 1.0)
+                    reasons[vm] = (policy.CREDIT if cap < view.bounds[vm][1]
+                                   else policy.UNCAPPED)
+        return out
+
+    def _decay_factor(self, view):
+        intervals = max(1e-9, self.decay_half_life * view.intervals_per_epoch)
+        return math.pow(0.5, 1.0 / intervals)
+
+    def rate(self, vm):
+        return self._rates.get(vm, 1.0)
+
+    def taxes(self):
+        return self._taxes
+
+    def forget(self, vm):
+        super().forget(vm)
+        self._rates.pop(vm, None)
+        self._smoothed.pop(vm, None)

@@ -25,6 +25,21 @@ from stevedore import extension
 NAMESPACE = "resex.policies"
 
 
+#: Why a VM has the cap it has (:meth:`Policy.reasons`): at its limit, no control.
+UNCAPPED = "uncapped"
+#: Cut by the FreeMarket credit rule: its Resos ran low (paper Algorithm 1).
+CREDIT = "credit"
+#: Taxed as an interferer: its rate was raised (paper Algorithm 2).
+TAX = "tax"
+#: A tax being released: no victim named it this interval, its rate decays.
+DECAY = "decay"
+#: Spared: it has a latency SLA and its own latency is over it.
+PROTECTED = "protected"
+#: Capped by the latency-target controller.
+TARGET = "target"
+#: Every reason a policy may give, in order of display.
+REASONS = (UNCAPPED, CREDIT, TAX, DECAY, PROTECTED, TARGET)
+
 #: The fields of one taxation record: ``taxes()`` gives tuples in this order.
 TAX_FIELDS = ("victim", "interferer", "interference_pct", "io_share", "rate_increase", "rate")
 
@@ -94,6 +109,14 @@ class Policy:
     def taxes(self):
         """This interval's taxation decisions as tuples (cheap; see :meth:`explain`)."""
         return ()
+
+    def reasons(self):
+        """``{vm: reason}``: why each VM has the cap in force (one of :data:`REASONS`).
+
+        A VM left out is at its limit (:data:`UNCAPPED`). The mapping is the
+        policy's own, updated in place by :meth:`decide`: read it, do not keep it.
+        """
+        return {}
 
 
 class NoControl(Policy):
