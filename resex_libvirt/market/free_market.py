@@ -122,8 +122,8 @@ class FreeMarket(FreeMarketPaper):
 
     ResEx paper, Section VI-B. Deviation: the credit rule ("decrease the CPU
     ... by 10%") skips a VM with a latency SLA while its own interference
-    exceeds its threshold; its cap stays where it is until its latency is
-    back within its SLA. The paper's two VMs never needed the rule (its
+    exceeds its threshold, and a credit cap already in force on it is lifted
+    as soon as its latency goes over its SLA. The paper's two VMs never needed the rule (its
     reporting VM never ran out of Resos); a sensitive VM that itself moves
     large buffers does, and the paper's rule would cut it to 1%.
     """
@@ -135,3 +135,16 @@ class FreeMarket(FreeMarketPaper):
             self._reasons[vm] = policy.PROTECTED
             return False
         return True
+
+    def lowered(self, view):
+        out = super().lowered(view)
+        if view.interference:
+            caps = self._caps
+            for vm in [vm for vm in caps if over_sla(view, vm)]:
+                # A credit cap in force on a VM now over its SLA is lifted.
+                limit = view.bounds[vm][1]
+                if caps[vm] < limit:
+                    del caps[vm]
+                    out[vm] = limit
+                    self._reasons[vm] = policy.PROTECTED
+        return out

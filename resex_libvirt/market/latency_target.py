@@ -43,9 +43,14 @@ whose I/O demand is at least ``heavier`` times the victim's own; a VM with
 a latency SLA is never lowered while its own latency is over its target
 (``protected``); below the target, caps only grow back to the limit. The
 charging rate of a controlled VM is ``limit / cap`` (what IOShares'
-``cap = limit / rate`` would have charged for that cap), and the FreeMarket
-credit rule applies only to VMs the controller leaves at their limit: the
-two never stack.
+``cap = limit / rate`` would have charged for that cap). As in
+:class:`~.io_shares.IOShares`, running out of Resos cuts no VM by default
+(``use_balance=True``: the FreeMarket credit rule, for VMs the controller
+leaves at their limit only): the two never stack. Who is an interferer
+differs in one point: ``heavier`` is 0, every other VM sending I/O is
+controlled, because a controller that stops at the target costs a light
+sender little, and a sensitive VM with big buffers is interfered with by
+lighter ones.
 
 Optional (``boost`` > 1), the communication-aware scheduling of Xen and Co.
 (Govindan et al., "Xen and Co.: Communication-aware CPU Scheduling for
@@ -66,8 +71,9 @@ class LatencyTarget(free_market.FreeMarket):
     name = "latency_target"
 
     def __init__(self, gain=0.3, smoothing=0.5, target=0.85, additive=0.02, max_step=0.25,
-                 period=0.01, heavier=1.2, boost=1.0, **kwargs):
+                 period=0.01, heavier=0.0, boost=1.0, use_balance=False, **kwargs):
         super().__init__(**kwargs)
+        self.use_balance = use_balance
         checks = (("gain", gain, 0.0, 1.0), ("smoothing", smoothing, 0.0, 0.99),
                   ("target", target, 0.0, 1.0), ("max_step", max_step, 0.0, 1.0),
                   ("period", period, 0.0, 1.0))
@@ -77,8 +83,8 @@ class LatencyTarget(free_market.FreeMarket):
                 raise ValueError("%s must be in (%g, %g], got %r" % (label, lo, hi, value))
         if additive < 0.0:
             raise ValueError("additive must be >= 0")
-        if heavier < 1.0:
-            raise ValueError("heavier must be >= 1")
+        if heavier < 0.0:
+            raise ValueError("heavier must be >= 0")
         if boost < 1.0:
             raise ValueError("boost must be >= 1")
         self.gain = gain
@@ -144,10 +150,12 @@ class LatencyTarget(free_market.FreeMarket):
                     signal[vm] = ratio
         protected = set()
         for vm in list(signal):
-            if ratios.get(vm, 2.0) < 1.0:
-                # Its own latency is over its target: never lowered.
+            own = ratios.get(vm, 2.0)
+            if own < 1.0:
+                # Its own latency is over its target: never lowered, it grows back
+                # as fast as the victims' signal would lower it.
                 protected.add(vm)
-                signal[vm] = max(1.0, signal[vm])
+                signal[vm] = 2.0 - own
         out = {}
         g, step = self.gain, self.max_step
         for vm in set(signal) | set(self._w):
@@ -188,7 +196,8 @@ class LatencyTarget(free_market.FreeMarket):
             self._since = 0
             self._smooth()
             out = self._update(view)
-        for vm, cap in self.lowered(view).items():
+        lowered = self.lowered(view) if self.use_balance else {}
+        for vm, cap in lowered.items():
             if vm not in out and vm not in self._w:
                 out[vm] = (cap, 1.0)
                 self._reasons[vm] = (policy.CREDIT if cap < view.bounds[vm][1]

@@ -3,15 +3,18 @@
 Commands::
 
     resex-sim list
-    resex-sim run SCENARIO --policy {none,free_market,io_shares} [--json] [--out DIR]
-    resex-sim paper [--json] [--out DIR] [--duration S]
+    resex-sim run SCENARIO --policy POLICY [--json] [-v] [--out DIR]
+    resex-sim paper [--json] [--out DIR] [--duration S] [--no-frontier]
     resex-sim calibrate [--json] [--duration S]
     resex-sim cluster SCENARIO [--json] [--out DIR]   (the fleet study)
 
 ``SCENARIO`` is a packaged scenario's name (``resex-sim list``) or a TOML
 file. ``--json`` prints, per VM (and policy): latency mean, p50, p99 and
 standard deviation (us), throughput (MB/s, 10^6 bytes), mean and minimum
-CPU cap. ``--out DIR`` writes the same data as JSON, with the time series,
+CPU cap, and a ``timeline``: per epoch and VM, the cap, the tax rate, the
+interference percentage, the Reso balance and the reason for the cap.
+``-v`` prints that timeline as a compact table. Scenario warnings (a run
+that makes sense but probably not the one meant) go to stderr. ``--out DIR`` writes the same data as JSON, with the time series,
 plus PNG plots (matplotlib).
 """
 
@@ -60,10 +63,43 @@ def format_run(result):
     return "\n".join(lines)
 
 
+_TIMELINE_KEYS = ("cap_pct", "cap_mean_pct", "cap_min_pct", "rate", "interference_pct",
+                  "balance", "allocation", "reason", "reasons")
+
+
+def timeline(result):
+    """Per epoch and VM: cap, tax rate, interference %, Reso balance, reason."""
+    return [{"epoch": e["epoch"] + 1, "link_utilisation": e["link_utilisation"],
+             "vms": {n: {k: v.get(k) for k in _TIMELINE_KEYS} for n, v in e["vms"].items()}}
+            for e in result.epochs]
+
+
+def format_timeline(result):
+    """The timeline as one compact row per epoch: ``cap% xrate intf% bal% reason`` per VM."""
+    names = list(result.vms)
+    rows = []
+    for e in timeline(result):
+        row = ["%d" % e["epoch"], "%.0f" % (100.0 * e["link_utilisation"])]
+        for n in names:
+            v = e["vms"].get(n)
+            if v is None:
+                row.append("-")
+                continue
+            bal = (100.0 * v["balance"] / v["allocation"]) if v["allocation"] else 0.0
+            intf = v["interference_pct"]
+            row.append("%.0f%% x%.2f%s bal %.0f%% %s" % (
+                v["cap_pct"], v["rate"], "" if intf is None else " intf %.1f%%" % intf,
+                bal, v["reason"]))
+        rows.append(row)
+    return report.table("Timeline (cap at epoch end, tax rate, interference, Resos left, reason)",
+                        ["epoch", "link %"] + names, rows)
+
+
 def _summary(result):
     return {"scenario": result.scenario, "policy": result.policy,
             "policy_kwargs": result.policy_kwargs,
-            "vms": {n: v.to_dict() for n, v in result.vms.items()}}
+            "vms": {n: v.to_dict() for n, v in result.vms.items()},
+            "timeline": timeline(result)}
 
 
 def _policy_arg(text):
@@ -99,6 +135,8 @@ def cmd_run(args):
     from resex_libvirt.sim import runner
     from resex_libvirt.sim import scenario as scenario_mod
     sc = scenario_mod.load(args.scenario)
+    for warning in sc.warnings:
+        print("resex-sim: warning: %s" % warning, file=sys.stderr)
     if args.duration is not None:
         sc = sc.with_duration(args.duration)
     if args.seed is not None:
@@ -113,6 +151,8 @@ def cmd_run(args):
         print(json.dumps(_summary(result), indent=1, sort_keys=True))
     else:
         print(format_run(result))
+        if args.verbose:
+            print("\n" + format_timeline(result))
     if args.out:
         _prepare_out(args.out)
         base = os.path.join(args.out, "%s-%s" % (sc.name, result.policy))
@@ -129,7 +169,7 @@ def cmd_paper(args):
     def progress(msg):
         print("  ran " + msg, file=sys.stderr, flush=True)
     started = time.monotonic()
-    ev = paper.Evaluation(duration_s=args.duration,
+    ev = paper.Evaluation(duration_s=args.duration, frontier=not args.no_frontier,
                           progress=None if args.json else progress)
     data = ev.evaluate()
     data["wall_s"] = time.monotonic() - started
@@ -143,8 +183,8 @@ def cmd_paper(args):
         report.write_json(os.path.join(args.out, "paper.json"), data)
         paper.write_plots(data, ev, args.out)
         if not args.json:
-            print("wrote paper.json and fig5_7.png, fig6.png, fig8.png, fig9.png to %s"
-                  % args.out)
+            print("wrote paper.json and fig5_7.png, fig6.png, fig8.png, fig9.png%s to %s"
+                  % ("" if args.no_frontier else ", frontier.png", args.out))
     return 0
 
 
@@ -173,7 +213,11 @@ def build_parser():
                    help="a policy parameter, e.g. decay_half_life=0.2 (repeatable)")
     p.add_argument("--duration", type=float, help="override the run length (s)")
     p.add_argument("--seed", type=int, help="override the scenario's seed")
-    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.add_argument("--json", action="store_true",
+                   help="print JSON instead of tables (with the per-epoch timeline)")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="also print the per-epoch timeline: cap, rate, interference, "
+                        "balance and reason per VM")
     p.add_argument("--out", metavar="DIR", help="write JSON (with time series) and a plot")
     p.set_defaults(func=cmd_run)
 
@@ -182,6 +226,8 @@ def build_parser():
                    help="override every run's length (s); default: the scenarios' own")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.add_argument("--out", metavar="DIR", help="write paper.json and the figures as PNG")
+    p.add_argument("--no-frontier", action="store_true",
+                   help="skip the static-cap frontier sweep (the paper's figures only)")
     p.set_defaults(func=cmd_paper)
 
     p = sub.add_parser("calibrate", help="print the model's calibration figures")

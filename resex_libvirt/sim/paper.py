@@ -10,8 +10,21 @@
 
 Every run uses the packaged scenarios unchanged (same calibrated model,
 same seed) and differs only in the policy; runs shared by several figures
-are made once.
+are made once. The figures run the paper's own algorithms, the ``paper``
+variants of the policies (``free_market_paper``, ``io_shares_paper``).
+
+Then the yardstick beyond the paper, the **static-cap frontier**: for each
+scenario of the buffer sweep, the interferer runs uncontrolled under a fixed
+CPU limit (its ``[vms.sla] cpu_limit_pct``) swept from 5% to 100% and
+refined by bisection at the SLA's edge; the frontier is the most interferer
+throughput whose 64 KB VM still meets its SLA (mean latency within its
+``interference_threshold_pct`` of ``latency_sla_us``). An oracle that knew
+the workload would set that cap; each policy's run is then placed against
+it (its interferer throughput as a percentage of the frontier, and whether
+it met the SLA).
 """
+
+import dataclasses
 
 from resex_libvirt.sim import report
 from resex_libvirt.sim import runner
@@ -22,6 +35,17 @@ BASE = "paper_64k_alone"
 INTERFERED = "paper_64k_vs_2m"
 POLICIES = ("none", "free_market", "io_shares")
 LABELS = {"none": "interfered", "free_market": "FreeMarket", "io_shares": "IOShares"}
+#: The policy each figure's column runs: the paper's algorithms exactly.
+PAPER_VARIANT = {"none": "none", "free_market": "free_market_paper",
+                 "io_shares": "io_shares_paper"}
+#: The policies placed against the static-cap frontier, and their column labels.
+FRONTIER_POLICIES = (("free_market_paper", "FM paper"), ("io_shares_paper", "IOS paper"),
+                     ("free_market", "FreeMarket"), ("io_shares", "IOShares"),
+                     ("latency_target", "LatencyTarget"))
+#: The coarse cap grid of the frontier sweep (percent of one pCPU), then
+#: ``FRONTIER_BISECT`` bisections between the last cap meeting the SLA and the next.
+FRONTIER_CAPS = (5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 100.0)
+FRONTIER_BISECT = 2
 NO_INTERFERENCE = (("64KB-64KB", "paper_64k_vs_64k"),
                    ("64KB-2MB-nointf", "paper_64k_vs_2m_10rpe"))
 SWEEP = (("128KB", "paper_64k_vs_128k"), ("256KB", "paper_64k_vs_256k"),
@@ -33,25 +57,45 @@ FIG6_EPOCH = 1
 class Evaluation:
     """Runs (and caches) what the figures need."""
 
-    def __init__(self, duration_s=None, progress=None):
+    def __init__(self, duration_s=None, progress=None, frontier=True):
         self.duration_s = duration_s
         self.progress = progress
+        self.frontier = frontier
         self._runs = {}
+        self._capped = {}
+
+    def _scenario(self, scenario_name):
+        sc = scenario_mod.load(scenario_name)
+        if self.duration_s is not None:
+            sc = sc.with_duration(self.duration_s)
+        return sc
 
     def result(self, scenario_name, policy):
         key = (scenario_name, policy)
         if key not in self._runs:
-            sc = scenario_mod.load(scenario_name)
-            if self.duration_s is not None:
-                sc = sc.with_duration(self.duration_s)
-            res = runner.run(sc, policy)
+            res = runner.run(self._scenario(scenario_name), policy)
             if self.progress is not None:
                 self.progress("%s under %s: %.1f s" % (scenario_name, policy, res.wall_s))
             self._runs[key] = res
         return self._runs[key]
 
+    def capped_result(self, scenario_name, vm_name, cap_pct):
+        """``scenario_name`` uncontrolled, with ``vm_name`` limited to ``cap_pct``."""
+        key = (scenario_name, vm_name, cap_pct)
+        if key not in self._capped:
+            sc = self._scenario(scenario_name)
+            if cap_pct >= 100.0 * sc.vm(vm_name).vcpus:
+                res = self.result(scenario_name, "none")
+            else:
+                res = runner.run(with_limit(sc, vm_name, cap_pct), "none")
+                if self.progress is not None:
+                    self.progress("%s with %s limited to %g%%: %.1f s"
+                                  % (scenario_name, vm_name, cap_pct, res.wall_s))
+            self._capped[key] = res
+        return self._capped[key]
+
     def _reporting(self, scenario_name, policy):
-        return self.result(scenario_name, policy).vm(REPORTING)
+        return self.result(scenario_name, PAPER_VARIANT[policy]).vm(REPORTING)
 
     def evaluate(self):
         """Every figure's data, and the runs behind them, as plain dicts."""
@@ -66,7 +110,7 @@ class Evaluation:
         for label, name in NO_INTERFERENCE:
             row = {"case": label, "base_mean_us": base.latency_mean_us}
             for policy in POLICIES:
-                run = self.result(name, policy)
+                run = self.result(name, PAPER_VARIANT[policy])
                 row[policy + "_mean_us"] = run.vm(REPORTING).latency_mean_us
                 row[policy + "_caps"] = {n: [v.cap_mean_pct, v.cap_min_pct]
                                          for n, v in run.vms.items()}
@@ -78,14 +122,60 @@ class Evaluation:
             for policy in POLICIES:
                 row[policy + "_mean_us"] = self._reporting(name, policy).latency_mean_us
             data["fig9"].append(row)
+        if self.frontier:
+            data["frontier"] = [self._frontier(label, name) for label, name in SWEEP]
         data["runs"] = [{"scenario": s, "policy": p,
                          "vms": {n: v.to_dict() for n, v in r.vms.items()},
                          "wall_s": r.wall_s}
                         for (s, p), r in sorted(self._runs.items())]
         return data
 
+    def _frontier(self, label, scenario_name):
+        """The static-cap sweep of one scenario and each policy's point against it."""
+        sc = self._scenario(scenario_name)
+        sla = sc.vm(REPORTING).sla
+        bound = sla.latency_sla_us * (1.0 + sla.interference_threshold_pct / 100.0)
+        interferer = next(v.name for v in sc.vms if v.name != REPORTING)
+
+        def point(cap):
+            res = self.capped_result(scenario_name, interferer, cap)
+            mean = res.vm(REPORTING).latency_mean_us
+            return {"cap_pct": cap, "mean_us": mean,
+                    "meets": mean is not None and mean <= bound,
+                    "interferer_mb_s": res.vm(interferer).throughput_mb_s}
+
+        sweep = [point(cap) for cap in FRONTIER_CAPS]
+        meeting = [p for p in sweep if p["meets"]]
+        if meeting and not sweep[-1]["meets"]:
+            lo = max(p["cap_pct"] for p in meeting)
+            hi = min(p["cap_pct"] for p in sweep if not p["meets"] and p["cap_pct"] > lo)
+            for _ in range(FRONTIER_BISECT):
+                mid = round((lo + hi) / 2.0, 2)
+                p = point(mid)
+                sweep.append(p)
+                lo, hi = (mid, hi) if p["meets"] else (lo, mid)
+        sweep.sort(key=lambda p: p["cap_pct"])
+        best = max((p for p in sweep if p["meets"]), key=lambda p: p["interferer_mb_s"],
+                   default=None)
+        frontier = best["interferer_mb_s"] if best else None
+        policies = {}
+        for policy, _label in FRONTIER_POLICIES:
+            res = self.result(scenario_name, policy)
+            mean = res.vm(REPORTING).latency_mean_us
+            mb_s = res.vm(interferer).throughput_mb_s
+            policies[policy] = {
+                "mean_us": mean, "vs_sla_base": mean / sla.latency_sla_us if mean else None,
+                "meets": mean is not None and mean <= bound, "interferer_mb_s": mb_s,
+                "pct_of_frontier": (100.0 * mb_s / frontier) if frontier else None,
+                "interferer_cap_mean_pct": res.vm(interferer).cap_mean_pct}
+        return {"interferer": label, "scenario": scenario_name, "vm": interferer,
+                "sla_us": sla.latency_sla_us, "threshold_pct": sla.interference_threshold_pct,
+                "sla_bound_us": bound, "sweep": sweep,
+                "frontier_cap_pct": best["cap_pct"] if best else None,
+                "frontier_mb_s": frontier, "policies": policies}
+
     def _fig6(self):
-        run = self.result(INTERFERED, "free_market")
+        run = self.result(INTERFERED, "free_market_paper")
         t = run.series["t_s"]
         epoch_s = run.interval_s * run.intervals_per_epoch
         epoch = max(0, min(FIG6_EPOCH, len(run.epochs) - 1))
@@ -108,6 +198,13 @@ class Evaluation:
     @property
     def runs(self):
         return dict(self._runs)
+
+
+def with_limit(sc, vm_name, cap_pct):
+    """``sc`` with ``vm_name``'s ``cpu_limit_pct`` set to ``cap_pct`` (a fixed cap)."""
+    vms = tuple(dataclasses.replace(v, sla=dataclasses.replace(v.sla, limit_pct=float(cap_pct)))
+                if v.name == vm_name else v for v in sc.vms)
+    return dataclasses.replace(sc, vms=vms)
 
 
 def _lat(vm):
@@ -164,7 +261,32 @@ def format_tables(data):
     out += ["", report.table(
         "Fig. 9: interferer buffer sweep (64 KB VM mean latency, us)",
         ["interferer", "base", "uncontrolled", "FreeMarket", "IOShares"], rows)]
+    if data.get("frontier"):
+        out += ["", format_frontier(data["frontier"])]
     return "\n".join(out)
+
+
+def _policy_cell(p):
+    if p["mean_us"] is None:
+        return "-"
+    pct = "-" if p["pct_of_frontier"] is None else "%.0f%%" % p["pct_of_frontier"]
+    cell = "%.0f %s" % (p["interferer_mb_s"], pct)
+    return cell if p["meets"] else cell + " MISS %.3fx" % p["vs_sla_base"]
+
+
+def format_frontier(rows):
+    """The frontier table: sweep result, then each policy's MB/s and % of the frontier."""
+    body = []
+    for r in rows:
+        body.append([r["interferer"], report.fmt(r["frontier_cap_pct"], "%.1f"),
+                     report.fmt(r["frontier_mb_s"], "%.0f")] +
+                    [_policy_cell(r["policies"][p]) for p, _label in FRONTIER_POLICIES])
+    return report.table(
+        "Static-cap frontier: interferer MB/s at the 64 KB VM's SLA (mean within %g%% of %g us)"
+        "; each policy: interferer MB/s, %% of the frontier (MISS: SLA missed, mean / base)"
+        % (rows[0]["threshold_pct"], rows[0]["sla_us"]),
+        ["interferer", "cap %", "frontier MB/s"] + [label for _p, label in FRONTIER_POLICIES],
+        body)
 
 
 def write_plots(data, evaluation, out_dir):
@@ -183,7 +305,7 @@ def write_plots(data, evaluation, out_dir):
     ax.set_title("Figs. 5 and 7")
     report.save_figure(fig, os.path.join(out_dir, "fig5_7.png"))
 
-    run = evaluation.result(INTERFERED, "free_market")
+    run = evaluation.result(INTERFERED, "free_market_paper")
     fig, ax = plt.subplots(figsize=(7, 4))
     t = run.series["t_s"]
     for name, bal in run.series["balance"].items():
@@ -219,3 +341,25 @@ def write_plots(data, evaluation, out_dir):
     ax.set_title("Fig. 9: interferer buffer sweep")
     ax.legend(loc="best")
     report.save_figure(fig, os.path.join(out_dir, "fig9.png"))
+    if data.get("frontier"):
+        plot_frontier(data["frontier"], os.path.join(out_dir, "frontier.png"))
+
+
+def plot_frontier(rows, path):
+    """One panel per scenario: the static-cap sweep, the SLA, and each policy's point."""
+    plt = report.pyplot()
+    fig, axes = plt.subplots(1, len(rows), figsize=(4 * len(rows), 4), squeeze=False)
+    markers = "osD^v*"
+    for ax, r in zip(axes[0], rows):
+        ax.plot([p["interferer_mb_s"] for p in r["sweep"]], [p["mean_us"] for p in r["sweep"]],
+                marker=".", color="grey", label="static cap sweep")
+        ax.axhline(r["sla_bound_us"], color="red", linestyle="--", label="SLA")
+        for k, (policy, label) in enumerate(FRONTIER_POLICIES):
+            p = r["policies"][policy]
+            ax.plot([p["interferer_mb_s"]], [p["mean_us"]], marker=markers[k % len(markers)],
+                    linestyle="none", label=label)
+        ax.set_title("64 KB vs %s" % r["interferer"])
+        ax.set_xlabel("interferer MB/s")
+    axes[0][0].set_ylabel("64 KB VM mean latency (us)")
+    axes[0][-1].legend(loc="best", fontsize="small")
+    report.save_figure(fig, path)

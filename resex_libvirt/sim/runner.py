@@ -52,7 +52,10 @@ class RunResult:
     ``series`` holds time series sampled every ``series_every`` intervals:
     ``t_s``, and per VM name ``balance`` (Resos left), ``allocation`` (per
     epoch), ``cap_pct`` and ``rate``. ``epochs`` has one compact dict per
-    epoch and VM. ``latencies_us`` keeps every VM's latency samples.
+    epoch and VM: the cap in force at the end of the epoch, its mean and
+    minimum, the charging rate, the interference percentage (sensitive VMs),
+    the Resos left, and ``reason``, the reason (:data:`policy.REASONS`) that
+    held the cap for most of the epoch (``reasons``: intervals per reason). ``latencies_us`` keeps every VM's latency samples.
     """
 
     scenario: str
@@ -84,6 +87,14 @@ class RunResult:
         return out
 
 
+def _main_reason(counts):
+    """The reason that held the cap longest in an epoch (ties: the stronger control)."""
+    if not counts:
+        return policy_mod.UNCAPPED
+    order = policy_mod.REASONS
+    return max(counts, key=lambda r: (counts[r], order.index(r) if r in order else -1))
+
+
 def run(scenario, policy_name, model=None, series_every=None, **policy_kwargs):
     """Run ``scenario`` under the policy registered as ``policy_name``."""
     started = time.monotonic()
@@ -104,6 +115,8 @@ def run(scenario, policy_name, model=None, series_every=None, **policy_kwargs):
               "rate": {n: [] for n in names.values()}}
     tally = {uuid: [0, 0.0, float("inf")] for uuid in names}   # intervals, cap sum, cap min
     epochs = []
+    # Per VM: how many intervals of this epoch each reason held the cap.
+    reason_counts = {uuid: {} for uuid in names}
 
     controller.prime(host.now())
     for i in range(1, scenario.intervals + 1):
@@ -116,6 +129,11 @@ def run(scenario, policy_name, model=None, series_every=None, **policy_kwargs):
             rec[0] += 1
             rec[1] += d.cap_pct
             rec[2] = min(rec[2], d.cap_pct)
+        reasons = policy.reasons()
+        for uuid in decisions:
+            why = reasons.get(uuid, policy_mod.UNCAPPED)
+            counts = reason_counts[uuid]
+            counts[why] = counts.get(why, 0) + 1
         if i % every == 0:
             series["t_s"].append(round(t, 9))
             for uuid, name in names.items():
@@ -132,11 +150,16 @@ def run(scenario, policy_name, model=None, series_every=None, **policy_kwargs):
                 "epoch": summary.epoch, "link_utilisation": summary.link_utilisation,
                 "latency_inflation_pct": summary.latency_inflation_pct,
                 "vms": {names[v.vm]: {"cap_mean_pct": v.cap_mean, "cap_min_pct": v.cap_min,
+                                      "cap_pct": market.decision(v.vm).cap_pct,
                                       "rate": v.rate, "cpu_pct_mean": v.cpu_pct_mean,
                                       "spent_cpu": v.spent_cpu, "spent_io": v.spent_io,
-                                      "allocation": v.allocation,
-                                      "interference_pct": v.interference_pct}
+                                      "allocation": v.allocation, "balance": v.balance,
+                                      "interference_pct": v.interference_pct,
+                                      "tx_mb": v.tx_bytes / 1e6,
+                                      "reason": _main_reason(reason_counts[v.vm]),
+                                      "reasons": dict(sorted(reason_counts[v.vm].items()))}
                         for v in summary.vms}})
+            reason_counts = {uuid: {} for uuid in names}
 
     results = host.results()
     vm_results = {}

@@ -16,7 +16,7 @@ class PaperCommandTest(unittest.TestCase):
         out, err = io.StringIO(), io.StringIO()
         with tempfile.TemporaryDirectory() as d:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                rc = cli.main(["paper", "--duration", "1.2", "--out", d])
+                rc = cli.main(["paper", "--duration", "1.2", "--out", d, "--no-frontier"])
             self.assertEqual(0, rc)
             for png in ("fig5_7.png", "fig6.png", "fig8.png", "fig9.png"):
                 with open(os.path.join(d, png), "rb") as f:
@@ -37,14 +37,46 @@ class PaperCommandTest(unittest.TestCase):
     def test_paper_json_is_per_vm_and_policy(self):
         out = io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-            rc = cli.main(["paper", "--duration", "0.2", "--json"])
+            rc = cli.main(["paper", "--duration", "0.2", "--json", "--no-frontier"])
         self.assertEqual(0, rc)
         runs = json.loads(out.getvalue())["runs"]
         policies = {(r["scenario"], r["policy"]) for r in runs}
-        self.assertIn(("paper_64k_vs_2m", "io_shares"), policies)
-        self.assertIn(("paper_64k_vs_1m", "free_market"), policies)
+        # The figures run the paper's algorithms exactly: the paper variants.
+        self.assertIn(("paper_64k_vs_2m", "io_shares_paper"), policies)
+        self.assertIn(("paper_64k_vs_1m", "free_market_paper"), policies)
+        self.assertNotIn(("paper_64k_vs_2m", "io_shares"), policies)
         rec = next(r for r in runs if r["scenario"] == "paper_64k_vs_2m"
                    and r["policy"] == "none")["vms"]["vm2m"]
         for key in ("latency_mean_us", "latency_p50_us", "latency_p99_us", "latency_std_us",
                     "throughput_mb_s", "cap_mean_pct", "cap_min_pct"):
             self.assertIn(key, rec)
+
+
+class FrontierTest(unittest.TestCase):
+
+    def test_paper_prints_and_plots_the_static_cap_frontier_with_each_policy(self):
+        out = io.StringIO()
+        with tempfile.TemporaryDirectory() as d:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+                rc = cli.main(["paper", "--duration", "0.3", "--out", d])
+            self.assertEqual(0, rc)
+            with open(os.path.join(d, "frontier.png"), "rb") as f:
+                self.assertEqual(b"\x89PNG", f.read(4))
+            with open(os.path.join(d, "paper.json")) as f:
+                data = json.load(f)
+        text = out.getvalue()
+        self.assertIn("Static-cap frontier", text)
+        for label in ("IOS paper", "LatencyTarget", "frontier MB/s"):
+            self.assertIn(label, text)
+        rows = data["frontier"]
+        self.assertEqual(["128KB", "256KB", "512KB", "1MB", "2MB"],
+                         [r["interferer"] for r in rows])
+        for r in rows:
+            caps = [p["cap_pct"] for p in r["sweep"]]
+            self.assertEqual(sorted(caps), caps)
+            self.assertIn(100.0, caps)
+            if r["frontier_mb_s"] is not None:
+                best = max(p["interferer_mb_s"] for p in r["sweep"] if p["meets"])
+                self.assertEqual(best, r["frontier_mb_s"])
+            self.assertEqual({"free_market_paper", "io_shares_paper", "free_market",
+                              "io_shares", "latency_target"}, set(r["policies"]))

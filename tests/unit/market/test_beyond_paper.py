@@ -1,0 +1,204 @@
+"""The policies beyond the paper's two VMs: paper variants, io_shares rules, latency_target."""
+
+import unittest
+
+from resex_libvirt.market import free_market
+from resex_libvirt.market import io_shares
+from resex_libvirt.market import latency_target
+from resex_libvirt.market import market as market_mod
+from resex_libvirt.market import policy
+from resex_libvirt.market import records
+from resex_libvirt import sla
+
+SENSITIVE = sla.SLA(latency_sla_us=200.0, interference_threshold_pct=10.0)
+
+
+def make_market(policy_obj, vms, ipe=1000):
+    params = market_mod.MarketParams(interval_s=0.001, intervals_per_epoch=ipe, pcpus=4)
+    m = market_mod.Market(params, policy_obj, mtu_ewma_intervals=1)
+    for name, vm_sla in vms:
+        m.add(records.VMSpec(name, sla=vm_sla))
+    return m
+
+
+def window(mean, std=1.0):
+    return records.LatencyWindow(count=20, mean_us=mean, std_us=std, p99_us=mean + 3 * std)
+
+
+def sample(name, mtus, cpu=50.0):
+    return records.Sample(name, 0, cpu, tx_mtus=mtus)
+
+
+class PaperVariantsTest(unittest.TestCase):
+
+    def test_the_paper_variants_are_registered_under_their_own_names(self):
+        self.assertIsInstance(policy.load("free_market_paper"), free_market.FreeMarketPaper)
+        self.assertIsInstance(policy.load("io_shares_paper"), io_shares.IOSharesPaper)
+        self.assertIsInstance(policy.load("latency_target"), latency_target.LatencyTarget)
+
+    def test_the_paper_io_shares_taxes_only_the_largest_sender(self):
+        m = make_market(io_shares.IOSharesPaper(use_balance=False),
+                        [("victim", SENSITIVE), ("big", sla.SLA()), ("mid", sla.SLA())])
+        d = m.step({"victim": sample("victim", 64), "big": sample("big", 2048),
+                    "mid": sample("mid", 1024)}, {"victim": window(300.0)})
+        self.assertLess(d["big"].cap_pct, 100.0)
+        self.assertEqual(100.0, d["mid"].cap_pct)
+
+
+class IOSharesRulesTest(unittest.TestCase):
+
+    def test_every_interferer_pays_by_its_own_ioshare(self):
+        m = make_market(io_shares.IOShares(use_balance=False),
+                        [("victim", SENSITIVE), ("big", sla.SLA()), ("mid", sla.SLA())])
+        d = m.step({"victim": sample("victim", 64), "big": sample("big", 2048),
+                    "mid": sample("mid", 1024)}, {"victim": window(300.0)})
+        total = 64 + 2048 + 1024
+        for vm, mtus in (("big", 2048), ("mid", 1024)):
+            rate = 1.0 + mtus / total * 0.5
+            self.assertAlmostEqual(rate, d[vm].rate, places=6)
+            self.assertAlmostEqual(100.0 / rate, d[vm].cap_pct, places=6)
+        self.assertEqual(policy.TAX, m.policy.reasons()["mid"])
+
+    def test_an_sla_vm_over_its_own_sla_is_never_taxed(self):
+        m = make_market(io_shares.IOShares(use_balance=False),
+                        [("victim", SENSITIVE), ("big_sla", SENSITIVE)])
+        for _ in range(50):
+            d = m.step({"victim": sample("victim", 64), "big_sla": sample("big_sla", 2048)},
+                       {"victim": window(300.0), "big_sla": window(260.0)})
+        self.assertEqual(100.0, d["big_sla"].cap_pct)
+        self.assertEqual(1.0, d["big_sla"].rate)
+
+    def test_an_sla_vm_within_its_sla_pays_for_the_excess_over_its_own(self):
+        m = make_market(io_shares.IOShares(use_balance=False),
+                        [("victim", SENSITIVE), ("big_sla", SENSITIVE)])
+        d = m.step({"victim": sample("victim", 64), "big_sla": sample("big_sla", 2048)},
+                   {"victim": window(300.0), "big_sla": window(210.0)})
+        ioshare = 2048 / (2048 + 64)
+        self.assertAlmostEqual(1.0 + ioshare * (50.0 - 5.0) / 100.0, d["big_sla"].rate,
+                               places=6)
+
+    def test_below_the_threshold_on_average_no_tax(self):
+        # One window over the threshold among calm ones: the smoothed
+        # interference stays below it, so the interferer is not taxed.
+        m = make_market(io_shares.IOShares(use_balance=False),
+                        [("victim", SENSITIVE), ("bulk", sla.SLA())])
+        for i in range(200):
+            mean = 240.0 if i == 100 else 204.0
+            d = m.step({"victim": sample("victim", 64), "bulk": sample("bulk", 2048)},
+                       {"victim": window(mean)})
+            self.assertEqual(100.0, d["bulk"].cap_pct)
+        # The paper's rule taxes it for that one window.
+        m = make_market(io_shares.IOSharesPaper(use_balance=False),
+                        [("victim", SENSITIVE), ("bulk", sla.SLA())])
+        m.step({"victim": sample("victim", 64), "bulk": sample("bulk", 2048)},
+               {"victim": window(240.0)})
+        self.assertLess(m.decision("bulk").cap_pct, 100.0)
+
+    def test_the_credit_floor_never_stacks_on_a_tax(self):
+        # The interferer runs out of Resos while taxed: its cap is the tax cap alone.
+        ipe = 100
+        m = make_market(io_shares.IOShares(use_balance=True),
+                        [("victim", SENSITIVE), ("bulk", sla.SLA())],
+                        ipe=ipe)
+        alloc = m.ledger.allocation("bulk")
+        per = int(alloc / ipe * 4)     # spends its epoch's Resos in a quarter of it
+        for _ in range(ipe // 2):
+            d = m.step({"victim": sample("victim", 64, cpu=10.0),
+                        "bulk": sample("bulk", per, cpu=0.0)},
+                       {"victim": window(260.0)})
+        self.assertEqual(0.0, m.ledger.balance("bulk"))
+        rate = d["bulk"].rate
+        self.assertGreater(rate, 1.0)
+        self.assertAlmostEqual(100.0 / rate, d["bulk"].cap_pct, places=6)
+        self.assertEqual(policy.TAX, m.policy.reasons()["bulk"])
+        # Under the paper's rules the same VM ends at the credit floor.
+        m = make_market(io_shares.IOSharesPaper(), [("victim", SENSITIVE),
+                                                    ("bulk", sla.SLA())], ipe=ipe)
+        for _ in range(ipe // 2):
+            d = m.step({"victim": sample("victim", 64, cpu=10.0),
+                        "bulk": sample("bulk", per, cpu=0.0)},
+                       {"victim": window(260.0)})
+        self.assertLess(d["bulk"].cap_pct, 100.0 / d["bulk"].rate - 1.0)
+
+
+class FreeMarketProtectsTest(unittest.TestCase):
+
+    def test_the_credit_rule_never_cuts_an_sla_vm_over_its_sla(self):
+        ipe = 100
+        for cls, protected in ((free_market.FreeMarket, True),
+                               (free_market.FreeMarketPaper, False)):
+            m = make_market(cls(), [("heavy_sla", SENSITIVE)], ipe=ipe)
+            per = int(m.ledger.allocation("heavy_sla") / ipe * 4)
+            for _ in range(ipe // 2):
+                d = m.step({"heavy_sla": sample("heavy_sla", per, cpu=0.0)},
+                           {"heavy_sla": window(300.0)})
+            self.assertEqual(protected, d["heavy_sla"].cap_pct == 100.0, cls.name)
+
+
+def plant(cap_pct):
+    """A victim's latency (us) against the interferer's cap: 200 us alone, +30% uncapped."""
+    return 200.0 * (1.0 + 0.3 * cap_pct / 100.0)
+
+
+class LatencyTargetTest(unittest.TestCase):
+
+    def run_loop(self, intervals=3000, **kwargs):
+        pol = latency_target.LatencyTarget(**kwargs)
+        m = make_market(pol, [("victim", SENSITIVE), ("bulk", sla.SLA())])
+        caps = []
+        for _ in range(intervals):
+            cap = m.decision("bulk").cap_pct
+            m.step({"victim": sample("victim", 64), "bulk": sample("bulk", 2048)},
+                   {"victim": window(plant(cap))})
+            caps.append(m.decision("bulk").cap_pct)
+        return pol, caps
+
+    def test_the_cap_settles_where_the_latency_meets_its_target(self):
+        pol, caps = self.run_loop()
+        goal = 200.0 * (1.0 + pol.target * 0.10)
+        settled = (goal / 200.0 - 1.0) / 0.3 * 100.0     # the cap where plant() = goal
+        late = caps[len(caps) // 2:]
+        self.assertLess(max(late) - min(late), 5.0)        # swing after settling
+        self.assertAlmostEqual(settled, sum(late) / len(late), delta=2.0)
+        self.assertLessEqual(plant(late[-1]), 200.0 * 1.10)
+
+    def test_every_step_is_bounded(self):
+        pol, caps = self.run_loop(intervals=400)
+        for before, after in zip([100.0] + caps, caps):
+            self.assertLessEqual(after, before * (1.0 + pol.max_step) + 1e-9)
+            self.assertGreaterEqual(after, before * (1.0 - pol.max_step) - 1e-9)
+
+    def test_no_victim_over_its_target_no_cap(self):
+        pol = latency_target.LatencyTarget()
+        m = make_market(pol, [("victim", SENSITIVE), ("bulk", sla.SLA())])
+        for _ in range(500):     # (500 MTUs per interval: its Resos last the epoch)
+            d = m.step({"victim": sample("victim", 64), "bulk": sample("bulk", 500)},
+                       {"victim": window(205.0)})
+        self.assertEqual(100.0, d["bulk"].cap_pct)
+        self.assertEqual(policy.UNCAPPED, pol.reasons().get("bulk", policy.UNCAPPED))
+
+    def test_an_sla_vm_over_its_target_is_never_lowered(self):
+        pol = latency_target.LatencyTarget()
+        m = make_market(pol, [("victim", SENSITIVE), ("big_sla", SENSITIVE)])
+        for _ in range(500):
+            d = m.step({"victim": sample("victim", 64), "big_sla": sample("big_sla", 2048)},
+                       {"victim": window(300.0), "big_sla": window(260.0)})
+        self.assertEqual(100.0, d["big_sla"].cap_pct)
+
+    def test_the_weight_boost_goes_to_communicating_sensitive_vms_only(self):
+        pol = latency_target.LatencyTarget(boost=2.0)
+        m = make_market(pol, [("victim", SENSITIVE), ("bulk", sla.SLA()),
+                              ("quiet", SENSITIVE)])
+        m.step({"victim": sample("victim", 64), "bulk": sample("bulk", 2048),
+                "quiet": sample("quiet", 0)}, {})
+        self.assertEqual({"victim": 2.0}, pol.weights())
+
+    def test_bad_parameters_are_refused(self):
+        for kwargs in ({"gain": 0.0}, {"target": 1.5}, {"max_step": 0.0}, {"boost": 0.5},
+                       {"additive": -1.0}):
+            with self.assertRaises(ValueError):
+                latency_target.LatencyTarget(**kwargs)
+
+
+if __name__ == "__main__":
+    unittest.main()
