@@ -78,3 +78,41 @@ class CliTest(unittest.TestCase):
         self.assertEqual(0, rc)
         self.assertIn("Fig. 1", out)
         self.assertIn("32 (2M)", out)
+
+
+class TimelineTest(unittest.TestCase):
+
+    def test_run_json_carries_a_per_epoch_timeline_with_the_reason_for_each_cap(self):
+        rc, out, _ = call("run", "paper_64k_vs_2m", "--policy", "io_shares", "--json",
+                          "--duration", "2.0")
+        self.assertEqual(0, rc)
+        timeline = json.loads(out)["timeline"]
+        self.assertEqual([1, 2], [e["epoch"] for e in timeline])
+        for e in timeline:
+            for vm in ("vm64k", "vm2m"):
+                rec = e["vms"][vm]
+                for key in ("cap_pct", "rate", "interference_pct", "balance", "reason"):
+                    self.assertIn(key, rec)
+        self.assertIn(timeline[1]["vms"]["vm2m"]["reason"], ("tax", "decay"))
+        self.assertGreater(timeline[1]["vms"]["vm2m"]["rate"], 1.0)
+        self.assertEqual("uncapped", timeline[1]["vms"]["vm64k"]["reason"])
+        self.assertIsNotNone(timeline[1]["vms"]["vm64k"]["interference_pct"])
+
+    def test_run_verbose_prints_the_compact_timeline(self):
+        rc, out, _ = call("run", "paper_64k_vs_2m", "--policy", "io_shares", "-v",
+                          "--duration", "1.0")
+        self.assertEqual(0, rc)
+        self.assertIn("Timeline", out)
+        self.assertRegex(out, " (tax|decay)")
+        self.assertIn("intf ", out)
+
+    def test_run_prints_scenario_warnings_on_stderr(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "late.toml")
+            with open(path, "w") as f:
+                f.write('duration_s = 0.05\n[[vms]]\nname = "a"\nbuffer = "64K"\n'
+                        'compute_us = 148.0\nclients = 1\nstop_s = 9.0\n')
+            rc, _, err = call("run", path, "--policy", "none")
+        self.assertEqual(0, rc)
+        self.assertIn("warning", err)
+        self.assertIn("stop_s", err)
