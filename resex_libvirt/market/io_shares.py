@@ -218,11 +218,14 @@ class IOShares(free_market.FreeMarket):
       ``protect_speedup`` times faster), so it settles where its own latency
       stays within its SLA while the other's falls. The paper's rule treats
       the bigger sender as the culprit and caps it to 1%.
-    * **Below the threshold, no tax.** The interference that triggers a tax
-      is a moving average over ``smoothing`` of an epoch, not one window:
-      an interferer whose load keeps the victim below its threshold on
-      average is not taxed for the odd collision (with an open-loop
-      interferer such taxes grow its queue without bound).
+    * **Below the threshold, no tax.** What triggers a tax is the victim's
+      *mean* latency over its threshold (the SLA is on the mean), as a
+      moving average over ``smoothing`` of an epoch, not one window; the
+      amount is still the paper's percentage (mean or deviation, also
+      averaged). An interferer whose load keeps the victim's mean below its
+      threshold is not taxed for the odd collision or for jitter alone:
+      against an open-loop interferer such taxes cut its service below its
+      arrival rate and its queue grows without bound.
     * **The credit floor and the tax never stack**: the cap answers
       congestion only, through the tax (``limit / rate``); running out of
       Resos does not cut a VM (its spending at its raised rate is still
@@ -240,7 +243,7 @@ class IOShares(free_market.FreeMarket):
     name = "io_shares"
 
     def __init__(self, decay_half_life=0.05, heavier=1.1, max_rate=1000.0,
-                 use_balance=False, smoothing=0.02, protect=0.8, protect_speedup=4.0,
+                 use_balance=False, smoothing=0.5, protect=0.8, protect_speedup=4.0,
                  **kwargs):
         super().__init__(**kwargs)
         if not decay_half_life > 0:
@@ -265,16 +268,28 @@ class IOShares(free_market.FreeMarket):
         self._smoothed = {}
 
     def _smooth(self, view):
-        """Each reporting sensitive VM's interference, averaged over ``smoothing`` of an epoch."""
+        """Each reporting sensitive VM's interference, averaged over ``smoothing`` of an epoch.
+
+        ``{vm: (interference, mean_increase)}``: the paper's percentage (the
+        larger of the mean's and the deviation's increase) and the mean's
+        increase alone, each a moving average.
+        """
         alpha = 1.0 / max(1.0, self.smoothing * view.intervals_per_epoch)
         out = {}
         smoothed = self._smoothed
+        windows = view.windows
         for vm, intf in view.interference.items():
             spec = view.specs.get(vm)
             if spec is None or not spec.sla.sensitive:
                 continue
+            win = windows.get(vm)
+            base = spec.sla.latency_sla_us
+            mean = (100.0 * (win.mean_us - base) / base) if win is not None and base else intf
             old = smoothed.get(vm)
-            value = intf if old is None else old + alpha * (intf - old)
+            if old is None:
+                value = (intf, mean)
+            else:
+                value = (old[0] + alpha * (intf - old[0]), old[1] + alpha * (mean - old[1]))
             smoothed[vm] = out[vm] = value
         return out
 
@@ -289,8 +304,8 @@ class IOShares(free_market.FreeMarket):
         smoothed = self._smooth(view)
         named = {}
         protected = set()
-        victims = [(vm, intf) for vm, intf in smoothed.items()
-                   if intf > specs[vm].sla.interference_threshold_pct]
+        victims = [(vm, intf) for vm, (intf, mean) in smoothed.items()
+                   if mean > specs[vm].sla.interference_threshold_pct]
         if victims:
             demands = _demands(view)
             mtu_rate = view.mtu_rate
@@ -304,7 +319,7 @@ class IOShares(free_market.FreeMarket):
                     excess = intf
                     sla = specs[vm].sla
                     if sla.sensitive:
-                        mine = smoothed.get(vm, 0.0)
+                        mine = smoothed.get(vm, (0.0, 0.0))[0]
                         if mine > self.protect * sla.interference_threshold_pct:
                             protected.add(vm)
                             continue

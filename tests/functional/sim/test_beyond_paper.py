@@ -82,6 +82,19 @@ class EveryInterfererPaysTest(unittest.TestCase):
                         run("many_small_senders", "io_shares_paper").vm("vm64k").latency_mean_us)
 
 
+class BelowThresholdTest(unittest.TestCase):
+
+    def test_an_open_loop_interferer_below_the_threshold_keeps_its_queue(self):
+        name = "open_loop_below_threshold"
+        uncontrolled = run(name, "none").vm("vm2m_open").latency_mean_us
+        self.assertLess(run(name, "none").vm("vm64k").latency_mean_us, 1.10 * 209.0)
+        self.assertLess(run(name, "io_shares").vm("vm2m_open").latency_mean_us,
+                        1.10 * uncontrolled)
+        # The paper's rule taxes it on single windows and its queue grows.
+        self.assertGreater(run(name, "io_shares_paper").vm("vm2m_open").latency_mean_us,
+                           5.0 * uncontrolled)
+
+
 class NoStackingTest(unittest.TestCase):
 
     def test_a_fast_link_costs_an_uncomplained_sender_nothing(self):
