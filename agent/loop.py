@@ -30,6 +30,7 @@ import resex_libvirt
 from resex_libvirt.board import report as report_mod
 from resex_libvirt import control
 from resex_libvirt import exceptions
+from resex_libvirt.market import policy as policy_mod
 
 LOG = logging.getLogger(__name__)
 
@@ -51,7 +52,8 @@ class IntervalRecord:
     interval's own dicts (never mutated afterwards). ``vms`` is the live
     ``{uuid: VMRecord}`` of the controller (read-only for consumers: names,
     SLA source, knobs driver, monitor-only) and ``balance(uuid)`` reads a
-    VM's Resos left when called.
+    VM's Resos left when called; ``reason(uuid)`` why the policy set its cap
+    (one of :data:`resex_libvirt.market.policy.REASONS`).
     """
 
     samples: dict
@@ -61,6 +63,7 @@ class IntervalRecord:
     interval_s: float
     vms: dict
     balance: object
+    reason: object = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -235,7 +238,7 @@ class Agent:
             self.metrics.observe_interval(IntervalRecord(
                 interval.samples, interval.decisions, interval.windows,
                 self.market.last_interference, self.settings.interval_s, self.controller.vms,
-                self.market.ledger.balance))
+                self.market.ledger.balance, self.reason))
         except Exception:
             LOG.exception("metrics update failed")
 
@@ -311,11 +314,15 @@ class Agent:
         rec = self.controller.vms.get(uuid)
         return rec.info.name if rec is not None else uuid
 
+    def reason(self, uuid):
+        """Why the policy set ``uuid``'s cap (:data:`policy.REASONS`)."""
+        return self.market.policy.reasons().get(uuid, policy_mod.UNCAPPED)
+
     def _vm_part(self, v):
         lat = self.last_windows.get(v.vm)
-        return "%s cap %.0f/%.0f%% rate %.2f%s" % (
+        return "%s cap %.0f/%.0f%% rate %.2f%s (%s)" % (
             self._name(v.vm), v.cap_mean, v.cap_min, v.rate,
-            " lat %.0fus" % lat.mean_us if lat is not None else "")
+            " lat %.0fus" % lat.mean_us if lat is not None else "", self.reason(v.vm))
 
     def _log_summary(self, summary, report):
         """One INFO line naming the most throttled VMs and counting the rest.

@@ -36,6 +36,10 @@ Per VM, from the last control interval (the balance as the ledger holds it at sc
     fraction (0.1 = 10 %); only latency-sensitive VMs with a window.
 ``resex_vm_info``
     Always 1; labels ``sla_source``, ``knobs``, ``io_class``, ``monitor_only``.
+``resex_vm_cap_reason``
+    Always 1; label ``reason``: why the policy set the cap (``uncapped``,
+    ``credit``, ``tax``, ``decay``, ``protected``, ``target``), the same
+    word the epoch's log line gives after each VM.
 
 Per host, updated every epoch: ``resex_cpu_price`` and ``resex_io_price``
 (Resos actually charged per CPU percent and per MTU, averaged over the
@@ -114,6 +118,9 @@ class _VMCollector:
                                         "Bytes sent since the agent started", labels=_VM_LABELS)
         info = core.GaugeMetricFamily("resex_vm_info", "A VM the agent controls (always 1)",
                                       labels=_INFO_LABELS)
+        why = core.GaugeMetricFamily("resex_vm_cap_reason",
+                                     "Why the policy set the VM's cap (always 1)",
+                                     labels=_VM_LABELS + ("reason",))
         if last is not None:
             samples, decisions, windows = last.samples, last.decisions, last.windows
             interference, interval_s = last.interference, last.interval_s
@@ -124,6 +131,8 @@ class _VMCollector:
                 gauges["resex_vm_cpu_cap_ratio"].add_metric(key, d.cap_pct / 100.0)
                 gauges["resex_vm_weight"].add_metric(key, d.weight)
                 gauges["resex_vm_charge_rate"].add_metric(key, d.rate)
+                if last.reason is not None:
+                    why.add_metric(key + [last.reason(uuid)], 1.0)
                 try:
                     gauges["resex_vm_reso_balance"].add_metric(key, balance(uuid))
                 except KeyError:
@@ -152,6 +161,7 @@ class _VMCollector:
         yield mtus
         yield sent
         yield info
+        yield why
 
 
 class _HealthCollector:

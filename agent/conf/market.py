@@ -20,14 +20,25 @@ can add its own):
 
 * ``none``: no control, every VM runs at its limit (the uncontrolled case).
 * ``free_market``: FreeMarket, paper Algorithm 1: fixed prices, gradual cap
-  decrease when a VM's Resos run low.
-* ``io_shares``: IOShares, paper Algorithm 2: the VM that interferes with a
-  latency-sensitive VM is taxed in proportion to its I/O share.
+  decrease when a VM's Resos run low; never cuts a VM whose own latency is
+  over its SLA.
+* ``io_shares``: IOShares, paper Algorithm 2: every VM that interferes with
+  a latency-sensitive VM is taxed in proportion to its I/O share; a VM
+  with an SLA is never taxed while its own latency is over it; the tax
+  alone sets the cap (no credit floor on top).
+* ``latency_target``: a PARDA-style controller that steers the interferers'
+  caps to the largest that keeps the sensitive VMs' latency just inside
+  their SLA, in bounded steps.
+* ``free_market_paper``, ``io_shares_paper``: Algorithms 1 and 2 exactly
+  as published (for comparison with the paper).
 
 Related options:
 
-* ``low_balance``, ``epoch_left``, ``step`` (FreeMarket and IOShares)
-* ``decay_half_life``, ``heavier`` (IOShares)
+* ``low_balance``, ``epoch_left``, ``step`` (the FreeMarket credit rule:
+  every policy but ``none``; ``io_shares`` and ``latency_target`` apply it
+  only with their ``use_balance`` parameter, off by default)
+* ``decay_half_life`` (``io_shares``, ``io_shares_paper``), ``heavier``
+  (``io_shares``)
 """),
     cfg.FloatOpt("cpu_price", default=1.0, min=0.0, mutable=True,
                  help="Resos per CPU percent per interval (paper VI-A: 1)."),
@@ -49,9 +60,10 @@ reservation is higher (a Xen cap of 0 means uncapped, so 0 is not a cap).
                       "each interval (paper: 10%)."),
     cfg.FloatOpt("decay_half_life", default=0.05, min=0.001, max=100.0, mutable=True,
                  help="IOShares: half-life, in epochs, of a tax once interference is gone."),
-    cfg.FloatOpt("heavier", default=1.5, min=1.0, max=1000.0, mutable=True,
+    cfg.FloatOpt("heavier", default=1.1, min=1.0, max=1000.0, mutable=True,
                  help="IOShares: an interferer must send at least this many times the "
-                      "victim's own MTU rate (equal senders are not taxed, paper Fig. 8)."),
+                      "victim's own MTU rate (equal senders are not taxed, paper Fig. 8). "
+                      "For io_shares only: io_shares_paper keeps its own 1.5."),
     cfg.IntOpt("pcpus", default=0, min=0, mutable=True,
                help="Physical CPUs whose time the VMs share (CPU supply); 0: as the host "
                     "reports."),
@@ -74,4 +86,6 @@ def policy_kwargs(conf):
     kwargs = {"low_balance": grp.low_balance, "epoch_left": grp.epoch_left, "step": grp.step}
     if grp.policy == "io_shares":
         kwargs.update(decay_half_life=grp.decay_half_life, heavier=grp.heavier)
+    elif grp.policy == "io_shares_paper":
+        kwargs.update(decay_half_life=grp.decay_half_life)
     return kwargs

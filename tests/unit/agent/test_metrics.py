@@ -16,6 +16,7 @@ from agent import loop
 from agent import metrics as metrics_mod
 from agent import service
 from resex_libvirt.board import report as report_mod
+from resex_libvirt.market import policy as policy_mod
 from resex_libvirt import exceptions
 from resex_libvirt.market import records
 from tests.unit.agent import conf_helpers
@@ -123,6 +124,13 @@ class ScrapedAgentTest(unittest.TestCase):
             self.assertEqual(1, value(self.families, "resex_vm_info", vm=name, uuid=uuid,
                                       sla_source=rec.info.sla_source,
                                       io_class=rec.info.sla.io_class))
+
+    def test_each_vm_carries_the_reason_for_its_cap(self):
+        for uuid, name in self.uuids().items():
+            reason = self.agent.reason(uuid)
+            self.assertIn(reason, policy_mod.REASONS)
+            self.assertEqual(1, value(self.families, "resex_vm_cap_reason", vm=name, uuid=uuid,
+                                      reason=reason))
 
     def test_names_follow_prometheus_conventions(self):
         for name, fam in self.families.items():
