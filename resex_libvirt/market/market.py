@@ -180,6 +180,7 @@ class Market:
         self._rates_ro = types.MappingProxyType(self._rates)
         self._bounds_ro = types.MappingProxyType(self._bounds)
         self._accounts = {}
+        self._boosted = set()
 
     # -- membership -----------------------------------------------------------
     def _bounds_of(self, spec):
@@ -361,12 +362,29 @@ class Market:
                 decisions[vm] = records.Decision(cap, self._weights[vm], rate)
                 moved[vm] = True
                 self._snapshot = None
+        boosts = self.policy.weights()
+        if boosts or self._boosted:
+            self._apply_boosts(boosts)
         self.tick += 1
         self.changed = tuple(moved)
         moved.clear()
         if self._snapshot is None:
             self._snapshot = dict(decisions)
         return self._snapshot
+
+    def _apply_boosts(self, boosts):
+        """A policy's weight factors (:meth:`Policy.weights`) on top of the shares' weight."""
+        decisions = self._decisions
+        for vm in self._boosted | set(boosts):
+            d = decisions.get(vm)
+            if d is None:
+                continue
+            weight = max(1, min(65535, int(round(self._weights[vm] * boosts.get(vm, 1.0)))))
+            if d.weight != weight:
+                decisions[vm] = records.Decision(d.cap_pct, weight, d.rate)
+                self._moved[vm] = True
+                self._snapshot = None
+        self._boosted = {vm for vm in boosts if vm in decisions}
 
     # -- the epoch ----------------------------------------------------------------
     def end_epoch(self):

@@ -110,6 +110,14 @@ class Policy:
         """This interval's taxation decisions as tuples (cheap; see :meth:`explain`)."""
         return ()
 
+    def weights(self):
+        """``{vm: factor}``: scheduler-weight boosts on top of each VM's shares.
+
+        Empty by default; the market multiplies the weight of a VM named here
+        by its factor and restores it when the VM is no longer named.
+        """
+        return {}
+
     def reasons(self):
         """``{vm: reason}``: why each VM has the cap in force (one of :data:`REASONS`).
 

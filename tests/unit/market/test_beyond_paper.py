@@ -192,6 +192,11 @@ class LatencyTargetTest(unittest.TestCase):
         m.step({"victim": sample("victim", 64), "bulk": sample("bulk", 2048),
                 "quiet": sample("quiet", 0)}, {})
         self.assertEqual({"victim": 2.0}, pol.weights())
+        # The market applies it to the scheduler weight, and restores it.
+        self.assertEqual(512, m.decision("victim").weight)
+        self.assertEqual(256, m.decision("quiet").weight)
+        m.step({"victim": sample("victim", 0), "bulk": sample("bulk", 2048)}, {})
+        self.assertEqual(256, m.decision("victim").weight)
 
     def test_bad_parameters_are_refused(self):
         for kwargs in ({"gain": 0.0}, {"target": 1.5}, {"max_step": 0.0}, {"boost": 0.5},
