@@ -5,6 +5,7 @@ Commands::
     resex-sim list
     resex-sim run SCENARIO --policy POLICY [--json] [-v] [--out DIR]
     resex-sim paper [--json] [--out DIR] [--duration S] [--no-frontier]
+    resex-sim compare [SCENARIO ...] [--policies P1,P2] [--json] [--duration S]
     resex-sim calibrate [--json] [--duration S]
     resex-sim cluster SCENARIO [--json] [--out DIR]   (the fleet study)
 
@@ -163,6 +164,68 @@ def cmd_run(args):
     return 0
 
 
+def compare_rows(names, policies, duration=None, progress=None):
+    """Per scenario and policy: each SLA VM's mean latency over its SLA, the others' MB/s."""
+    from resex_libvirt.sim import runner
+    from resex_libvirt.sim import scenario as scenario_mod
+    rows = []
+    for name in names:
+        sc = scenario_mod.load(name)
+        if duration is not None:
+            sc = sc.with_duration(duration)
+        for policy in policies:
+            res = runner.run(sc, policy)
+            if progress is not None:
+                progress("%s under %s: %.1f s" % (sc.name, policy, res.wall_s))
+            sla_vms, others = {}, 0.0
+            for vm in sc.vms:
+                r = res.vm(vm.name)
+                if vm.sla.sensitive:
+                    bound = 1.0 + vm.sla.interference_threshold_pct / 100.0
+                    ratio = (r.latency_mean_us / vm.sla.latency_sla_us
+                             if r.latency_mean_us is not None else None)
+                    sla_vms[vm.name] = {"mean_us": r.latency_mean_us, "vs_sla": ratio,
+                                        "bound": bound,
+                                        "meets": ratio is not None and ratio <= bound}
+                else:
+                    others += r.throughput_mb_s
+            rows.append({"scenario": sc.name, "policy": policy, "sla_vms": sla_vms,
+                         "others_mb_s": others})
+    return rows
+
+
+def format_compare(rows):
+    body = []
+    for r in rows:
+        cells = ["%s %.3fx%s" % (n, v["vs_sla"], "" if v["meets"] else " MISS")
+                 for n, v in r["sla_vms"].items() if v["vs_sla"] is not None]
+        body.append([r["scenario"], r["policy"], "; ".join(cells) or "-",
+                     "%.0f" % r["others_mb_s"]])
+    return report.table(
+        "Each SLA VM's mean latency / its latency_sla_us (MISS: over its threshold), "
+        "and the other VMs' MB/s", ["scenario", "policy", "SLA VMs", "others MB/s"], body)
+
+
+def cmd_compare(args):
+    from resex_libvirt.sim import scenario as scenario_mod
+    names = args.scenario or [n for n in scenario_mod.names() if not n.startswith("paper_")]
+    policies = args.policies.split(",")
+    known = policy_mod.names()
+    for policy in policies:
+        if policy not in known:
+            raise exceptions.ConfigError("unknown policy %r; known: %s"
+                                         % (policy, ", ".join(known)))
+
+    def progress(msg):
+        print("  ran " + msg, file=sys.stderr, flush=True)
+    rows = compare_rows(names, policies, args.duration, None if args.json else progress)
+    if args.json:
+        print(json.dumps(rows, indent=1, sort_keys=True))
+    else:
+        print(format_compare(rows))
+    return 0
+
+
 def cmd_paper(args):
     from resex_libvirt.sim import paper
 
@@ -229,6 +292,18 @@ def build_parser():
     p.add_argument("--no-frontier", action="store_true",
                    help="skip the static-cap frontier sweep (the paper's figures only)")
     p.set_defaults(func=cmd_paper)
+
+    p = sub.add_parser("compare", help="several scenarios under several policies: "
+                                       "each SLA VM against its SLA")
+    p.add_argument("scenario", nargs="*",
+                   help="scenario names or files (default: every packaged scenario "
+                        "beyond the paper's)")
+    p.add_argument("--policies", default="none,io_shares_paper,free_market,io_shares,"
+                                         "latency_target",
+                   help="comma-separated policy names (default: %(default)s)")
+    p.add_argument("--duration", type=float, help="override every run's length (s)")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=cmd_compare)
 
     p = sub.add_parser("calibrate", help="print the model's calibration figures")
     p.add_argument("--duration", type=float, default=5.0, help="length of each run (s)")

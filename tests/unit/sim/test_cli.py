@@ -116,3 +116,22 @@ class TimelineTest(unittest.TestCase):
         self.assertEqual(0, rc)
         self.assertIn("warning", err)
         self.assertIn("stop_s", err)
+
+
+class CompareTest(unittest.TestCase):
+
+    def test_compare_puts_each_sla_vm_against_its_sla_per_policy(self):
+        rc, out, _ = call("compare", "two_sensitive", "--policies", "none,io_shares",
+                          "--duration", "0.3", "--json")
+        self.assertEqual(0, rc)
+        rows = json.loads(out)
+        self.assertEqual([("two_sensitive", "none"), ("two_sensitive", "io_shares")],
+                         [(r["scenario"], r["policy"]) for r in rows])
+        for r in rows:
+            self.assertEqual({"vm64k", "vm512k_sla"}, set(r["sla_vms"]))
+            self.assertAlmostEqual(1.5, r["sla_vms"]["vm512k_sla"]["bound"])
+
+    def test_compare_refuses_an_unknown_policy(self):
+        rc, _, err = call("compare", "two_sensitive", "--policies", "nope")
+        self.assertEqual(2, rc)
+        self.assertIn("nope", err)
