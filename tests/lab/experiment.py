@@ -660,9 +660,8 @@ def figures(runs):
     if base is None or none is None:
         return out
     intf_none = none["latency"]["p99_us"] - base["latency"]["p99_us"]
-    for name in ("free_market", "io_shares"):
-        run = by.get(name)
-        if run is None:
+    for name, run in by.items():
+        if name in ("base", "interfered"):
             continue
         intf = run["latency"]["p99_us"] - base["latency"]["p99_us"]
         mean_none = none["latency"]["mean_us"] - base["latency"]["mean_us"]
@@ -681,6 +680,121 @@ def figures(runs):
 
 def _pct(value):
     return "-" if value is None else "%.0f%%" % value
+
+
+def cap_swing(run, settle_fraction=0.5):
+    """Max minus min of the interferer's polled cap after ``settle_fraction`` of the run."""
+    polls = [p for p in run.get("polls", []) if INTERFERER in p]
+    late = polls[int(len(polls) * settle_fraction):]
+    caps = [100.0 if p[INTERFERER]["cap_pct"] is None else p[INTERFERER]["cap_pct"]
+            for p in late]
+    return (max(caps) - min(caps)) if caps else None
+
+
+def frontier(runs, sweep, threshold_pct):
+    """Each policy run against the static-cap sweep: one row per static cap and per policy.
+
+    The p99 target is the base run's p99 plus ``threshold_pct``. A static
+    cap's row says whether it meets it; a policy's row gives the frontier at
+    its own tail (the most throughput any static cap reached with a p99 no
+    worse than the policy's) and its throughput as a percentage of that, the
+    frontier at the target (when some static cap meets it), and its cap's
+    swing over the second half of the run.
+    """
+    by = {r["name"]: r for r in runs}
+    base, none = by.get("base"), by.get("interfered")
+    if base is None or none is None or not sweep:
+        return {}
+    b99 = base["latency"]["p99_us"]
+    target = b99 * (1.0 + threshold_pct / 100.0)
+    intf_none = none["latency"]["p99_us"] - b99
+    uncontrolled = none["interferer_mbit_s"]
+
+    def common(lat, mbit):
+        return {"p99_us": lat["p99_us"], "mean_us": lat["mean_us"], "mbit_s": mbit,
+                "p99_cut_pct": (100.0 * (1.0 - (lat["p99_us"] - b99) / intf_none)
+                                if intf_none > 0 else None),
+                "kept_pct": 100.0 * mbit / uncontrolled if uncontrolled > 0 else None,
+                "meets_p99": lat["p99_us"] <= target}
+
+    static = []
+    for row in sweep:
+        rec = common(row["latency"], row["interferer_mbit_s"])
+        rec["cap_pct"] = row["cap_pct"]
+        static.append(rec)
+    meeting = [r for r in static if r["meets_p99"]]
+    at_target = max((r["mbit_s"] for r in meeting), default=None)
+    policies = []
+    for r in runs:
+        if r["name"] in ("base", "interfered"):
+            continue
+        rec = common(r["latency"], r["interferer_mbit_s"])
+        rec.update(name=r["name"], policy=r["policy"], cap_mean_pct=r["interferer_cap_mean_pct"],
+                   cap_min_pct=r["interferer_cap_min_pct"], swing_pct=cap_swing(r))
+        same_tail = max((s["mbit_s"] for s in static if s["p99_us"] <= rec["p99_us"]),
+                        default=None)
+        rec["frontier_same_p99_mbit_s"] = same_tail
+        rec["pct_of_frontier_same_p99"] = (100.0 * rec["mbit_s"] / same_tail
+                                           if same_tail else None)
+        rec["pct_of_frontier_at_target"] = (100.0 * rec["mbit_s"] / at_target
+                                            if at_target and rec["meets_p99"] else None)
+        policies.append(rec)
+    return {"p99_target_us": target, "frontier_at_target_mbit_s": at_target,
+            "static": static, "policies": policies}
+
+
+def format_frontier(data):
+    """The policy-vs-static-cap table (see :func:`frontier`)."""
+    head = ("run", "cap mean/min %", "swing", "p99 us", "p99 cut", "mean us", "Mbit/s",
+            "kept", "frontier@p99", "% of it")
+    lines = ["%-16s %14s %6s %9s %8s %9s %7s %5s %12s %7s" % head]
+    for r in data["static"]:
+        lines.append("%-16s %14s %6s %9.0f %8s %9.0f %7.2f %5s %12s %7s" % (
+            "static " + ("none" if r["cap_pct"] is None else "%g" % r["cap_pct"]),
+            "-" if r["cap_pct"] is None else "%g" % r["cap_pct"], "0", r["p99_us"],
+            _pct(r["p99_cut_pct"]), r["mean_us"], r["mbit_s"], _pct(r["kept_pct"]),
+            "-", "-"))
+    for r in data["policies"]:
+        lines.append("%-16s %14s %6s %9.0f %8s %9.0f %7.2f %5s %12s %7s" % (
+            r["name"], "-" if r["cap_mean_pct"] is None else "%.1f/%.1f" % (
+                r["cap_mean_pct"], r["cap_min_pct"]),
+            "-" if r["swing_pct"] is None else "%.1f" % r["swing_pct"], r["p99_us"],
+            _pct(r["p99_cut_pct"]), r["mean_us"], r["mbit_s"], _pct(r["kept_pct"]),
+            "-" if r["frontier_same_p99_mbit_s"] is None
+            else "%.2f" % r["frontier_same_p99_mbit_s"], _pct(r["pct_of_frontier_same_p99"])))
+    at = data["frontier_at_target_mbit_s"]
+    lines.append("p99 target %.0f us (base p99 + threshold): %s" % (
+        data["p99_target_us"], "no static cap meets it" if at is None else
+        "the best static cap keeps %.2f Mbit/s" % at))
+    return "\n".join(lines)
+
+
+def plot_frontier(data, outdir):
+    """``frontier.png``: p99 against interferer throughput, the sweep and each policy."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    static = sorted(data["static"], key=lambda r: r["mbit_s"])
+    ax.plot([r["mbit_s"] for r in static], [r["p99_us"] / 1000.0 for r in static],
+            marker="o", color="grey", label="static caps")
+    for r in static:
+        ax.annotate("none" if r["cap_pct"] is None else "%g%%" % r["cap_pct"],
+                    (r["mbit_s"], r["p99_us"] / 1000.0), fontsize=7)
+    for r in data["policies"]:
+        ax.plot([r["mbit_s"]], [r["p99_us"] / 1000.0], marker="D", linestyle="none",
+                label=r["name"])
+    ax.axhline(data["p99_target_us"] / 1000.0, color="red", linestyle="--", label="p99 target")
+    ax.set_yscale("log")
+    ax.set_xlabel("interferer throughput (Mbit/s)")
+    ax.set_ylabel("sensitive p99 (ms)")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path = os.path.join(outdir, "frontier.png")
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
 
 
 def format_table(runs):
@@ -793,7 +907,9 @@ def main(argv=None):
                         help="[latency] window_reports of the agent")
     parser.add_argument("--decay-half-life", type=float, default=0.05,
                         help="[market] decay_half_life of the agent (epochs)")
-    parser.add_argument("--runs", default="base,interfered,free_market,io_shares")
+    parser.add_argument("--runs",
+                        default="base,interfered,free_market,io_shares,latency_target",
+                        help="runs: base, interfered and any installed policy name")
     parser.add_argument("--sweep", default="20,10,7,5,3,1",
                         help="static caps (%% of a pCPU) held on the interferer without the "
                              "agent, to show what any cap policy could reach ('' = none)")
@@ -816,8 +932,7 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))
     signal.signal(signal.SIGINT, signal.default_int_handler)
     wanted = args.runs.split(",")
-    policies = {"base": "none", "interfered": "none", "free_market": "free_market",
-                "io_shares": "io_shares"}
+    policies = {"base": "none", "interfered": "none"}
     exp = Experiment(rate_mbit=args.rate_mbit, queue_ms=args.queue_ms,
                      probe_rate=args.probe_rate, install=not args.no_install,
                      period_us=args.cap_period_us)
@@ -835,7 +950,7 @@ def main(argv=None):
         for name in wanted:
             if name == "base":
                 continue
-            r = exp.run(name, policies[name], args.seconds, interfere=True, **kw)
+            r = exp.run(name, policies.get(name, name), args.seconds, interfere=True, **kw)
             print("%s: p99 %.0f us, interferer %.2f Mbit/s, cap mean %s" % (
                 name, r["latency"]["p99_us"], r["interferer_mbit_s"],
                 r["interferer_cap_mean_pct"]), flush=True)
@@ -843,11 +958,14 @@ def main(argv=None):
         sweep = exp.sweep([None] + caps, args.sweep_seconds) if caps else []
     finally:
         exp.teardown()
+    front = frontier(exp.runs, sweep, args.threshold)
     summary = {"settings": vars(args), "sla_us": sla, "figures": figures(exp.runs),
-               "runs": exp.runs, "sweep": sweep}
+               "runs": exp.runs, "sweep": sweep, "frontier": front}
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump(summary, f, indent=1)
     paths = plot(exp.runs, out)
+    if front:
+        paths.append(plot_frontier(front, out))
     print()
     print("ResEx on QEMU/TCG: sensitive guest's BenchEx latency, interferer's bulk TCP through "
           "a %g Mbit/s bottleneck (%g s runs):" % (args.rate_mbit, args.seconds))
@@ -857,6 +975,12 @@ def main(argv=None):
         print("Static caps on the interferer, no agent (%g s each): the latency/throughput "
               "frontier any cap policy is on here:" % args.sweep_seconds)
         print(format_sweep(sweep, base["latency"]))
+    if front:
+        print()
+        print("Each policy against the static-cap sweep (swing: the interferer's cap, max - "
+              "min over the second half of the run; frontier@p99: the most any static cap "
+              "kept with a p99 no worse):")
+        print(format_frontier(front))
     print("results: %s; plots: %s" % (os.path.join(out, "results.json"), ", ".join(paths)))
     return 0
 

@@ -77,6 +77,31 @@ class FiguresTest(unittest.TestCase):
     def test_no_figures_without_a_base_and_an_uncontrolled_run(self):
         self.assertEqual({}, experiment.figures([_run("io_shares", 1.0, 1.0, 1.0)]))
 
+    def test_each_policy_is_placed_against_the_static_cap_sweep(self):
+        def polled(caps):
+            return [{"t": float(i), experiment.INTERFERER: {"cap_pct": c}}
+                    for i, c in enumerate(caps)]
+        runs = [_run("base", 2000.0, 1000.0, 0.0), _run("interfered", 202000.0, 101000.0, 20.0),
+                dict(_run("latency_target", 52000.0, 11000.0, 9.0), policy="latency_target",
+                     interferer_cap_mean_pct=10.0, interferer_cap_min_pct=8.0,
+                     polls=polled([50.0, 20.0, 10.0, 12.0, 9.0, 11.0]))]
+        sweep = [{"cap_pct": None, "interferer_mbit_s": 20.0,
+                  "latency": {"p99_us": 202000.0, "mean_us": 101000.0}},
+                 {"cap_pct": 10.0, "interferer_mbit_s": 10.0,
+                  "latency": {"p99_us": 50000.0, "mean_us": 9000.0}},
+                 {"cap_pct": 5.0, "interferer_mbit_s": 5.0,
+                  "latency": {"p99_us": 2100.0, "mean_us": 1050.0}}]
+        data = experiment.frontier(runs, sweep, threshold_pct=10.0)
+        self.assertAlmostEqual(2200.0, data["p99_target_us"])
+        self.assertEqual(5.0, data["frontier_at_target_mbit_s"])
+        self.assertEqual([True, False, False][::-1], [r["meets_p99"] for r in data["static"]])
+        pol = data["policies"][0]
+        self.assertEqual(10.0, pol["frontier_same_p99_mbit_s"])  # 10 % does as well
+        self.assertAlmostEqual(90.0, pol["pct_of_frontier_same_p99"])
+        self.assertIsNone(pol["pct_of_frontier_at_target"])        # it misses the target
+        self.assertAlmostEqual(3.0, pol["swing_pct"])              # 12, 9, 11 late
+        self.assertIn("latency_target", experiment.format_frontier(data))
+
     def test_latency_stats_use_nearest_rank_percentiles(self):
         stats = experiment.latency_stats([float(v) for v in range(1, 101)])
         self.assertEqual((100, 50.0, 99.0, 50.5), (stats["n"], stats["p50_us"],
