@@ -15,8 +15,9 @@ standard deviation (us), throughput (MB/s, 10^6 bytes), mean and minimum
 CPU cap, and a ``timeline``: per epoch and VM, the cap, the tax rate, the
 interference percentage, the Reso balance and the reason for the cap.
 ``-v`` prints that timeline as a compact table. Scenario warnings (a run
-that makes sense but probably not the one meant) go to stderr. ``--out DIR`` writes the same data as JSON, with the time series,
-plus PNG plots (matplotlib).
+that makes sense but probably not the one meant) go to stderr. ``--out
+DIR`` writes the same data as JSON, with the time series, plus PNG plots
+(matplotlib).
 """
 
 import argparse

@@ -55,7 +55,8 @@ class RunResult:
     epoch and VM: the cap in force at the end of the epoch, its mean and
     minimum, the charging rate, the interference percentage (sensitive VMs),
     the Resos left, and ``reason``, the reason (:data:`policy.REASONS`) that
-    held the cap for most of the epoch (``reasons``: intervals per reason). ``latencies_us`` keeps every VM's latency samples.
+    held the cap for most of the epoch (``reasons``: intervals per reason).
+    ``latencies_us`` keeps every VM's latency samples.
     """
 
     scenario: str

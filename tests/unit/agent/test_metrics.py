@@ -16,8 +16,8 @@ from agent import loop
 from agent import metrics as metrics_mod
 from agent import service
 from resex_libvirt.board import report as report_mod
-from resex_libvirt.market import policy as policy_mod
 from resex_libvirt import exceptions
+from resex_libvirt.market import policy as policy_mod
 from resex_libvirt.market import records
 from tests.unit.agent import conf_helpers
 
