@@ -49,6 +49,7 @@ Deviations, and why:
   lies about its latency can at most push others down to their reservation.
 """
 
+import bisect
 import math
 
 from resex_libvirt.market import free_market
@@ -307,31 +308,7 @@ class IOShares(free_market.FreeMarket):
         victims = [(vm, intf) for vm, (intf, mean) in smoothed.items()
                    if mean > specs[vm].sla.interference_threshold_pct]
         if victims:
-            demands = _demands(view)
-            mtu_rate = view.mtu_rate
-            total = sum(mtu_rate.get(vm, 0.0) for vm in specs)
-            for victim, intf in victims:
-                own = demands.get(victim, 0.0)
-                floor = self.heavier * own
-                for vm, demand in demands.items():
-                    if vm == victim or demand <= 0.0 or demand < floor or total <= 0.0:
-                        continue
-                    excess = intf
-                    sla = specs[vm].sla
-                    if sla.sensitive:
-                        mine = smoothed.get(vm, (0.0, 0.0))[0]
-                        if mine > self.protect * sla.interference_threshold_pct:
-                            protected.add(vm)
-                            continue
-                        excess = intf - mine
-                    ioshare = mtu_rate.get(vm, 0.0) / total
-                    increase = ioshare * excess / 100.0
-                    if increase <= 0.0:
-                        continue
-                    rate = min(self.max_rate, rates.get(vm, 1.0) + increase)
-                    rates[vm] = rate
-                    named[vm] = rate
-                    self._taxes.append((victim, vm, intf, ioshare, increase, rate))
+            self._tax(view, victims, smoothed, named, protected)
         out = {}
         factor = fast = None
         for vm in list(rates):
@@ -365,6 +342,57 @@ class IOShares(free_market.FreeMarket):
                     reasons[vm] = (policy.CREDIT if cap < view.bounds[vm][1]
                                    else policy.UNCAPPED)
         return out
+
+    def _tax(self, view, victims, smoothed, named, protected):
+        """Raise every interferer's rate by its IOShare times the victims' inflation.
+
+        Summed over the victims it interferes with: the VM ``u`` interferes
+        with victim ``v`` when ``demand(u) >= heavier x demand(v)``, so with
+        the victims sorted by their own demand these are a prefix, and the
+        sum is a prefix sum: one pass over the VMs, not one per victim.
+        """
+        specs, rates, mtu_rate = view.specs, self._rates, view.mtu_rate
+        demands = _demands(view)
+        total = sum(mtu_rate.get(vm, 0.0) for vm in specs)
+        if total <= 0.0:
+            return
+        ranked = sorted((demands.get(vm, 0.0), intf, vm) for vm, intf in victims)
+        owns = [own for own, _intf, _vm in ranked]
+        sums = [0.0]
+        worst = [(0.0, None)]
+        for _own, intf, vm in ranked:
+            sums.append(sums[-1] + intf)
+            worst.append(max(worst[-1], (intf, vm)))
+        position = {vm: k for k, (_own, _intf, vm) in enumerate(ranked)}
+        heavier, protect, max_rate = self.heavier, self.protect, self.max_rate
+        for vm, demand in demands.items():
+            if demand <= 0.0:
+                continue
+            k = bisect.bisect_right(owns, demand / heavier)
+            if k == 0:
+                continue
+            summed, count = sums[k], k
+            own_k = position.get(vm)
+            if own_k is not None and own_k < k:      # never its own victim
+                summed -= ranked[own_k][1]
+                count -= 1
+                if count == 0:
+                    continue
+            sla = specs[vm].sla
+            if sla.sensitive:
+                mine = smoothed.get(vm, (0.0, 0.0))[0]
+                if mine > protect * sla.interference_threshold_pct:
+                    protected.add(vm)
+                    continue
+                summed -= count * mine
+            ioshare = mtu_rate.get(vm, 0.0) / total
+            increase = ioshare * summed / 100.0
+            if increase <= 0.0:
+                continue
+            rate = min(max_rate, rates.get(vm, 1.0) + increase)
+            rates[vm] = named[vm] = rate
+            intf, victim = worst[k]
+            self._taxes.append((victim, vm, intf, ioshare, increase, rate))
 
     def _decay_factor(self, view):
         intervals = max(1e-9, self.decay_half_life * view.intervals_per_epoch)
