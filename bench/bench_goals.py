@@ -35,7 +35,6 @@ from resex_libvirt import market as market_mod
 from resex_libvirt.market import policy as policy_mod
 from resex_libvirt.sim import host as host_mod
 from resex_libvirt.sim import paper
-from resex_libvirt.sim import scenario as scenario_mod
 
 
 def agent_step_us(policy, interfered, intervals):
@@ -98,11 +97,11 @@ def paper_rate(duration_s):
     """Simulated seconds per wall second of ``resex-sim paper`` (all its runs)."""
     ev = paper.Evaluation(duration_s=duration_s)
     t0 = time.perf_counter()
-    data = ev.evaluate()
+    ev.evaluate()
     wall = time.perf_counter() - t0
-    simulated = sum(duration_s or scenario_mod.load(name).duration_s
-                    for name, _policy in ev._runs)
-    return simulated / wall, len(data["runs"]), wall
+    runs = ev.distinct_runs()     # the figures' runs and the frontier sweep's
+    simulated = sum(len(r.series["t_s"]) * r.series_every * r.interval_s for r in runs)
+    return simulated / wall, len(runs), wall
 
 
 def scheduler_ratio():

@@ -199,6 +199,12 @@ class Evaluation:
     def runs(self):
         return dict(self._runs)
 
+    def distinct_runs(self):
+        """Every distinct run made so far: the policies' and the frontier sweep's."""
+        seen = {id(r): r for r in self._runs.values()}
+        seen.update((id(r), r) for r in self._capped.values())
+        return list(seen.values())
+
 
 def with_limit(sc, vm_name, cap_pct):
     """``sc`` with ``vm_name``'s ``cpu_limit_pct`` set to ``cap_pct`` (a fixed cap)."""
