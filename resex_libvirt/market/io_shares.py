@@ -60,6 +60,8 @@ class IOSharesPaper(free_market.FreeMarketPaper):
     """Algorithm 2 as published, with the deviations listed in the module docstring."""
 
     name = "io_shares_paper"
+    #: It throttles the VMs that interfere (the board's congestion index counts on it).
+    taxes_interferers = True
 
     def __init__(self, decay_half_life=0.05, heavier=1.5, max_rate=1000.0,
                  use_balance=True, **kwargs):
@@ -242,6 +244,8 @@ class IOShares(free_market.FreeMarket):
     """
 
     name = "io_shares"
+    #: It throttles the VMs that interfere (the board's congestion index counts on it).
+    taxes_interferers = True
 
     def __init__(self, decay_half_life=0.05, heavier=1.1, max_rate=1000.0,
                  use_balance=False, smoothing=0.5, protect=0.8, protect_speedup=4.0,

@@ -69,6 +69,8 @@ from resex_libvirt.market import policy
 
 class LatencyTarget(free_market.FreeMarket):
     name = "latency_target"
+    #: It throttles the VMs that interfere (the board's congestion index counts on it).
+    taxes_interferers = True
 
     def __init__(self, gain=0.3, smoothing=0.5, target=0.85, additive=0.02, max_step=0.25,
                  period=0.01, heavier=0.0, boost=1.0, use_balance=False, **kwargs):
