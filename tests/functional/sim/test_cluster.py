@@ -12,6 +12,7 @@ import pytest
 
 from nova.scheduler import filters as nova_filters
 
+from nova_filter import moves
 from resex_libvirt.board import reader as reader_mod
 from resex_libvirt.sim import cli
 from resex_libvirt.sim.cluster import fleet
@@ -108,17 +109,20 @@ def test_evacuation_goes_through_the_scheduler_as_nova_sends_it(scenario, cache_
                       "sqlite:///unused/board.sqlite")
     finally:
         reader_mod.stop_all()
-    moves = [s for s in RecordingFilter.seen if s.ignore_hosts]
-    assert r.evacuations > 0 and len(moves) == r.evacuations
-    failed = {h for s in moves for h in s.ignore_hosts}
+    evacuations = [s for s in RecordingFilter.seen if s.ignore_hosts]
+    assert r.evacuations > 0 and len(evacuations) == r.evacuations
+    failed = {h for s in evacuations for h in s.ignore_hosts}
     assert len(failed) == 1
-    for s in moves:
+    for s in evacuations:
         # What ConductorManager.rebuild_instance sends for an evacuation.
         assert s.requested_destination.cell.uuid
         assert not s.force_hosts and not s.force_nodes
         assert "_nova_check_type" not in s.scheduler_hints
     boots = [s for s in RecordingFilter.seen if not s.ignore_hosts]
     assert all(s.requested_destination is None for s in boots)
+    # The plugin tells the evacuations from the boots (a move is advisory).
+    assert all(moves.detect(s) is not None for s in evacuations)
+    assert all(moves.detect(s) is None for s in boots)
 
 
 @pytest.mark.skipif(not etcd_server.EtcdServer.available(), reason="no etcd binary")
