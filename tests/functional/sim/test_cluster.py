@@ -174,3 +174,15 @@ def test_placement_returns_at_most_max_placement_results_candidates():
     assert [s.host for s in sched.candidates(spec_obj)] == ["h0", "h1", "h2"]
     sampled = _scheduler(True).candidates(spec_obj)
     assert len(sampled) == 3 and [s.host for s in sampled] != ["h0", "h1", "h2"]
+
+
+def test_the_cli_prints_json_with_the_goals(cache_dir):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = cli.main(["cluster", "cluster_small", "--json", "--duration", "1800",
+                       "--config", "a", "--config", "e", "--calibration-dir", cache_dir])
+    assert rc == 0
+    data = json.loads(out.getvalue())
+    assert [r["configuration"] for r in data["results"]] == ["a", "e"]
+    assert {g["goal"] for g in data["goals"]} >= {"(e): failed evacuations zero"}
+    assert "inflations" not in data["results"][0]
