@@ -1,6 +1,6 @@
 """The knob journal: every VM's original scheduler parameters, safe on disk.
 
-DESIGN.md, "Bad input, faults, safety": before the agent first changes a
+doc/source/operations.rst, "When something fails": before the agent first changes a
 VM's knobs it records their original values; on SIGTERM/SIGINT it writes
 them all back and exits; started after a crash it reconciles from the journal
 before controlling anything. The file is JSON::

@@ -1,4 +1,4 @@
-"""Cost of the price board per backend (issue 6): publish and snapshot, at
+"""Cost of the price board per backend: publish and snapshot, at
 1,000 and 10,000 hosts on the board.
 
 * ``publish``: one agent's ``Board.publish`` into a board already holding N

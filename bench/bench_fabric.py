@@ -1,4 +1,4 @@
-"""Cost of one fabric sweep per source (issue 4).
+"""Cost of one fabric sweep per source.
 
 The agent reads every VM's I/O counters once per interval (100 ms on
 QEMU, the paper's 1 ms in the simulator), so a sweep must stay far below

@@ -1,4 +1,4 @@
-"""Cost of one control interval: sample, charge, decide (issue 2).
+"""Cost of one control interval: sample, charge, decide.
 
 Target: at most 100 us at 64 VMs, so that the paper's 1 ms interval costs at
 most 10% of a core. The readings are synthetic cumulative counters (what the

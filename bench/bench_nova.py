@@ -1,4 +1,4 @@
-"""Cost of the ResEx filter + weigher per scheduling request (issue 6), next to
+"""Cost of the ResEx filter + weigher per scheduling request, next to
 nova's built-in ComputeFilter + RAMWeigher on the same hosts.
 
 Both pairs run through nova's own ``HostFilterHandler`` and

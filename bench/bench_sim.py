@@ -1,4 +1,4 @@
-"""Speed of the simulated testbed (issue 2): how fast ``resex-sim`` runs.
+"""Speed of the simulated testbed: how fast ``resex-sim`` runs.
 
 * ``model``: simulated seconds per wall second of the bare testbed (no
   market), for the paper's 2-VM scenario and for 8 and 32 VMs (copies of

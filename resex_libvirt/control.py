@@ -1,14 +1,14 @@
 """One control interval, the same wherever the market runs.
 
 The agent's daemon loop (``agent/loop.py``) and the simulator's fast runner
-(``resex_libvirt/sim/runner.py``) both need, every interval (DESIGN.md "The
-control loop"): discover the VMs (adopt new ones, drop vanished ones),
+(``resex_libvirt/sim/runner.py``) both need, every interval (doc/source/architecture.rst,
+"The control loop"): discover the VMs (adopt new ones, drop vanished ones),
 sample each VM's CPU and I/O, charge and decide in the market, and write a
 knob only when it moved beyond the deadband. :class:`Controller` is that
 step, so the experiments run exactly the code that production runs. Clocks,
 epochs, logging, the board and signals stay with the caller.
 
-Failures are isolated per VM and per interval (STYLE.md item 5): a vanished
+Failures are isolated per VM and per interval: a vanished
 VM is a debug line, a VM whose knob cannot be written is a warning, and a
 hypervisor outage skips the interval with the knobs held.
 """

@@ -21,7 +21,7 @@ Keys
     standard deviation over the base, paper Algorithm 2 line 6) above
     which the VM's interferer is taxed. Default 10.
 ``resex:cpu_reservation_pct``
-    mClock reservation (seed 001): the policy never caps the VM below it.
+    mClock reservation (Gulati et al., OSDI 2010): the policy never caps the VM below it.
 ``resex:cpu_limit_pct``
     mClock limit: the policy never lets the VM above it.
 ``resex:shares``

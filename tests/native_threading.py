@@ -7,7 +7,7 @@ is set, and when it is set it refuses to run if eventlet is already imported
 installed). Running ``patch()`` first, in threading mode, installs nova's
 import guard instead: later ``import eventlet`` attempts fail with
 ImportError, which those libraries handle. The project runs native threads
-only (DESIGN.md), so nothing here needs eventlet.
+only (doc/source/architecture.rst), so nothing here needs eventlet.
 """
 
 import os

@@ -1,7 +1,7 @@
 """The price board: host reports, their stores, and the scheduler's cached reader.
 
 :func:`open_board` picks the backend from the URL's scheme (two real
-implementations, so a small table, not a plugin framework: STYLE.md item 8):
+implementations, so a small table, not a plugin framework):
 
 ``sqlite:///path``
     :class:`~resex_libvirt.board.sqlite.SQLiteBoard`, one file (all-in-one).

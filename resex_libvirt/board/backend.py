@@ -4,7 +4,7 @@ Two implementations, chosen by URL scheme in :func:`resex_libvirt.board.open_boa
 :mod:`~resex_libvirt.board.sqlite` (one file, the all-in-one default) and
 :mod:`~resex_libvirt.board.etcd` (etcd v3, for a fleet). Every error of the
 store underneath becomes :class:`~resex_libvirt.exceptions.BoardUnavailable`
-with the cause chained (STYLE.md item 4). A record that does not validate is
+with the cause chained. A record that does not validate is
 dropped by :meth:`Board.snapshot` (logged at debug), never returned and never
 raised: one bad agent must not blind the scheduler to the rest of the fleet.
 Freshness is the reader's business (by ``ts``): a board returns what it holds.

@@ -8,7 +8,7 @@ the controller), so a fleet needs no new service.
 Layout and costs:
 
 * One key per host, ``<prefix><host>``, holding the report's JSON. A publish
-  is one ``put`` (FIELD-NOTES: about 1.4 ms), plus a lease keep-alive once a
+  is one ``put`` (measured: about 1.4 ms, doc/source/board.rst), plus a lease keep-alive once a
   third of the lease TTL has passed.
 * Every key is attached to this agent's **lease**: if the agent dies, its key
   disappears ``lease_ttl`` seconds later (garbage collection of
@@ -35,7 +35,7 @@ compacted that revision away, or the stream cannot be re-opened, the reader
 starts over with a full read.
 
 Operators must enable etcd auto-compaction: every put adds a revision
-(about 414 bytes, FIELD-NOTES), which is why a large fleet publishes on
+(about 414 bytes, measured), which is why a large fleet publishes on
 change (:mod:`resex_libvirt.board.publish_policy`).
 """
 

@@ -2,7 +2,7 @@
 
 A small fleet publishes every epoch (one SQLite row or one etcd put a
 second is nothing). Past ``on_change_fleet_size`` hosts every put costs
-etcd a revision (about 414 bytes before compaction, FIELD-NOTES) and every
+etcd a revision (about 414 bytes before compaction, measured) and every
 scheduler snapshot grows, so the agent publishes only when the report
 changed in a way that can change a placement, and at least every
 ``max_interval_s`` so that readers never judge a quiet host stale.

@@ -11,7 +11,7 @@ Settings, and why (https://www.sqlite.org/pragma.html, https://www.sqlite.org/wa
   checkpoint, never corrupt; losing the last second's report on power loss
   is harmless (the next epoch rewrites it), and it saves an fsync a write.
 * ``journal_size_limit``: without it the WAL file keeps its high-water size;
-  FIELD-NOTES measured 347 MB under load. Truncated to this after checkpoints.
+  We measured 347 MB under load. Truncated to this after checkpoints.
 * ``busy_timeout`` (the ``timeout`` option): how long a call waits for
   another process's write lock before failing with ``BoardUnavailable``.
 

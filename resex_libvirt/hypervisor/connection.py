@@ -1,7 +1,7 @@
 """A libvirt connection that survives libvirtd restarts.
 
 * Opened from a URI (``qemu:///system``, ``xen:///system``, ``test:///...``).
-* Errors are translated at this boundary (STYLE.md 4; ceilometer's libvirt
+* Errors are translated at this boundary (as ceilometer's libvirt
   ``retry_on_disconnect``): ``VIR_ERR_NO_DOMAIN`` becomes
   :class:`~resex_libvirt.exceptions.VMGone`, a lost connection
   :class:`~resex_libvirt.exceptions.HypervisorUnavailable`, anything else

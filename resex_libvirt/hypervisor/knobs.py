@@ -1,6 +1,6 @@
 """Scheduler knobs per libvirt driver: the market's cap and weight as schedinfo.
 
-The market speaks Xen's credit-scheduler convention (DESIGN.md, seed 002):
+The market speaks Xen's credit-scheduler convention (doc/source/architecture.rst, "Knobs"):
 a *cap* in percent of ONE physical CPU for the whole VM (a 2-vCPU VM may use
 up to 200) and a *weight* on Xen's scale (default 256). Each mapping here turns
 that into the raw scheduler parameters of one libvirt driver, reads them back,
@@ -162,7 +162,7 @@ class XenCreditMapping(KnobMapping):
         return int(params.get("weight", XEN_WEIGHT_DEFAULT))
 
     def apply(self, dom, params):
-        # libxl rejects every flag (FIELD-NOTES); the flag-less call is flags 0.
+        # libxl rejects every flag (measured on libvirt 9); the flag-less call is flags 0.
         dom.setSchedulerParameters(dict(params))
 
 

@@ -6,7 +6,7 @@ supplies ``100 x intervals_per_epoch`` Resos per epoch ("PercentPerInterval
 ``link_bytes_per_epoch / MTU`` Resos per epoch ("1 * 1024^3 / 1024 =
 1048576 MTUs in one second"). Both supplies are summed into one currency
 and allocated to the VMs "equally ... or unequally based on priority or
-weight": here by mClock shares (seed 001), which is equal when shares are.
+weight": here by mClock shares (Gulati et al., OSDI 2010), which is equal when shares are.
 
 Each interval the VM's usage is deducted; each epoch every balance is reset
 to its allocation and "any Resos left over from the earlier epoch are

@@ -10,7 +10,8 @@ work request -- which is why a CPU cap throttles VMM-bypass I/O even though
 the hypervisor never sees that I/O (Section I). Transfers already posted
 keep going on the HCA.
 
-Seed 002 (Schanzenbach and Casanova) measured Xen's caps to be accurate
+Schanzenbach and Casanova (*Accuracy and Responsiveness of CPU Sharing Using
+Xen's Cap Values*, Sections 3 and 4) measured Xen's caps to be accurate
 (compute rate linear in the cap, R^2 0.9997, mean absolute error 0.71%) and
 in force within one probe of a change; the model enforces them exactly and
 at once: a new cap applies to what is left of the current period.

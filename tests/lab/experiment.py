@@ -28,7 +28,7 @@ Then a static sweep (no agent): fixed caps on the interferer, set through
 the agent's actuator, each measured the same way: the latency/throughput
 frontier on which every cap policy lies in this lab.
 
-The figure of merit (issue 8): IOShares should cut the interference, the
+The figure of merit: IOShares should cut the interference, the
 sensitive guest's p99 above its base, by at least 70 % while the
 interferer keeps at least half of its uncontrolled throughput.
 

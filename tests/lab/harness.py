@@ -1,6 +1,6 @@
 """The lab: a real libvirtd with QEMU/TCG guests, set up and torn down by code.
 
-Reusable building blocks (the ResEx experiment of issue 8 builds on them):
+Reusable building blocks (the ResEx experiment builds on them):
 
 * :func:`install_packages` - the Debian packages (``tools/install-deb.sh``).
 * :class:`Libvirtd` - configure and start ``libvirtd`` in the foreground as
@@ -19,7 +19,7 @@ Reusable building blocks (the ResEx experiment of issue 8 builds on them):
 * :class:`Lab` - all of the above with one ``teardown()`` that stops every
   process by PID and removes every domain and bridge, also on failure.
 
-FIELD-NOTES.md gives the facts this relies on: ``/dev/kvm`` here cannot boot
+doc/source/lab.rst gives the facts this relies on: ``/dev/kvm`` here cannot boot
 a stock kernel (hence TCG), libvirtd without systemd needs ``user = "root"``,
 ``security_driver = "none"`` and ``stdio_handler = "file"``.
 """
@@ -137,7 +137,7 @@ class Libvirtd:
 
     @staticmethod
     def configure():
-        """The setup FIELD-NOTES.md describes for a host without systemd."""
+        """The setup doc/source/lab.rst describes for a host without systemd."""
         if _run("getent", "group", "libvirt-qemu", check=False).returncode:
             _run("groupadd", "--system", "libvirt-qemu")
         if _run("getent", "passwd", "libvirt-qemu", check=False).returncode:

@@ -13,7 +13,7 @@ device instead:
 * one ``tbf`` on the ``ifb`` (tc-tbf(8)): ``rate``, ``burst`` and
   ``latency`` (the longest a packet may wait, which sets the queue length).
 
-FIELD-NOTES.md: this kernel has no netem, fq_codel, sfq, matchall or police,
+Measured here: this kernel has no netem, fq_codel, sfq, matchall or police,
 and libvirt's own ``<bandwidth>`` fails here leaving a half-built htb, so the
 bottleneck is built with ``tc`` by hand. Everything created is recorded and
 removed by :meth:`Bottleneck.teardown`, which is idempotent and ignores

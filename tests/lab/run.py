@@ -6,7 +6,7 @@ Through the agent's own actuator (:class:`LibvirtHypervisor.set_knobs`):
 1. cap accuracy: caps 50/20/10/5 % (percent of one pCPU, Xen's convention),
    each read back from libvirt and from the guest's cgroup, then the
    achieved CPU measured over 5 s windows from ``cpu.time`` deltas
-   (``virConnectGetAllDomainStats``); printed as seed 002's table
+   (``virConnectGetAllDomainStats``); printed as the table of Schanzenbach and Casanova
    (requested, achieved, error) with the mean and maximum absolute error;
 2. the journal restores the original quota (``restore_all``);
 3. SIGTERM to an actuator process (:mod:`tests.lab.actuator`) restores the
@@ -105,7 +105,7 @@ def format_table(rows):
         lines.append("%12.1f %12.2f %+10.2f %18.1f" % (cap, got, err, other))
     errors = [abs(r[2]) for r in rows]
     lines.append("mean absolute error %.2f pp, max %.2f pp over %d windows "
-                 "(Xen, seed 002: 0.71 pp mean, 5.99 pp max)"
+                 "(Xen, Schanzenbach and Casanova: 0.71 pp mean, 5.99 pp max)"
                  % (sum(errors) / len(errors), max(errors), len(rows)))
     lines.append("(percent of one pCPU; 'rest of host' is what everything else used on the "
                  "%d pCPUs meanwhile)" % os.cpu_count())

@@ -1,4 +1,4 @@
-"""CI smoke test of the whole ResEx loop on real VMs (issue 8): one short IOShares run.
+"""CI smoke test of the whole ResEx loop on real VMs: one short IOShares run.
 
 Everything is real and set up by :class:`tests.lab.experiment.Experiment`:
 Debian's libvirtd and QEMU, two TCG guests on a bridge whose transmit paths

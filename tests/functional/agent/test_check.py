@@ -90,7 +90,7 @@ class LibvirtCheckTest(unittest.TestCase):
         self.assertIn("cap 0..150%", rows["bulk-1"])
         self.assertIn("SLA defaults from default", rows["plain-1"])
         for row in rows.values():
-            # The test driver's 'fair' scheduler has no cap: monitor-only (FIELD-NOTES).
+            # The test driver's 'fair' scheduler has no cap: monitor-only.
             self.assertIn("(monitor-only)", row)
         self.assertIn("board: ok (sqlite://%s/board.sqlite, 0 host(s); this host: no report yet)"
                       % self.tmp, text)

@@ -4,7 +4,7 @@ The liar's reports go through a Unix socket (a test plays QEMU) into
 :class:`LatencyIntake`; its windows feed :class:`resex_libvirt.market.Market`
 with the ``io_shares`` policy (paper Algorithm 2) while a heavy sender
 shares the host. The claim is at most "tax others down to their
-reservations, never below" (issue 5), and the log shows who claimed what.
+reservations, never below", and the log shows who claimed what.
 """
 
 import os

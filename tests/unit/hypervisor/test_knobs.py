@@ -155,7 +155,7 @@ class _RecordingXenDomain:
 
     Used ONLY for the Xen contract: no Xen hypervisor runs here, so the calls
     the mapping makes are recorded and checked against libxl's contract
-    (FIELD-NOTES.md: parameter names, uint types, ranges, flags 0 only).
+    (libxl's parameter names, uint types, ranges, flags 0 only).
     """
 
     def __init__(self):
