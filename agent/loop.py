@@ -253,7 +253,7 @@ class Agent:
         try:
             report = report_mod.HostReport.from_summary(
                 self.settings.host, now, summary, self.link().capacity_bytes_per_s,
-                self.version)
+                self.version, taxes_interferers=self.market.policy.taxes_interferers)
         except Exception:
             LOG.exception("could not build the host report of epoch %d", summary.epoch)
             report = None

@@ -87,6 +87,10 @@ class Policy:
     """Base class: subclasses implement :meth:`decide`."""
 
     name = None
+    #: Whether the policy caps the VMs that interfere with a latency-sensitive
+    #: one. The host report counts the load of a host whose policy does not as
+    #: load its market cannot tame (doc/source/scheduler.rst).
+    taxes_interferers = False
 
     def decide(self, view):
         """Return ``{vm: (cap_pct, rate)}`` for the VMs whose cap or rate changes.

@@ -192,3 +192,23 @@ class PublishTest(unittest.TestCase):
         published, snapshot = self._run(fleet_size_threshold=1)
         self.assertEqual(1, published)
         self.assertEqual(1, len(snapshot))
+
+
+class ReportTaxabilityTest(unittest.TestCase):
+    """The report says how much of the host's load its market cannot tame."""
+
+    def _report(self, policy):
+        agent, _sim = build(policy=policy, duration=2.0)
+        agent.run()
+        report = agent.last_report
+        self.assertIsNotNone(report)
+        self.assertGreater(report.link_utilisation, 0.1)
+        return report
+
+    def test_a_host_whose_policy_taxes_no_interferer_counts_all_its_load_as_untaxable(self):
+        report = self._report("none")
+        self.assertAlmostEqual(report.link_utilisation, report.untaxable_utilisation)
+
+    def test_a_host_running_io_shares_counts_its_interferer_as_taxable(self):
+        report = self._report("io_shares")
+        self.assertLess(report.untaxable_utilisation, 0.5 * report.link_utilisation)
