@@ -1,3 +1,15 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
 """Every reference in the tree points to something a reader can open.
 
 A paper is cited by its title or authors and section; the project's design
@@ -68,7 +80,7 @@ class ReferencesTest(unittest.TestCase):
             for n, line in enumerate(read(rel).splitlines(), 1):
                 for path in PATH.findall(line):
                     path = path.rstrip(".")
-                    if any(c in path for c in "*{}<>$") or path.endswith("_") or path.endswith("/"):
+                    if any(c in path for c in "*{}<>$") or path.endswith(("_", "/")):
                         continue
                     if not os.path.exists(os.path.join(ROOT, path)):
                         missing.append("%s:%d: %s" % (rel, n, path))
