@@ -52,6 +52,10 @@ Per VM, from the last control interval (the balance as the ledger holds it at sc
     Always 1; label ``reason``: why the policy set the cap (``uncapped``,
     ``credit``, ``tax``, ``decay``, ``protected``, ``target``), the same
     word the epoch's log line gives after each VM.
+``resex_vm_latency_unreportable``
+    Always 1; label ``problem``: a VM that should report latency but cannot
+    (no virtio-serial controller for the ``org.resex.latency.0`` channel,
+    doc/source/latency.rst), so it runs without latency feedback.
 
 Per host, updated every epoch: ``resex_cpu_price`` and ``resex_io_price``
 (Resos actually charged per CPU percent and per MTU, averaged over the
@@ -133,7 +137,15 @@ class _VMCollector:
         why = core.GaugeMetricFamily("resex_vm_cap_reason",
                                      "Why the policy set the VM's cap (always 1)",
                                      labels=_VM_LABELS + ("reason",))
+        blind = core.GaugeMetricFamily(
+            "resex_vm_latency_unreportable",
+            "A VM that should report latency but cannot (always 1)",
+            labels=_VM_LABELS + ("problem",))
         if last is not None:
+            for uuid, rec in list(last.vms.items()):
+                problem = getattr(rec.info, "latency_problem", None)
+                if problem:
+                    blind.add_metric([rec.info.name, uuid, problem], 1.0)
             samples, decisions, windows = last.samples, last.decisions, last.windows
             interference, interval_s = last.interference, last.interval_s
             balance, vms = last.balance, last.vms
@@ -174,6 +186,7 @@ class _VMCollector:
         yield sent
         yield info
         yield why
+        yield blind
 
 
 class _HealthCollector:

@@ -18,6 +18,7 @@ ephemeral loopback port; every figure scraped is compared with what the
 market itself holds.
 """
 
+import dataclasses
 import socket
 import unittest
 import urllib.request
@@ -191,6 +192,18 @@ class OneMoreIntervalTest(unittest.TestCase):
                                               vm=name, uuid=uuid))
             self.assertAlmostEqual(4 / self.agent.settings.interval_s, value(
                 families, "resex_vm_transmit_mtus_per_second", vm=name, uuid=uuid))
+
+    def test_a_vm_that_cannot_report_latency_is_named_with_its_problem(self):
+        (blind, blind_name), (fine, fine_name) = sorted(self.names.items())
+        rec = self.agent.vms[blind]
+        rec.info = dataclasses.replace(rec.info, latency_problem="no virtio-serial controller")
+        decisions = {u: self.agent.market.decision(u) for u in self.names}
+        self.metrics.observe_interval(self.record({}, decisions))
+        families = scrape(self.metrics)
+        self.assertEqual(1, value(families, "resex_vm_latency_unreportable", vm=blind_name,
+                                  uuid=blind, problem="no virtio-serial controller"))
+        self.assertEqual([], [s for s in families["resex_vm_latency_unreportable"].samples
+                              if s.labels["uuid"] == fine])
 
     def test_a_vm_that_left_disappears_from_the_endpoint(self):
         (gone, gone_name), (kept, kept_name) = sorted(self.names.items())
