@@ -30,11 +30,12 @@ hosts with missing metrics by ``weight_of_unavailable``):
   request with threshold T, ``1 - 0.4 q / T`` with ``q`` the host's
   admission value (:mod:`resex_libvirt.board.admission`) rounded to the
   noise floor: the share of the SLA's headroom left; for a bulk request
-  ``0.6 + 0.4 / (1 + sensitive_vms)``;
+  ``0.6 + 0.4 / s`` with ``s = (1 + sensitive_vms) (1 + 0.5 heavy_io_vms)``
+  (a bulk tenant avoids sensitive tenants first, then other bulk ones);
 * **unknown** (no fresh report): 0.5 under ``unknown_host_policy = last``;
   the mean weight of the known candidates under ``pass``; 0 under ``fail``;
 * **known-bad**, in [0, 0.4): ``0.4 T / q`` (sensitive),
-  ``0.4 / (1 + sensitive_vms)`` (bulk). A move, which the filter does not
+  ``0.4 / s`` (bulk). A move, which the filter does not
   block, still goes to the best of them.
 
 Other requests get 0 everywhere (no effect).
@@ -65,6 +66,11 @@ GOOD_MIN = 0.6
 UNKNOWN = 0.5
 BAD_MAX = 0.4
 
+#: How much a heavy I/O tenant already on a host counts against a bulk
+#: request, next to a sensitive one (1): bulk tenants spread over the links
+#: instead of piling onto the hosts that have no sensitive tenant.
+BULK_SPREAD = 0.5
+
 #: Kept for callers of earlier releases: the weight of an unknown host.
 NEUTRAL = UNKNOWN
 
@@ -82,10 +88,10 @@ def raw_weight(request, verdict, entry, limit, noise_floor):
                 return 1.0
             return max(GOOD_MIN, 1.0 - (1.0 - GOOD_MIN) * q / limit)
         return BAD_MAX * min(1.0, max(limit, 1e-9) / max(q, 1e-9)) * (1.0 - 1e-9)
-    n = entry.sensitive_vms
+    spread = (1.0 + entry.sensitive_vms) * (1.0 + BULK_SPREAD * entry.heavy_io_vms)
     if verdict == rules.GOOD:
-        return GOOD_MIN + (1.0 - GOOD_MIN) / (1.0 + n)
-    return BAD_MAX / (1.0 + n)
+        return GOOD_MIN + (1.0 - GOOD_MIN) / spread
+    return BAD_MAX / spread
 
 
 class ResExCongestionWeigher(weights.BaseHostWeigher):

@@ -65,7 +65,7 @@ class Entry:
     below it) and ``sensitive_vms`` are copied out for the request path.
     """
 
-    __slots__ = ("report", "admission", "ts", "latched", "sensitive_vms")
+    __slots__ = ("report", "admission", "ts", "latched", "sensitive_vms", "heavy_io_vms")
 
     def __init__(self, report, admission):
         self.report = report
@@ -73,6 +73,7 @@ class Entry:
         self.ts = report.ts
         self.latched = admission.latched
         self.sensitive_vms = report.sensitive_vms
+        self.heavy_io_vms = report.heavy_io_vms
 
 
 class BoardReader:
