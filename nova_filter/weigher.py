@@ -30,7 +30,8 @@ hosts with missing metrics by ``weight_of_unavailable``):
   request with threshold T, ``1 - 0.4 q / T`` with ``q`` the host's
   admission value (:mod:`resex_libvirt.board.admission`) rounded to the
   noise floor: the share of the SLA's headroom left; for a bulk request
-  ``0.6 + 0.4 / s`` with ``s = (1 + sensitive_vms) (1 + 0.5 heavy_io_vms)``
+  ``0.6 + 0.4 / s`` with ``s = (1 + n) (1 + 0.5 h / (1 + h))``, ``n`` the
+  sensitive and ``h`` the heavy I/O tenants on the host
   (a bulk tenant avoids sensitive tenants first, then other bulk ones);
 * **unknown** (no fresh report): 0.5 under ``unknown_host_policy = last``;
   the mean weight of the known candidates under ``pass``; 0 under ``fail``;
@@ -66,9 +67,10 @@ GOOD_MIN = 0.6
 UNKNOWN = 0.5
 BAD_MAX = 0.4
 
-#: How much a heavy I/O tenant already on a host counts against a bulk
-#: request, next to a sensitive one (1): bulk tenants spread over the links
-#: instead of piling onto the hosts that have no sensitive tenant.
+#: How much the heavy I/O tenants already on a host count against a bulk
+#: request, at most (any number of them counts less than one sensitive
+#: tenant): bulk tenants spread over the links instead of piling onto the
+#: hosts that have no sensitive tenant.
 BULK_SPREAD = 0.5
 
 #: Kept for callers of earlier releases: the weight of an unknown host.
@@ -88,7 +90,8 @@ def raw_weight(request, verdict, entry, limit, noise_floor):
                 return 1.0
             return max(GOOD_MIN, 1.0 - (1.0 - GOOD_MIN) * q / limit)
         return BAD_MAX * min(1.0, max(limit, 1e-9) / max(q, 1e-9)) * (1.0 - 1e-9)
-    spread = (1.0 + entry.sensitive_vms) * (1.0 + BULK_SPREAD * entry.heavy_io_vms)
+    heavy = entry.heavy_io_vms
+    spread = (1.0 + entry.sensitive_vms) * (1.0 + BULK_SPREAD * heavy / (1.0 + heavy))
     if verdict == rules.GOOD:
         return GOOD_MIN + (1.0 - GOOD_MIN) / spread
     return BAD_MAX / spread

@@ -61,13 +61,14 @@ class CongestionWeigherTest(base.PluginTestCase):
                          self.weighed(base.request(**base.BULK)))
 
     def test_a_bulk_request_spreads_over_hosts_that_already_carry_bulk_tenants(self):
-        # 0.6 + 0.4 / ((1 + n)(1 + 0.5 h)): empty 1.0, one bulk tenant 0.866667,
-        # two 0.8, one sensitive tenant 0.8 (avoided first, then bulk ones).
+        # 0.6 + 0.4 / ((1 + n)(1 + 0.5 h / (1 + h))): empty 1.0, one bulk tenant 0.92,
+        # two 0.9, one sensitive tenant 0.8: sensitive tenants are avoided first.
         self.publish(empty=dict(link_utilisation=0.0),
                      one=dict(link_utilisation=0.05, heavy_io_vms=1),
                      two=dict(link_utilisation=0.05, heavy_io_vms=2))
-        self.assertEqual([("empty", 1.0), ("one", 0.866667), ("two", 0.8)],
-                         self.weighed(base.request(**base.BULK), hosts=("two", "one", "empty")))
+        self.assertEqual([("empty", 1.0), ("one", 0.92), ("two", 0.9), ("h1", 0.8)],
+                         self.weighed(base.request(**base.BULK),
+                                      hosts=("h1", "two", "one", "empty")))
 
     def test_other_requests_weigh_the_same_everywhere(self):
         self.assertEqual({0.0}, {w for _, w in self.weighed(base.request())})
