@@ -53,7 +53,6 @@ recalibrates instead of serving stale numbers.
 import dataclasses
 import hashlib
 import importlib.resources
-import inspect
 import json
 import math
 import os
@@ -183,14 +182,9 @@ def measure(model, n_sensitive, n_bulk, policy_name, seed=None, duration_s=None)
 
 
 def _report(summary, t, capacity, policy):
-    """The agent's report of ``summary`` (``HostReport.from_summary``)."""
-    kwargs = {}
-    if "taxes_interferers" in inspect.signature(report_mod.HostReport.from_summary).parameters:
-        # Only a policy that taxes interferers can take load away (IOShares).
-        kwargs["taxes_interferers"] = getattr(policy, "taxes_interferers",
-                                              policy.name == "io_shares")
-    return report_mod.HostReport.from_summary("calibration", t, summary, capacity,
-                                              "resex-sim", **kwargs)
+    """The agent's report of ``summary``, built as the agent loop builds it."""
+    return report_mod.HostReport.from_summary("calibration", t, summary, capacity, "resex-sim",
+                                              taxes_interferers=policy.taxes_interferers)
 
 
 def source_hash():
