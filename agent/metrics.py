@@ -143,7 +143,7 @@ class _VMCollector:
             labels=_VM_LABELS + ("problem",))
         if last is not None:
             for uuid, rec in list(last.vms.items()):
-                problem = getattr(rec.info, "latency_problem", None)
+                problem = rec.info.latency_problem
                 if problem:
                     blind.add_metric([rec.info.name, uuid, problem], 1.0)
             samples, decisions, windows = last.samples, last.decisions, last.windows
