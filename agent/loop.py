@@ -32,10 +32,11 @@ an optional metrics sink (``observe_interval(IntervalRecord)``,
 """
 
 import dataclasses
-import heapq
 import logging
 import threading
 import time
+
+import numpy as np
 
 from agent import publisher as publisher_mod
 import resex_libvirt
@@ -343,19 +344,22 @@ class Agent:
         (the ones the market throttled most), then the highest charging
         rate; every VM is listed, by name, at DEBUG.
         """
-        vms = summary.vms
-        top = heapq.nsmallest(SUMMARY_TOP, vms, key=lambda v: (v.cap_mean, -v.rate))
-        rest = len(vms) - len(top)
+        columns = summary.columns
+        # Lowest mean cap first, then highest rate; ties in row order.
+        order = np.lexsort((-columns["rate"], columns["cap_mean"]))
+        top = [summary.row(k) for k in order[:SUMMARY_TOP].tolist()]
+        count = len(summary)
+        rest = count - len(top)
         LOG.info("epoch %d: %d VMs, link %.0f%%, prices cpu %.2f io %.2f, inflation %.1f%%, "
                  "congestion %.1f%% | %s%s",
-                 summary.epoch, len(vms), 100.0 * summary.link_utilisation,
+                 summary.epoch, count, 100.0 * summary.link_utilisation,
                  summary.cpu_price, summary.io_price, summary.latency_inflation_pct,
                  report_mod.congestion_index(report) if report is not None else 0.0,
                  "; ".join(self._vm_part(v) for v in top),
                  " (+%d more)" % rest if rest > 0 else "")
         if LOG.isEnabledFor(logging.DEBUG):
             LOG.debug("epoch %d, every VM: %s", summary.epoch, "; ".join(
-                self._vm_part(v) for v in sorted(vms, key=lambda v: self._name(v.vm))))
+                self._vm_part(v) for v in sorted(summary.vms, key=lambda v: self._name(v.vm))))
 
     # -- shutdown --------------------------------------------------------------
     def shutdown(self):

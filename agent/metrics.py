@@ -358,7 +358,7 @@ class PrometheusMetrics:
         self.io_price.set(summary.io_price)
         self.link_util.set(summary.link_utilisation)
         self.inflation.set(max(0.0, summary.latency_inflation_pct) / 100.0)
-        self.vms.set(len(summary.vms))
+        self.vms.set(len(summary))
         self.congestion.set(record.congestion_index_pct)
         health = record.health
         if health.late != self._last_late:

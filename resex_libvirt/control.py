@@ -28,12 +28,24 @@ hypervisor outage skips the interval with the knobs held.
 import dataclasses
 import logging
 
+import numpy as np
+
 from resex_libvirt import exceptions
 from resex_libvirt.fabric import base as fabric_base
 from resex_libvirt.market import records
 from resex_libvirt import sampling
 
 LOG = logging.getLogger(__name__)
+
+#: The run's tallies of each VM: :class:`VMRecord`'s fields, kept as columns
+#: ``run_<field>`` of the market's table.
+_RUN_FIELDS = ("ticks", "cap_sum", "cap_min", "cpu_sum", "tx_bytes", "lat_n", "lat_sum",
+               "intf_sum", "intf_n")
+_RUN_COLUMNS = {"run_ticks": (0, np.int64), "run_cap_sum": (0.0, np.float64),
+                "run_cap_min": (np.inf, np.float64), "run_cpu_sum": (0.0, np.float64),
+                "run_tx_bytes": (0, np.int64), "run_lat_n": (0, np.int64),
+                "run_lat_sum": (0.0, np.float64), "run_intf_sum": (0.0, np.float64),
+                "run_intf_n": (0, np.int64)}
 
 #: The link assumed when no fabric monitor is configured: the paper's.
 DEFAULT_LINK = fabric_base.LinkInfo("none", float(1 << 30), 1024)
@@ -108,6 +120,10 @@ class Controller:
         self._down_logged = False
         self._retry = {}
         self._generation = None
+        # The run's tallies of every VM, as columns of the market's table
+        # (doc/source/performance.rst): the VM's row goes when it leaves.
+        for name, (fill, dtype) in _RUN_COLUMNS.items():
+            market.table.column(name, fill, dtype)
 
     def link(self):
         """The shared link (read once from the fabric monitor)."""
@@ -125,7 +141,8 @@ class Controller:
         try:
             vms = self.discover()
             io = self.fabric.counters(vms) if self.fabric is not None else {}
-            self.sampler.sample(now, self.hypervisor.cpu_times(), io, self.link().mtu)
+            self.sampler.sample_rows(now, self.hypervisor.cpu_times(), io, self.link().mtu,
+                                     self.market.table)
         except exceptions.ResexError as exc:
             LOG.debug("first readings failed: %s", exc)
 
@@ -135,7 +152,7 @@ class Controller:
             vms = self.discover()
             cpu = self.hypervisor.cpu_times()
             io = self.fabric.counters(vms) if self.fabric is not None else {}
-            samples = self.sampler.sample(now, cpu, io, self.link().mtu)
+            samples = self.sampler.sample_rows(now, cpu, io, self.link().mtu, self.market.table)
         except exceptions.HypervisorUnavailable as exc:
             if not self._down_logged:
                 LOG.warning("hypervisor unavailable, holding knobs: %s", exc)
@@ -151,17 +168,25 @@ class Controller:
             LOG.info("hypervisor back")
             self._down_logged = False
 
-        windows = {}
+        windows = None
         for source in self.latency_sources:
             try:
-                windows.update(source.windows())
+                got = source.windows()
             except Exception:
                 LOG.exception("latency source %r failed; its windows are skipped", source)
+                continue
+            if windows is None:
+                windows = got          # read only: copied if another source adds to it
+            else:
+                windows = {**windows, **got}
         specs = self.market.specs
-        windows = {vm: w for vm, w in windows.items() if vm in specs}
+        if windows is None:
+            windows = {}
+        elif not windows.keys() <= specs.keys():
+            windows = {vm: w for vm, w in windows.items() if vm in specs}
         decisions = self.market.step(samples, windows)
         self.actuate(decisions, self.market.changed)
-        self._tally(samples, decisions, windows)
+        self._tally(windows)
         self.last = Interval(samples, windows, decisions)
         return self.last
 
@@ -285,32 +310,46 @@ class Controller:
                 LOG.exception("unexpected error setting knobs of VM %s", rec.info.name)
                 self._retry[uuid] = None
 
-    def _tally(self, samples, decisions, windows):
-        interference = self.market.last_interference
+    def _tally(self, windows):
+        """Add this interval to every VM's run tallies (whole columns, one pass)."""
+        t = self.market.table
+        t.run_ticks += 1
+        cap = t.cap
+        t.run_cap_sum += cap
+        np.minimum(t.run_cap_min, cap, out=t.run_cap_min)
+        # A VM without a sample has a zero row of usage.
+        t.run_cpu_sum += t.cpu_pct
+        t.run_tx_bytes += t.tx_bytes
+        rows = self.market.view.win_rows
+        if len(rows):
+            t.run_intf_sum[rows] += t.intf[rows]
+            t.run_intf_n[rows] += 1
+            got = rows[t.win_count[rows] > 0]
+            t.run_lat_sum[got] += t.win_mean[got]
+            t.run_lat_n[got] += 1
+        for k, w in self.market.other_windows:
+            # Windows of VMs without a latency SLA: not the market's, still the table's.
+            if w.count:
+                t.run_lat_n[k] += 1
+                t.run_lat_sum[k] += w.mean_us
+
+    def _records(self):
+        """The VM records with their tallies brought up to date from the columns."""
+        t = self.market.table
+        cols = {name: getattr(t, "run_" + name).tolist() for name in _RUN_FIELDS}
+        slots = t.slots
         for uuid, rec in self.vms.items():
-            rec.ticks += 1
-            d = decisions.get(uuid)
-            if d is not None:
-                rec.cap_sum += d.cap_pct
-                if d.cap_pct < rec.cap_min:
-                    rec.cap_min = d.cap_pct
-            s = samples.get(uuid)
-            if s is not None:
-                rec.cpu_sum += s.cpu_pct
-                rec.tx_bytes += s.tx_bytes
-            w = windows.get(uuid)
-            if w is not None and w.count:
-                rec.lat_n += 1
-                rec.lat_sum += w.mean_us
-            intf = interference.get(uuid)
-            if intf is not None:
-                rec.intf_n += 1
-                rec.intf_sum += intf
+            k = slots.get(uuid)
+            if k is None:
+                continue
+            for name in _RUN_FIELDS:
+                setattr(rec, name, cols[name][k])
+        return self.vms
 
     def table(self, interval_s):
         """Per-VM rows of what the market did, sorted by name."""
         return [rec.summary(interval_s)
-                for rec in sorted(self.vms.values(), key=lambda r: r.info.name)]
+                for rec in sorted(self._records().values(), key=lambda r: r.info.name)]
 
 
 def moved(old, new, deadband):

@@ -21,7 +21,16 @@ GETMTUS, GETCPUPERCENT). Counter resets and wraps never give negative usage
 (:class:`~resex_libvirt.counters.DeltaTracker`).
 """
 
+import collections.abc
+import operator
+
+import numpy as np
+
 from resex_libvirt.market import records
+from resex_libvirt.market import table as table_mod
+
+_TX = operator.attrgetter("tx_bytes")
+_RX = operator.attrgetter("rx_bytes")
 
 
 class Sampler:
@@ -31,12 +40,19 @@ class Sampler:
     re-plugged) and counts from zero, as in
     :class:`~resex_libvirt.counters.DeltaTracker`; wraps of narrow counters
     are the fabric monitors' business (they report 64-bit totals). This is
-    on the control loop's hot path, so the per-VM work is inlined.
+    on the control loop's hot path: a sweep is a few operations on whole
+    columns, aligned with the market's rows (:meth:`sample_rows`).
     """
 
     def __init__(self):
-        self._last = {}
-        self._last_ts = None
+        self._own = table_mod.Table()
+        # The readings of the last sweep of :meth:`sample_rows`, aligned with
+        # the rows of the table of version ``_version`` (names ``_names``).
+        self._table = None
+        self._version = None
+        self._names = []
+        self._rows_ts = None
+        self._has = self._ns = self._tx = self._rx = np.zeros(0, dtype=np.int64)
 
     def sample(self, ts, cpu_times, io_counters, mtu):
         """``{uuid: Sample}`` for the VMs read in both this sweep and the last.
@@ -45,37 +61,155 @@ class Sampler:
         uuid -> cumulative CPU ns, ``io_counters`` maps uuid -> IOCounters,
         ``mtu`` is the link MTU in bytes. A VM seen for the first time has no
         sample yet; a VM with CPU time but no I/O counters sent nothing we
-        can see.
+        can see. The rows are the VMs of the sweep (:meth:`sample_rows`, on
+        a table of the sampler's own).
         """
-        last_ts, self._last_ts = self._last_ts, ts
+        rows = self._own
+        for vm in [vm for vm in rows.names if vm not in cpu_times]:
+            rows.remove(vm)
+        for vm in cpu_times:
+            rows.add(vm)
+        return dict(self.sample_rows(ts, cpu_times, io_counters, mtu, rows))
+
+    def sample_rows(self, ts, cpu_times, io_counters, mtu, table):
+        """This sweep's samples as a :class:`SampleBatch` aligned with ``table``'s rows.
+
+        ``table`` is the market's :class:`~resex_libvirt.market.table.Table`
+        (only its ``names`` and ``version`` are read): the batch covers its
+        VMs, in its order, so that the market reads whole columns. The rules
+        are those of :meth:`sample`: a VM needs a reading in this sweep and
+        the last to have a sample, and a reading below the last one counts
+        from zero.
+        """
+        names, version = table.names, table.version
+        n = len(names)
+        if version != self._version or table is not self._table:
+            self._realign(names, version)
+            self._table = table
+        last_ts, self._rows_ts = self._rows_ts, ts
         dt = (ts - last_ts) if last_ts is not None else 0.0
-        scale = 100.0 / (dt * 1e9) if dt > 0 else None
-        last_all = self._last
-        if len(last_all) != len(cpu_times) or any(k not in cpu_times for k in last_all):
-            for key in [k for k in last_all if k not in cpu_times]:
-                del last_all[key]
-        out = {}
-        new_sample = tuple.__new__
-        sample_cls = records.Sample
-        get_io = io_counters.get
-        get_last = last_all.get
-        for uuid, ns in cpu_times.items():
-            io = get_io(uuid)
-            if io is None:
-                tx = rx = 0
-            else:
-                tx = io.tx_bytes
-                rx = io.rx_bytes
-            last = get_last(uuid)
-            last_all[uuid] = (ns, tx, rx)
-            if last is None or scale is None:
-                continue
-            l_ns, l_tx, l_rx = last
-            d_cpu = ns - l_ns if ns >= l_ns else ns
-            d_tx = tx - l_tx if tx >= l_tx else tx
-            d_rx = rx - l_rx if rx >= l_rx else rx
-            # tuple.__new__ is Sample(...) without the named tuple's Python-level
-            # constructor: this loop runs for every VM every millisecond.
-            out[uuid] = new_sample(sample_cls, (uuid, ts, d_cpu * scale, d_tx,
-                                                -(-d_tx // mtu), d_rx, -(-d_rx // mtu)))
-        return out
+        if len(cpu_times) == n and list(cpu_times) == names:
+            ns = np.fromiter(cpu_times.values(), np.int64, n)
+            present = np.ones(n, dtype=bool)
+        else:
+            got = [cpu_times.get(vm) for vm in names]
+            present = np.array([v is not None for v in got], dtype=bool)
+            ns = np.array([0 if v is None else v for v in got], dtype=np.int64)
+        if len(io_counters) == n and list(io_counters) == names:
+            values = io_counters.values()
+            tx = np.fromiter(map(_TX, values), np.int64, n)
+            rx = np.fromiter(map(_RX, values), np.int64, n)
+        else:
+            got = [io_counters.get(vm) for vm in names]
+            tx = np.array([0 if c is None else c.tx_bytes for c in got], dtype=np.int64)
+            rx = np.array([0 if c is None else c.rx_bytes for c in got], dtype=np.int64)
+        l_ns, l_tx, l_rx = self._ns, self._tx, self._rx
+        seen = present & self._has if dt > 0 else np.zeros(n, dtype=bool)
+        self._has, self._ns, self._tx, self._rx = present, ns, tx, rx
+        d_cpu = _delta(ns, l_ns)
+        d_tx = _delta(tx, l_tx)
+        if np.count_nonzero(seen) != n:
+            unseen = ~seen
+            d_cpu[unseen] = d_tx[unseen] = 0
+        scale = 100.0 / (dt * 1e9) if dt > 0 else 0.0
+        # Ceiling division: MTUs started, as -(-d // mtu) in sample().
+        mtus = d_tx + (mtu - 1)
+        mtus //= mtu
+        return SampleBatch(list(names), version, ts, seen, d_cpu * scale, d_tx, mtus,
+                           (rx, l_rx, mtu))
+
+    def _realign(self, names, version):
+        """Carry the last readings over to a new row order (VMs joined or left)."""
+        where = {vm: k for k, vm in enumerate(self._names)}
+        rows = [where.get(vm, -1) for vm in names]
+        take = np.array(rows, dtype=np.intp)
+        known = take >= 0
+        take = np.where(known, take, 0)
+        if len(self._names):
+            self._has = known & self._has[take]
+            self._ns, self._tx, self._rx = self._ns[take], self._tx[take], self._rx[take]
+        else:
+            n = len(names)
+            self._has = np.zeros(n, dtype=bool)
+            self._ns = self._tx = self._rx = np.zeros(n, dtype=np.int64)
+        self._names = list(names)
+        self._version = version
+
+
+def _delta(now, last):
+    """``now - last``, or ``now`` where the counter went backwards (a reset)."""
+    d = now - last
+    back = d < 0
+    if np.count_nonzero(back):
+        np.copyto(d, now, where=back)
+    return d
+
+
+class SampleBatch(collections.abc.Mapping):
+    """One sweep's samples as columns aligned with a table's rows.
+
+    A read-only mapping of VM -> :class:`Sample` (made on access) for the VMs
+    sampled; the market reads the columns directly (:meth:`columns_for`).
+    """
+
+    def __init__(self, names, version, ts, seen, cpu_pct, tx_bytes, tx_mtus, receive):
+        self.names = names
+        self.version = version
+        self.ts = ts
+        self.seen = seen
+        self.cpu_pct = cpu_pct
+        self.tx_bytes = tx_bytes
+        self.tx_mtus = tx_mtus
+        # (readings, last readings, MTU): received bytes, worked out on first use.
+        self._receive = receive
+        self._rx = None
+        self._slots = None
+
+    @property
+    def rx_bytes(self):
+        return self._received()[0]
+
+    @property
+    def rx_mtus(self):
+        return self._received()[1]
+
+    def _received(self):
+        if self._rx is None:
+            rx, last, mtu = self._receive
+            d = _delta(rx, last)
+            d[~self.seen] = 0
+            self._rx = (d, -(-d // mtu))
+        return self._rx
+
+    def columns_for(self, version):
+        """``(seen, cpu_pct, tx_mtus, tx_bytes)`` if aligned with table ``version``, else None."""
+        if version != self.version:
+            return None
+        return self.seen, self.cpu_pct, self.tx_mtus, self.tx_bytes
+
+    def _slot(self, vm):
+        if self._slots is None:
+            self._slots = {vm: k for k, vm in enumerate(self.names)}
+        k = self._slots.get(vm)
+        if k is None or not self.seen[k]:
+            raise KeyError(vm)
+        return k
+
+    def __getitem__(self, vm):
+        k = self._slot(vm)
+        return records.Sample(vm, self.ts, float(self.cpu_pct[k]), int(self.tx_bytes[k]),
+                              int(self.tx_mtus[k]), int(self.rx_bytes[k]), int(self.rx_mtus[k]))
+
+    def __contains__(self, vm):
+        try:
+            self._slot(vm)
+        except KeyError:
+            return False
+        return True
+
+    def __iter__(self):
+        names = self.names
+        return (names[k] for k in np.flatnonzero(self.seen).tolist())
+
+    def __len__(self):
+        return int(np.count_nonzero(self.seen))

@@ -45,7 +45,7 @@ Fields (version 1.1)
     (MTUs sent over the link's MTUs per epoch).
 ``untaxable_utilisation`` (1.1; default: ``link_utilisation``)
     The part of ``link_utilisation`` the host's market cannot take away by
-    taxing (:func:`untaxable_fraction`): traffic of VMs whose CPU use is
+    taxing (:func:`untaxable_fractions`): traffic of VMs whose CPU use is
     within their mClock reservation, and all traffic when the host's policy
     taxes no interferer. In [0, ``link_utilisation``].
 ``cpu_price``
@@ -68,7 +68,7 @@ Fields (version 1.1)
 ``sensitive_vms``
     VMs with ``resex:latency_sla_us`` (``io_class`` ``sensitive``).
 ``heavy_io_vms``
-    Heavy I/O VMs (see :func:`is_heavy_io`).
+    Heavy I/O VMs (see :func:`heavy_io`).
 ``sensitive_io_share`` / ``heavy_io_share``
     Fraction of the host's MTUs of the epoch sent by the sensitive / heavy
     I/O VMs, in [0, 1] (0 when nothing was sent). The paper's ``IOShare``
@@ -117,6 +117,8 @@ is capped), while the index must predict the *outcome* a newcomer sees.
 import dataclasses
 import json
 import math
+
+import numpy as np
 
 from resex_libvirt import exceptions
 
@@ -206,19 +208,19 @@ def _text(name, value, allow_empty=False):
     return value
 
 
-def is_heavy_io(vm_epoch, host_mtus, link_utilisation):
-    """True when the VM is a heavy I/O tenant this epoch.
+def heavy_io(columns, host_mtus, link_utilisation):
+    """Per VM of an epoch summary's ``columns``: is it a heavy I/O tenant this epoch?
 
     ``io_class`` ``bulk`` (declared), or at least :data:`HEAVY_IO_HOST_SHARE`
     of the host's ``host_mtus`` while that share of the link is at least
     :data:`HEAVY_IO_MIN_LINK_FRACTION` of its capacity (observed).
     """
-    if vm_epoch.io_class == "bulk":
-        return True
-    if host_mtus <= 0:
-        return False
-    share = vm_epoch.tx_mtus / host_mtus
-    return share >= HEAVY_IO_HOST_SHARE and share * link_utilisation >= HEAVY_IO_MIN_LINK_FRACTION
+    heavy = np.array([io_class == "bulk" for io_class in columns["io_class"]], dtype=bool)
+    if host_mtus > 0:
+        share = columns["tx_mtus"] / host_mtus
+        heavy |= (share >= HEAVY_IO_HOST_SHARE) & (share * link_utilisation
+                                                   >= HEAVY_IO_MIN_LINK_FRACTION)
+    return heavy
 
 
 def queueing_inflation_pct(link_utilisation):
@@ -233,8 +235,8 @@ def effective_utilisation(link_utilisation, untaxable_utilisation):
     return untaxable_utilisation + TAXABLE_LOAD_WEIGHT * taxable
 
 
-def untaxable_fraction(vm_epoch, taxes_interferers=True):
-    """The fraction of ``vm_epoch``'s traffic its host's market cannot tax away.
+def untaxable_fractions(columns, taxes_interferers=True):
+    """Per VM of an epoch summary's ``columns``: the untaxable fraction of its traffic.
 
     The market's only lever on a VMM-bypass VM's I/O is its CPU cap (ResEx
     paper, Section IV), which it never lowers below the VM's floor
@@ -244,15 +246,13 @@ def untaxable_fraction(vm_epoch, taxes_interferers=True):
     policy that taxes no interferer (``taxes_interferers`` False) all of it
     is untaxable.
     """
+    floor = np.nan_to_num(columns["cap_floor"], nan=0.0)
     if not taxes_interferers:
-        return 1.0
-    floor = getattr(vm_epoch, "cap_floor", 0.0) or 0.0
-    cpu = vm_epoch.cpu_pct_mean
-    if floor <= 0.0:
-        return 0.0
-    if cpu <= floor:
-        return 1.0
-    return floor / cpu
+        return np.ones(len(floor))
+    cpu = columns["cpu_pct_mean"]
+    fraction = np.divide(floor, cpu, out=np.ones(len(floor)), where=cpu > floor)
+    fraction[floor <= 0.0] = 0.0
+    return fraction
 
 
 def robust_inflation_pct(values, model_pct):
@@ -360,23 +360,25 @@ class HostReport:
         interferers (IOShares does; FreeMarket and no control do not): when
         it does not, all load is untaxable.
         """
-        vms = summary.vms
-        host_mtus = sum(max(0, v.tx_mtus) for v in vms)
+        columns = summary.columns
+        mtus = np.maximum(columns["tx_mtus"], 0)
+        host_mtus = int(mtus.sum())
         util = min(1.0, max(0.0, float(summary.link_utilisation)))
-        sensitive = [v for v in vms if v.sensitive]
-        heavy = [v for v in vms if is_heavy_io(v, host_mtus, util)]
+        sensitive = np.asarray(columns["sensitive"], dtype=bool)
+        heavy = heavy_io(columns, host_mtus, util)
 
         def share(group):
-            return (sum(max(0, v.tx_mtus) for v in group) / host_mtus) if host_mtus else 0.0
+            return (int(mtus[group].sum()) / host_mtus) if host_mtus else 0.0
 
         if host_mtus:
-            untaxed = sum(max(0, v.tx_mtus) * untaxable_fraction(v, taxes_interferers)
-                          for v in vms)
+            # Added in row order, as a sum over the VMs.
+            untaxed = float(np.add.accumulate(
+                mtus * untaxable_fractions(columns, taxes_interferers))[-1])
             untaxable = util * min(1.0, untaxed / host_mtus)
         else:
             untaxable = util if not taxes_interferers else 0.0
-        claims = [v.interference_pct for v in sensitive if v.interference_pct is not None
-                  and math.isfinite(v.interference_pct)]
+        inflation = columns["interference_pct"]
+        claims = inflation[sensitive & np.isfinite(inflation)].tolist()
         return cls(
             host=host,
             ts=float(ts),
@@ -389,9 +391,9 @@ class HostReport:
             latency_inflation_pct=robust_inflation_pct(
                 claims, queueing_inflation_pct(untaxable)),
             inflation_reporters=len(claims),
-            vms=len(vms),
-            sensitive_vms=len(sensitive),
-            heavy_io_vms=len(heavy),
+            vms=len(mtus),
+            sensitive_vms=int(np.count_nonzero(sensitive)),
+            heavy_io_vms=int(np.count_nonzero(heavy)),
             sensitive_io_share=min(1.0, share(sensitive)),
             heavy_io_share=min(1.0, share(heavy)),
             agent_version=str(agent_version),

@@ -32,13 +32,23 @@ the VM's [reservation, limit], and to a 1% floor (a Xen cap of 0 means
 "uncapped", so 0 is not a cap).
 """
 
+import numpy as np
+
 from resex_libvirt.market import policy
+from resex_libvirt.market import table as table_mod
 
 
 class FreeMarketPaper(policy.Policy):
-    """Algorithm 1 exactly (ResEx paper, Section VI-B)."""
+    """Algorithm 1 exactly (ResEx paper, Section VI-B).
+
+    Its per-VM state is two columns of the market's table: ``credit_cap``,
+    the cap the credit rule holds (NaN: none, the VM is at its limit), and
+    ``credit_restore``, the VMs whose cap goes back to the limit at the
+    first interval of an epoch.
+    """
 
     name = "free_market_paper"
+    columns = {"credit_cap": (np.nan, np.float64), "credit_restore": (False, bool)}
 
     def __init__(self, low_balance=0.10, epoch_left=0.10, step=0.10):
         for label, value in (("low_balance", low_balance), ("epoch_left", epoch_left),
@@ -48,85 +58,82 @@ class FreeMarketPaper(policy.Policy):
         self.low_balance = low_balance
         self.epoch_left = epoch_left
         self.step = step
-        self._caps = {}
-        self._restore = set()
         self._reasons = {}
 
-    def balance_cap(self, view, vm):
-        """Algorithm 1's GETCPUCAP: the cap after this interval's charge."""
-        cap = self._caps.get(vm)
-        if cap is None:
-            cap = view.bounds[vm][1]
-        if (view.epoch_fraction_left > self.epoch_left
-                and view.ledger.fraction_left(vm) < self.low_balance):
-            cap = view.clamp(vm, cap * (1.0 - self.step))
-        self._caps[vm] = cap
-        return cap
-
     def lowered(self, view):
-        """``{vm: cap}`` of the VMs whose cap Algorithm 1 lowers this interval.
+        """Algorithm 1's GETCPUCAP for every VM: the caps it lowers this interval.
 
-        Only those: a VM whose Resos last, or any VM in the last
-        ``epoch_left`` of the epoch, keeps the cap it has.
+        Returns ``[(rows, caps), ...]``: the new cap of each VM whose cap the
+        rule lowers (or restores, at the start of an epoch); a later pair
+        replaces an earlier one for a row. A VM whose Resos last, or any VM
+        in the last ``epoch_left`` of the epoch, keeps the cap it has.
         """
-        out = {}
-        if self._restore:
-            for vm in self._restore:
-                if vm in view.bounds:
-                    out[vm] = view.bounds[vm][1]
-            self._restore = set()
+        t = view.t
+        out = []
+        restore = t.credit_restore
+        back = restore.nonzero()[0]
+        if len(back):
+            restore[back] = False
+            out.append((back, t.limit[back]))
         if not view.epoch_fraction_left > self.epoch_left:
             return out
-        low, keep, caps = self.low_balance, 1.0 - self.step, self._caps
-        for vm, acct in view.ledger.accounts():
-            if (acct.allocation > 0 and acct.balance < low * acct.allocation
-                    and self.may_cut(view, vm)):
-                cap = caps.get(vm)
-                if cap is None:
-                    cap = view.bounds[vm][1]
-                new = view.clamp(vm, cap * keep)
-                if new != cap:
-                    caps[vm] = out[vm] = new
+        allocation = t.allocation
+        low = t.balance < self.low_balance * allocation
+        low &= allocation > 0
+        rows = low.nonzero()[0]
+        if not len(rows):
+            return out
+        rows = rows[self.may_cut(view, rows)]
+        held = t.credit_cap[rows]
+        cap = table_mod.pick(np.isnan(held), t.limit[rows], held)
+        new = view.clamp(cap * (1.0 - self.step), rows)
+        moved = new != cap
+        rows, new = rows[moved], new[moved]
+        if len(rows):
+            t.credit_cap[rows] = new
+            out.append((rows, new))
         return out
 
-    def may_cut(self, view, vm):
-        """Whether the credit rule may lower ``vm``'s cap this interval (always, in Alg. 1)."""
-        return True
+    def may_cut(self, view, rows):
+        """Which of ``rows`` the credit rule may lower this interval (all, in Alg. 1)."""
+        return np.ones(len(rows), dtype=bool)
 
-    def decide(self, view):
-        out = {vm: (cap, 1.0) for vm, cap in self.lowered(view).items()}
-        self._note_credit(view, out)
-        return out
+    def decide_slots(self, view):
+        for rows, caps in self.lowered(view):
+            view.answer(rows, caps, 1.0)
+            self._note_credit(view, rows, caps)
 
-    def _note_credit(self, view, out):
-        reasons = self._reasons
-        for vm, (cap, _rate) in out.items():
-            reasons[vm] = policy.CREDIT if cap < view.bounds[vm][1] else policy.UNCAPPED
+    def _note_credit(self, view, rows, caps):
+        reasons, names = self._reasons, view.t.names
+        limit = view.t.limit[rows].tolist()
+        for k, cap, full in zip(rows.tolist(), caps.tolist(), limit):
+            reasons[names[k]] = policy.CREDIT if cap < full else policy.UNCAPPED
 
     def reasons(self):
         return self._reasons
 
     def start_epoch(self, view):
         """Caps reset when the Resos are replenished (Alg. 1)."""
-        self._restore = {vm for vm, cap in self._caps.items()
-                         if vm in view.bounds and cap != view.bounds[vm][1]}
-        self._caps.clear()
-        for vm in self._restore:
-            if self._reasons.get(vm) == policy.CREDIT:
-                self._reasons[vm] = policy.UNCAPPED
+        t = view.t
+        held = t.credit_cap
+        restore = ~np.isnan(held) & (held != t.limit)
+        t.credit_restore = restore
+        t.credit_cap = np.full(len(t), np.nan)
+        reasons = self._reasons
+        for k in np.flatnonzero(restore).tolist():
+            vm = t.names[k]
+            if reasons.get(vm) == policy.CREDIT:
+                reasons[vm] = policy.UNCAPPED
 
     def forget(self, vm):
-        self._caps.pop(vm, None)
-        self._restore.discard(vm)
         self._reasons.pop(vm, None)
 
 
-def over_sla(view, vm):
-    """True when ``vm`` has a latency SLA and its own interference exceeds its threshold."""
-    spec = view.specs.get(vm)
-    if spec is None or not spec.sla.sensitive:
-        return False
-    return view.interference.get(vm, 0.0) > spec.sla.interference_threshold_pct
+def over_sla(view):
+    """Per row: the VM's interference this interval exceeds its SLA's threshold."""
+    t = view.t
+    # NaN (no SLA, no report this interval) compares false.
+    return t.intf > t.threshold
 
 
 class FreeMarket(FreeMarketPaper):
@@ -142,21 +149,24 @@ class FreeMarket(FreeMarketPaper):
 
     name = "free_market"
 
-    def may_cut(self, view, vm):
-        if over_sla(view, vm):
-            self._reasons[vm] = policy.PROTECTED
-            return False
-        return True
+    def may_cut(self, view, rows):
+        over = over_sla(view)[rows]
+        for k in rows[over].tolist():
+            self._reasons[view.t.names[k]] = policy.PROTECTED
+        return ~over
 
     def lowered(self, view):
         out = super().lowered(view)
-        if view.interference:
-            caps = self._caps
-            for vm in [vm for vm in caps if over_sla(view, vm)]:
-                # A credit cap in force on a VM now over its SLA is lifted.
-                limit = view.bounds[vm][1]
-                if caps[vm] < limit:
-                    del caps[vm]
-                    out[vm] = limit
-                    self._reasons[vm] = policy.PROTECTED
+        t = view.t
+        if len(view.win_rows):
+            held = t.credit_cap
+            # A credit cap in force on a VM now over its SLA is lifted.
+            lift = over_sla(view)
+            lift &= held < t.limit
+            rows = lift.nonzero()[0]
+            if len(rows):
+                held[rows] = np.nan
+                out.append((rows, t.limit[rows]))
+                for k in rows.tolist():
+                    self._reasons[t.names[k]] = policy.PROTECTED
         return out

@@ -61,19 +61,29 @@ Deviations, and why:
   lies about its latency can at most push others down to their reservation.
 """
 
-import bisect
+import collections.abc
 import math
+
+import numpy as np
 
 from resex_libvirt.market import free_market
 from resex_libvirt.market import policy
+from resex_libvirt.market import table as table_mod
+
+_NONE = (0.0, None)
 
 
 class IOSharesPaper(free_market.FreeMarketPaper):
-    """Algorithm 2 as published, with the deviations listed in the module docstring."""
+    """Algorithm 2 as published, with the deviations listed in the module docstring.
+
+    Its rates are the ``tax_rate`` column of the market's table (NaN: the
+    VM pays the base price).
+    """
 
     name = "io_shares_paper"
     #: It throttles the VMs that interfere (the board's congestion index counts on it).
     taxes_interferers = True
+    columns = {**free_market.FreeMarketPaper.columns, "tax_rate": (np.nan, np.float64)}
 
     def __init__(self, decay_half_life=0.05, heavier=1.5, max_rate=1000.0,
                  use_balance=True, **kwargs):
@@ -86,127 +96,171 @@ class IOSharesPaper(free_market.FreeMarketPaper):
         self.heavier = heavier
         self.max_rate = max_rate
         self.use_balance = use_balance
-        self._rates = {}
-        self._taxed = set()
         self._taxes = []
 
     def _decay_factor(self, view):
         intervals = max(1e-9, self.decay_half_life * view.intervals_per_epoch)
         return math.pow(0.5, 1.0 / intervals)
 
-    def find_interferer(self, view, victim, demands=None, top=None):
-        """Alg. 2 line 7: the largest I/O demand other than ``victim``'s.
+    def find_interferer(self, victim, demands, top):
+        """Alg. 2 line 7: the row of the largest I/O demand other than row ``victim``'s.
 
-        ``demands`` (:func:`_demands`) and ``top`` (its two largest,
-        :func:`_top_two`) are passed when the caller has them: one pass for
-        all victims of an interval instead of one per victim.
+        ``demands`` is :func:`demands` and ``top`` its two largest
+        (:func:`top_two`): one pass for all victims of an interval.
         """
-        if demands is None:
-            demands = _demands(view)
-        if top is None:
-            top = _top_two(demands)
-        best_demand, best = next(((d, vm) for d, vm in top if vm != victim), (0.0, None))
-        own = demands.get(victim, 0.0)
+        best_demand, best = next(((d, k) for d, k in top if k != victim), _NONE)
+        own = demands[victim]
         if best is None or best_demand <= 0.0 or best_demand < self.heavier * own:
             return None
         return best
 
-    def decide(self, view):
+    def decide_slots(self, view):
         self._taxes = []
+        t = view.t
+        names, rates = t.names, t.tax_rate
         named = set()
-        mtu_rate = view.mtu_rate
-        rates = self._rates
-        total_mtus = 0.0
         top = None
-        for victim, intf in view.interference.items():
-            spec = view.specs.get(victim)
-            if spec is None or not spec.sla.sensitive:
-                continue
-            if intf <= spec.sla.interference_threshold_pct:
-                continue
+        total = 0.0
+        over = np.flatnonzero(t.intf > t.threshold).tolist()
+        intf = t.intf.tolist() if over else ()
+        for victim in over:
             if top is None:
-                demands = _demands(view)
-                top = _top_two(demands)
-                total_mtus = sum(mtu_rate.get(vm, 0.0) for vm in view.specs)
-            culprit = self.find_interferer(view, victim, demands, top)
-            if culprit is None or total_mtus <= 0:
+                demands = _demands(t)
+                top = top_two(demands)
+                total = table_mod.seqsum(t.mtu_rate)
+            culprit = self.find_interferer(victim, demands, top)
+            if culprit is None or total <= 0:
                 continue
-            ioshare = mtu_rate[culprit] / total_mtus
-            increase = ioshare * intf / 100.0
-            rate = self._rates.get(culprit, 1.0)
-            self._rates[culprit] = min(self.max_rate, rate + increase)
+            ioshare = float(t.mtu_rate[culprit]) / total
+            increase = ioshare * intf[victim] / 100.0
+            rate = float(rates[culprit])
+            rate = min(self.max_rate, (1.0 if rate != rate else rate) + increase)
+            rates[culprit] = rate
             named.add(culprit)
-            self._taxes.append((victim, culprit, intf, ioshare, increase,
-                                self._rates[culprit]))
-        out = {}
+            self._taxes.append((names[victim], names[culprit], intf[victim], ioshare, increase,
+                                rate))
         reasons = self._reasons
+        limit = t.limit
         if self.use_balance:
-            for vm, cap in self.lowered(view).items():
-                out[vm] = (cap, rates.get(vm, 1.0))
-                reasons[vm] = policy.CREDIT if cap < view.bounds[vm][1] else policy.UNCAPPED
+            for rows, caps in self.lowered(view):
+                got = rates[rows]
+                view.answer(rows, caps, table_mod.pick(np.isnan(got), 1.0, got))
+                self._note_credit(view, rows, caps)
         factor = None
-        for vm in list(self._taxed | named):
-            rate = rates.get(vm, 1.0)
-            if vm not in named:
+        rows, caps, got = [], [], []
+        for k in np.flatnonzero(~np.isnan(rates)).tolist():
+            rate = float(rates[k])
+            if k not in named:
                 if factor is None:
                     factor = self._decay_factor(view)
                 rate = 1.0 + (rate - 1.0) * factor
                 if rate < 1.0 + 1e-6:
                     rate = 1.0
-                rates[vm] = rate
-            limit = view.bounds[vm][1]
-            cap = limit if rate == 1.0 else view.clamp(vm, limit / rate)
-            if self.use_balance:
-                balance_cap = self._caps.get(vm, limit)
-                if balance_cap < cap:
-                    cap = balance_cap
-            out[vm] = (cap, rate)
+            full = float(limit[k])
             if rate == 1.0:
-                self._taxed.discard(vm)
-                rates.pop(vm, None)
-                if cap >= limit:
+                cap = full
+            else:
+                cap = full / rate
+                floor = float(t.floor[k])
+                cap = full if cap >= full else (floor if cap <= floor else cap)
+            if self.use_balance:
+                held = float(t.credit_cap[k])
+                if held < cap:
+                    cap = held
+            rows.append(k)
+            caps.append(cap)
+            got.append(rate)
+            vm = names[k]
+            if rate == 1.0:
+                rates[k] = np.nan
+                if cap >= full:
                     reasons[vm] = policy.UNCAPPED
             else:
-                self._taxed.add(vm)
-                reasons[vm] = policy.TAX if vm in named else policy.DECAY
-        return out
-
-    def rate(self, vm):
-        return self._rates.get(vm, 1.0)
+                rates[k] = rate
+                reasons[vm] = policy.TAX if k in named else policy.DECAY
+        if rows:
+            view.answer(np.array(rows, dtype=np.intp), np.array(caps), np.array(got))
 
     def taxes(self):
         return self._taxes
 
-    def forget(self, vm):
-        super().forget(vm)
-        self._rates.pop(vm, None)
-        self._taxed.discard(vm)
 
-
-def _demands(view):
+def _demands(t):
     """Each VM's I/O demand: its recent MTU rate scaled up by how far its cap holds it down."""
-    out = {}
-    caps, bounds, specs = view.caps, view.bounds, view.specs
-    for vm, rate in view.mtu_rate.items():
-        if vm not in specs:
-            continue
-        cap = caps.get(vm)
-        limit = bounds[vm][1]
-        if rate > 0.0 and cap is not None and 0.0 < cap < limit:
-            rate = rate * limit / cap
-        out[vm] = rate
+    rate, cap, limit = t.mtu_rate, t.cap, t.limit
+    held = cap < limit
+    held &= cap > 0.0
+    # A rate of zero stays zero either way.
+    return np.divide(rate * limit, cap, out=rate.copy(), where=held)
+
+
+def top_two(demands):
+    """The two largest positive demands as ``[(demand, row), ...]`` (``(0.0, None)`` if fewer).
+
+    Ties go to the lower row, as a scan in row order keeping strict maxima would.
+    """
+    out = []
+    if len(demands):
+        first = int(np.argmax(demands))
+        if demands[first] > 0.0:
+            out.append((float(demands[first]), first))
+            if len(demands) > 1:
+                rest = demands.copy()
+                rest[first] = -np.inf
+                second = int(np.argmax(rest))
+                if rest[second] > 0.0:
+                    out.append((float(rest[second]), second))
+    while len(out) < 2:
+        out.append(_NONE)
     return out
 
 
-def _top_two(demands):
-    """The two largest demands as ``[(demand, vm), ...]``."""
-    first = second = (0.0, None)
-    for vm, demand in demands.items():
-        if demand > first[0]:
-            first, second = (demand, vm), first
-        elif demand > second[0]:
-            second = (demand, vm)
-    return [first, second]
+_FREE, _TAXED, _PROTECTED, _DECAY = range(4)
+_KINDS = (policy.UNCAPPED, policy.TAX, policy.PROTECTED, policy.DECAY)
+
+
+def _ranked(rows, demands, intf, names):
+    """``rows`` ordered by (demand, interference, name)."""
+    d, i = demands[rows], intf[rows]
+    order = np.lexsort((i, d))
+    rows, d, i = rows[order], d[order], i[order]
+    if len(rows) > 1 and np.count_nonzero((d[1:] == d[:-1]) & (i[1:] == i[:-1])):
+        # Equal demand and interference: the name decides, as in a sort of tuples.
+        rows = np.array(sorted(rows.tolist(), key=lambda k: (demands[k], intf[k], names[k])),
+                        dtype=np.intp)
+    return rows
+
+
+class Taxes(collections.abc.Sequence):
+    """One interval's taxes as tuples of :data:`policy.TAX_FIELDS`, made on first use.
+
+    The victim named in each is the most inflated of those the interferer
+    interferes with (ties: the larger name).
+    """
+
+    def __init__(self, victims, intfs, interferers, prefix, ioshare, increase, rate):
+        self._args = (victims, intfs, interferers, prefix, ioshare, increase, rate)
+        self._items = None
+
+    def _made(self):
+        if self._items is None:
+            victims, intfs, interferers, prefix, ioshare, increase, rate = self._args
+            worst = [(0.0, None)]
+            for intf, victim in zip(intfs.tolist(), victims):
+                worst.append(max(worst[-1], (intf, victim)))
+            items = []
+            for vm, j, share, inc, r in zip(interferers, prefix.tolist(), ioshare.tolist(),
+                                            increase.tolist(), rate.tolist()):
+                intf, victim = worst[j]
+                items.append((victim, vm, intf, share, inc, r))
+            self._items = items
+        return self._items
+
+    def __getitem__(self, i):
+        return self._made()[i]
+
+    def __len__(self):
+        return len(self._args[2])
 
 
 class IOShares(free_market.FreeMarket):
@@ -258,6 +312,11 @@ class IOShares(free_market.FreeMarket):
     name = "io_shares"
     #: It throttles the VMs that interfere (the board's congestion index counts on it).
     taxes_interferers = True
+    #: ``tax_rate``: the rate of each taxed VM (NaN: untaxed); ``smooth_intf`` and
+    #: ``smooth_mean``: each sensitive VM's moving averages (NaN: none yet).
+    columns = {**free_market.FreeMarket.columns, "tax_rate": (np.nan, np.float64),
+               "tax_kind": (-1, np.int8), "smooth_intf": (np.nan, np.float64),
+               "smooth_mean": (np.nan, np.float64)}
 
     def __init__(self, decay_half_life=0.05, heavier=1.1, max_rate=1000.0,
                  use_balance=False, smoothing=0.5, protect=0.8, protect_speedup=4.0,
@@ -280,147 +339,169 @@ class IOShares(free_market.FreeMarket):
         self.smoothing = smoothing
         self.protect = protect
         self.protect_speedup = protect_speedup
-        self._rates = {}
         self._taxes = []
-        self._smoothed = {}
 
     def _smooth(self, view):
         """Each reporting sensitive VM's interference, averaged over ``smoothing`` of an epoch.
 
-        ``{vm: (interference, mean_increase)}``: the paper's percentage (the
-        larger of the mean's and the deviation's increase) and the mean's
-        increase alone, each a moving average.
+        Updates the ``smooth_intf`` column (the paper's percentage: the
+        larger of the mean's and the deviation's increase) and
+        ``smooth_mean`` (the mean's increase alone), each a moving average,
+        for the VMs that reported this interval (``view.win_rows``).
         """
+        t = view.t
+        rows = view.win_rows
+        if not len(rows):
+            return
         alpha = 1.0 / max(1.0, self.smoothing * view.intervals_per_epoch)
-        out = {}
-        smoothed = self._smoothed
-        windows = view.windows
-        for vm, intf in view.interference.items():
-            spec = view.specs.get(vm)
-            if spec is None or not spec.sla.sensitive:
-                continue
-            win = windows.get(vm)
-            base = spec.sla.latency_sla_us
-            mean = (100.0 * (win.mean_us - base) / base) if win is not None and base else intf
-            old = smoothed.get(vm)
-            if old is None:
-                value = (intf, mean)
-            else:
-                value = (old[0] + alpha * (intf - old[0]), old[1] + alpha * (mean - old[1]))
-            smoothed[vm] = out[vm] = value
-        return out
+        intf = t.intf[rows]
+        base = t.sla_us[rows]
+        mean = t.win_mean[rows] - base
+        mean *= 100.0
+        mean /= base
+        old_intf, old_mean = t.smooth_intf[rows], t.smooth_mean[rows]
+        fresh = np.isnan(old_intf)
+        new_intf = old_intf + alpha * (intf - old_intf)
+        new_mean = old_mean + alpha * (mean - old_mean)
+        if np.count_nonzero(fresh):
+            np.copyto(new_intf, intf, where=fresh)
+            np.copyto(new_mean, mean, where=fresh)
+        t.smooth_intf[rows] = new_intf
+        t.smooth_mean[rows] = new_mean
 
-    def may_cut(self, view, vm):
-        if vm in self._rates:
-            return False         # taxed: the tax alone sets its cap
-        return super().may_cut(view, vm)
+    def may_cut(self, view, rows):
+        taxed = ~np.isnan(view.t.tax_rate[rows])   # the tax alone sets its cap
+        ok = np.zeros(len(rows), dtype=bool)
+        ok[~taxed] = super().may_cut(view, rows[~taxed])
+        return ok
 
-    def decide(self, view):
-        self._taxes = []
-        rates, reasons, specs = self._rates, self._reasons, view.specs
-        smoothed = self._smooth(view)
-        named = {}
-        protected = set()
-        victims = [(vm, intf) for vm, (intf, mean) in smoothed.items()
-                   if mean > specs[vm].sla.interference_threshold_pct]
-        if victims:
-            self._tax(view, victims, smoothed, named, protected)
-        out = {}
-        factor = fast = None
-        for vm in list(rates):
-            rate = rates[vm]
-            if vm in view.bounds and vm not in named:
-                if factor is None:
-                    factor = self._decay_factor(view)
-                    fast = factor ** self.protect_speedup
-                rate = 1.0 + (rate - 1.0) * (fast if vm in protected else factor)
-                if rate < 1.0 + 1e-6:
-                    rate = 1.0
-            if vm not in view.bounds:
-                del rates[vm]
-                continue
-            limit = view.bounds[vm][1]
-            if rate == 1.0:
-                del rates[vm]
-                self._caps.pop(vm, None)
-                out[vm] = (limit, 1.0)
-                reasons[vm] = policy.UNCAPPED
-                continue
-            rates[vm] = rate
-            self._caps.pop(vm, None)      # no credit cap under a tax: they never stack
-            out[vm] = (view.clamp(vm, limit / rate), rate)
-            reasons[vm] = (policy.TAX if vm in named else
-                           policy.PROTECTED if vm in protected else policy.DECAY)
+    def decide_slots(self, view):
+        self._taxes = ()
+        t = view.t
+        self._smooth(view)
+        named = protected = None
+        reported = view.win_rows
+        victims = reported[t.smooth_mean[reported] > t.threshold[reported]]
+        if len(victims):
+            named, protected = self._tax(view, victims)
+        taxed = (~np.isnan(t.tax_rate)).nonzero()[0]
+        if len(taxed):
+            self._settle(view, taxed, named, protected)
         if self.use_balance:
-            for vm, cap in self.lowered(view).items():
-                if vm not in out:
-                    out[vm] = (cap, 1.0)
-                    reasons[vm] = (policy.CREDIT if cap < view.bounds[vm][1]
-                                   else policy.UNCAPPED)
-        return out
+            answered = view.answered()
+            for rows, caps in self.lowered(view):
+                free = ~answered[rows]
+                rows, caps = rows[free], caps[free]
+                view.answer(rows, caps, 1.0)
+                self._note_credit(view, rows, caps)
 
-    def _tax(self, view, victims, smoothed, named, protected):
+    def _settle(self, view, rows, named, protected):
+        """Decay the rates of the taxed VMs (``rows``) not named this interval; answer them all."""
+        t = view.t
+        rate = t.tax_rate[rows]
+        decaying = np.ones(len(rows), dtype=bool) if named is None else ~named[rows]
+        if np.count_nonzero(decaying):
+            factor = self._decay_factor(view)
+            f = np.full(len(rows), factor)
+            if protected is not None:
+                np.copyto(f, factor ** self.protect_speedup, where=protected[rows])
+            decayed = rate - 1.0
+            decayed *= f
+            decayed += 1.0
+            decayed[decayed < 1.0 + 1e-6] = 1.0
+            np.copyto(rate, decayed, where=decaying)
+        limit = t.limit[rows]
+        done = rate == 1.0
+        caps = view.clamp(limit / rate, rows)
+        if np.count_nonzero(done):
+            np.copyto(caps, limit, where=done)
+            t.tax_rate[rows] = table_mod.pick(done, np.nan, rate)
+        else:
+            t.tax_rate[rows] = rate
+        view.answer(rows, caps, rate)
+        t.credit_cap[rows] = np.nan      # no credit cap under a tax: they never stack
+        # Why each taxed VM has its cap: written only where it changed.
+        kind = np.full(len(rows), _DECAY, dtype=np.int8)
+        if named is not None:
+            np.copyto(kind, _TAXED, where=named[rows])
+            np.copyto(kind, _PROTECTED, where=protected[rows])
+        np.copyto(kind, _FREE, where=done)
+        moved = kind != t.tax_kind[rows]
+        if np.count_nonzero(moved):
+            t.tax_kind[rows] = kind
+            reasons, names = self._reasons, t.names
+            for k, why in zip(rows[moved].tolist(), kind[moved].tolist()):
+                reasons[names[k]] = _KINDS[why]
+
+    def _tax(self, view, victims):
         """Raise every interferer's rate by its IOShare times the victims' inflation.
 
         Summed over the victims it interferes with: the VM ``u`` interferes
         with victim ``v`` when ``demand(u) >= heavier x demand(v)``, so with
         the victims sorted by their own demand these are a prefix, and the
         sum is a prefix sum: one pass over the VMs, not one per victim.
+        Returns the masks of the VMs named (taxed) and protected this interval.
         """
-        specs, rates, mtu_rate = view.specs, self._rates, view.mtu_rate
-        demands = _demands(view)
-        total = sum(mtu_rate.get(vm, 0.0) for vm in specs)
+        t = view.t
+        n = len(t)
+        named = np.zeros(n, dtype=bool)
+        protected = np.zeros(n, dtype=bool)
+        demands = _demands(t)
+        total = table_mod.seqsum(t.mtu_rate)
         if total <= 0.0:
-            return
-        ranked = sorted((demands.get(vm, 0.0), intf, vm) for vm, intf in victims)
-        owns = [own for own, _intf, _vm in ranked]
-        sums = [0.0]
-        worst = [(0.0, None)]
-        for _own, intf, vm in ranked:
-            sums.append(sums[-1] + intf)
-            worst.append(max(worst[-1], (intf, vm)))
-        position = {vm: k for k, (_own, _intf, vm) in enumerate(ranked)}
-        heavier, protect, max_rate = self.heavier, self.protect, self.max_rate
-        for vm, demand in demands.items():
-            if demand <= 0.0:
-                continue
-            k = bisect.bisect_right(owns, demand / heavier)
-            if k == 0:
-                continue
-            summed, count = sums[k], k
-            own_k = position.get(vm)
-            if own_k is not None and own_k < k:      # never its own victim
-                summed -= ranked[own_k][1]
-                count -= 1
-                if count == 0:
-                    continue
-            sla = specs[vm].sla
-            if sla.sensitive:
-                mine = smoothed.get(vm, (0.0, 0.0))[0]
-                if mine > protect * sla.interference_threshold_pct:
-                    protected.add(vm)
-                    continue
-                summed -= count * mine
-            ioshare = mtu_rate.get(vm, 0.0) / total
-            increase = ioshare * summed / 100.0
-            if increase <= 0.0:
-                continue
-            rate = min(max_rate, rates.get(vm, 1.0) + increase)
-            rates[vm] = named[vm] = rate
-            intf, victim = worst[k]
-            self._taxes.append((victim, vm, intf, ioshare, increase, rate))
+            return named, protected
+        smooth = t.smooth_intf
+        victims = _ranked(victims, demands, smooth, t.names)
+        m = len(victims)
+        owns = demands[victims]
+        intfs = np.zeros(m + 1)
+        intfs[1:] = smooth[victims]
+        sums = np.add.accumulate(intfs)
+        # Each VM's position among the victims (m: not a victim).
+        position = np.full(n, m, dtype=np.intp)
+        position[victims] = np.arange(m)
+        prefix = owns.searchsorted(demands / self.heavier, side="right")
+        rows = ((demands > 0.0) & (prefix > 0)).nonzero()[0]
+        if not len(rows):
+            return named, protected
+        k = prefix[rows]
+        summed = sums[k]
+        count = k.astype(np.float64)
+        own = position[rows]
+        mine_too = own < k                                # never its own victim
+        if np.count_nonzero(mine_too):
+            summed = table_mod.pick(mine_too, summed - intfs[own + 1 - (own == m)], summed)
+            count = table_mod.pick(mine_too, count - 1.0, count)
+        sensitive = t.sensitive[rows]
+        if np.count_nonzero(sensitive):
+            mine = np.zeros(len(rows))
+            np.copyto(mine, smooth[rows], where=sensitive & t.win[rows])
+            guard = mine > self.protect * t.threshold[rows]
+            protected[rows[guard & (count > 0)]] = True
+            summed = summed - count * mine
+        else:
+            guard = np.zeros(len(rows), dtype=bool)
+        ioshare = t.mtu_rate[rows] / total
+        increase = ioshare * summed / 100.0
+        ok = count > 0
+        ok &= ~guard
+        ok &= increase > 0.0
+        if not ok.all():
+            rows, k, ioshare, increase = rows[ok], k[ok], ioshare[ok], increase[ok]
+        if not len(rows):
+            return named, protected
+        old = t.tax_rate[rows]
+        rate = np.minimum(self.max_rate, table_mod.pick(np.isnan(old), 1.0, old) + increase)
+        t.tax_rate[rows] = rate
+        named[rows] = True
+        names = t.names
+        self._taxes = Taxes([names[v] for v in victims.tolist()], intfs[1:],
+                            [names[r] for r in rows.tolist()], k, ioshare, increase, rate)
+        return named, protected
 
     def _decay_factor(self, view):
         intervals = max(1e-9, self.decay_half_life * view.intervals_per_epoch)
         return math.pow(0.5, 1.0 / intervals)
 
-    def rate(self, vm):
-        return self._rates.get(vm, 1.0)
-
     def taxes(self):
         return self._taxes
-
-    def forget(self, vm):
-        super().forget(vm)
-        self._rates.pop(vm, None)
-        self._smoothed.pop(vm, None)

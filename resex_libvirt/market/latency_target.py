@@ -74,6 +74,8 @@ returned through :meth:`LatencyTarget.weights`; it changes no cap and no
 price, and a VM's reservation and limit still bound its CPU.
 """
 
+import numpy as np
+
 from resex_libvirt.market import free_market
 from resex_libvirt.market import io_shares
 from resex_libvirt.market import policy
@@ -83,6 +85,12 @@ class LatencyTarget(free_market.FreeMarket):
     name = "latency_target"
     #: It throttles the VMs that interfere (the board's congestion index counts on it).
     taxes_interferers = True
+    #: ``lt_cap``: the cap the controller holds (NaN: not controlled, at the
+    #: limit); ``lt_lat``: each victim's smoothed latency (NaN: none yet);
+    #: ``lt_sum`` and ``lt_n``: this period's window means.
+    columns = {**free_market.FreeMarket.columns, "lt_cap": (np.nan, np.float64),
+               "lt_lat": (np.nan, np.float64), "lt_sum": (0.0, np.float64),
+               "lt_n": (0, np.int64)}
 
     def __init__(self, gain=0.3, smoothing=0.5, target=0.85, additive=0.02, max_step=0.25,
                  period=0.01, heavier=0.0, boost=1.0, use_balance=False, **kwargs):
@@ -109,136 +117,119 @@ class LatencyTarget(free_market.FreeMarket):
         self.period = period
         self.heavier = heavier
         self.boost = boost
-        self._w = {}           # vm -> cap the controller holds (below the limit)
-        self._lat = {}         # victim -> smoothed latency (us)
-        self._acc = {}         # victim -> (sum of window means, count) this period
         self._since = 0
         self._weights = {}
 
     # -- the controller -----------------------------------------------------
     def _observe(self, view):
-        acc = self._acc
-        for vm, win in view.windows.items():
-            spec = view.specs.get(vm)
-            if win is None or win.count == 0 or spec is None or not spec.sla.sensitive:
-                continue
-            total, n = acc.get(vm, (0.0, 0))
-            acc[vm] = (total + win.mean_us, n + 1)
+        t = view.t
+        got = t.win & (t.win_count > 0)
+        if got.any():
+            t.lt_sum[got] += t.win_mean[got]
+            t.lt_n[got] += 1
 
-    def _smooth(self):
+    def _smooth(self, view):
         """PARDA's latency estimate, from the mean of this period's windows."""
-        s = self.smoothing
-        lat = self._lat
-        for vm, (total, n) in self._acc.items():
-            mean = total / n
-            old = lat.get(vm)
-            lat[vm] = mean if old is None else (1.0 - s) * mean + s * old
-        self._acc = {}
+        t = view.t
+        got = t.lt_n > 0
+        if got.any():
+            s = self.smoothing
+            mean = t.lt_sum[got] / t.lt_n[got]
+            old = t.lt_lat[got]
+            t.lt_lat[got] = np.where(np.isnan(old), mean, (1.0 - s) * mean + s * old)
+            t.lt_sum[:] = 0.0
+            t.lt_n[:] = 0
 
     def ratios(self, view):
-        """``{victim: 2 - lat / L}`` for every sensitive VM with a latency estimate."""
-        out = {}
-        for vm, lat in self._lat.items():
-            spec = view.specs.get(vm)
-            if spec is None or lat <= 0.0:
-                continue
-            sla = spec.sla
-            goal = sla.latency_sla_us * (1.0 + self.target * sla.interference_threshold_pct
-                                         / 100.0)
-            # PARDA's L / lat, linearised around the target (see the module docstring).
-            ratio = 2.0 - lat / goal
-            out[vm] = ratio if ratio > 0.0 else 0.0
-        return out
+        """Per row, ``2 - lat / L`` of each sensitive VM with a latency estimate (else NaN)."""
+        t = view.t
+        lat = t.lt_lat
+        goal = t.sla_us * (1.0 + self.target * t.threshold / 100.0)
+        # PARDA's L / lat, linearised around the target (see the module docstring).
+        ratio = 2.0 - lat / goal
+        ratio = np.where(ratio > 0.0, ratio, 0.0)
+        return np.where(lat > 0.0, ratio, np.nan)
 
     def _update(self, view):
+        t = view.t
         ratios = self.ratios(view)
-        demands = io_shares._demands(view)
+        demands = io_shares._demands(t)
         # Each VM's signal: the worst ratio among the victims it interferes with.
-        signal = {}
-        for victim, ratio in ratios.items():
-            floor = self.heavier * demands.get(victim, 0.0)
-            for vm, demand in demands.items():
-                if vm == victim or demand <= 0.0 or demand < floor:
-                    continue
-                if ratio < signal.get(vm, float("inf")):
-                    signal[vm] = ratio
-        protected = set()
-        for vm in list(signal):
-            own = ratios.get(vm, 2.0)
-            if own < 1.0:
-                # Its own latency is over its target: never lowered, it grows back
-                # as fast as the victims' signal would lower it.
-                protected.add(vm)
-                signal[vm] = 2.0 - own
-        out = {}
+        signal = np.full(len(t), np.inf)
+        sending = demands > 0.0
+        for victim in np.flatnonzero(~np.isnan(ratios)).tolist():
+            floor = self.heavier * demands[victim]
+            hit = sending & (demands >= floor)
+            hit[victim] = False
+            signal = np.where(hit & (ratios[victim] < signal), ratios[victim], signal)
+        has = signal != np.inf
+        own = np.where(np.isnan(ratios), 2.0, ratios)
+        # Its own latency is over its target: never lowered, it grows back as
+        # fast as the victims' signal would lower it.
+        protected = has & (own < 1.0)
+        signal = np.where(protected, 2.0 - own, signal)
+        held = t.lt_cap
+        rows = np.flatnonzero(has | ~np.isnan(held))
+        if not len(rows):
+            return
         g, step = self.gain, self.max_step
-        for vm in set(signal) | set(self._w):
-            if vm not in view.bounds:
-                self._w.pop(vm, None)
-                continue
-            floor, limit = view.bounds[vm]
-            w = self._w.get(vm, view.caps.get(vm, limit))
-            ratio = signal.get(vm, 1.0 + step)   # no victim over target: grow back
-            shares = view.specs[vm].sla.shares / 100.0
-            new = (1.0 - g) * w + g * ratio * w + self.additive * shares
-            new = min(w * (1.0 + step), max(w * (1.0 - step), new))
-            new = limit if new >= limit else (floor if new <= floor else new)
-            if new >= limit:
-                self._w.pop(vm, None)
-                if view.caps.get(vm) != limit:
-                    out[vm] = (limit, 1.0)
-                self._reasons[vm] = policy.PROTECTED if vm in protected else policy.UNCAPPED
-                continue
-            self._w[vm] = new
-            self._caps.pop(vm, None)     # no credit cap under the controller
-            out[vm] = (new, limit / new)
-            self._reasons[vm] = policy.PROTECTED if vm in protected else policy.TARGET
-        return out
+        limit, floor = t.limit[rows], t.floor[rows]
+        w = np.where(np.isnan(held[rows]), t.cap[rows], held[rows])
+        ratio = np.where(has[rows], signal[rows], 1.0 + step)   # no victim over target: grow back
+        shares = t.shares[rows] / 100.0
+        new = (1.0 - g) * w + g * ratio * w + self.additive * shares
+        new = np.minimum(w * (1.0 + step), np.maximum(w * (1.0 - step), new))
+        new = np.where(new >= limit, limit, np.where(new <= floor, floor, new))
+        free = new >= limit
+        guarded = protected[rows]
+        names, reasons = t.names, self._reasons
+        back = rows[free]
+        held[back] = np.nan
+        moved = back[t.cap[back] != t.limit[back]]
+        view.answer(moved, t.limit[moved], 1.0)
+        kept = rows[~free]
+        held[kept] = new[~free]
+        t.credit_cap[kept] = np.nan      # no credit cap under the controller
+        view.answer(kept, new[~free], limit[~free] / new[~free])
+        for k, is_free, is_guarded in zip(rows.tolist(), free.tolist(), guarded.tolist()):
+            reasons[names[k]] = (policy.PROTECTED if is_guarded else
+                                 policy.UNCAPPED if is_free else policy.TARGET)
 
     # -- the policy interface --------------------------------------------------
-    def may_cut(self, view, vm):
-        if vm in self._w:
-            return False
-        return super().may_cut(view, vm)
+    def may_cut(self, view, rows):
+        controlled = ~np.isnan(view.t.lt_cap[rows])
+        ok = np.zeros(len(rows), dtype=bool)
+        ok[~controlled] = super().may_cut(view, rows[~controlled])
+        return ok
 
-    def decide(self, view):
+    def decide_slots(self, view):
         self._observe(view)
-        out = {}
         every = max(1, round(self.period * view.intervals_per_epoch))
         self._since += 1
         if self._since >= every:
             self._since = 0
-            self._smooth()
-            out = self._update(view)
-        lowered = self.lowered(view) if self.use_balance else {}
-        for vm, cap in lowered.items():
-            if vm not in out and vm not in self._w:
-                out[vm] = (cap, 1.0)
-                self._reasons[vm] = (policy.CREDIT if cap < view.bounds[vm][1]
-                                     else policy.UNCAPPED)
+            self._smooth(view)
+            self._update(view)
+        if self.use_balance:
+            t = view.t
+            answered = view.answered()
+            for rows, caps in self.lowered(view):
+                free = ~answered[rows] & np.isnan(t.lt_cap[rows])
+                rows, caps = rows[free], caps[free]
+                view.answer(rows, caps, 1.0)
+                self._note_credit(view, rows, caps)
         if self.boost > 1.0:
             self._boost(view)
-        return out
 
     def _boost(self, view):
-        weights = {}
-        for vm, spec in view.specs.items():
-            sample = view.samples.get(vm)
-            if spec.sla.sensitive and sample is not None and sample.tx_mtus > 0:
-                weights[vm] = self.boost
-        self._weights = weights
+        t = view.t
+        sending = t.sensitive & t.seen & (t.tx_mtus > 0)
+        self._weights = {t.names[k]: self.boost for k in np.flatnonzero(sending).tolist()}
 
     def weights(self):
         """``{vm: factor}``: the Xen-and-Co. weight boost in force (empty unless ``boost`` > 1)."""
         return self._weights
 
-    def cap(self, vm):
-        """The cap the controller holds for ``vm`` (``None``: not controlled)."""
-        return self._w.get(vm)
-
     def forget(self, vm):
         super().forget(vm)
-        self._w.pop(vm, None)
-        self._lat.pop(vm, None)
-        self._acc.pop(vm, None)
         self._weights.pop(vm, None)

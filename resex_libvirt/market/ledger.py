@@ -32,10 +32,14 @@ left".
 
 import dataclasses
 
+import numpy as np
+
+from resex_libvirt.market import table as table_mod
+
 
 @dataclasses.dataclass(slots=True)
 class Account:
-    """One VM's Resos for the current epoch."""
+    """One VM's Resos for the current epoch (a copy: the ledger keeps columns)."""
 
     shares: int
     allocation: float = 0.0
@@ -45,14 +49,25 @@ class Account:
 
 
 class Ledger:
-    """Balances of every VM; allocation by shares of a fixed supply."""
+    """Balances of every VM; allocation by shares of a fixed supply.
 
-    def __init__(self, cpu_supply, io_supply):
+    The accounts are columns of a :class:`~resex_libvirt.market.table.Table`
+    (``shares``, ``allocation``, ``balance``, ``spent_cpu``, ``spent_io``):
+    the market passes its own table, so that charging an interval is a few
+    column operations (:meth:`Market.step`); a ledger made alone keeps one of
+    its own.
+    """
+
+    def __init__(self, cpu_supply, io_supply, table=None):
         if cpu_supply < 0 or io_supply < 0:
             raise ValueError("supplies must be >= 0")
         self.cpu_supply = float(cpu_supply)
         self.io_supply = float(io_supply)
-        self._accounts = {}
+        self._own = table is None
+        self.table = table_mod.Table() if table is None else table
+        for name in ("shares", "allocation", "balance", "spent_cpu", "spent_io"):
+            self.table.column(name)
+        self.table.column("open", False, bool)
         self._total_shares = 0
         self._stale = False
 
@@ -64,24 +79,35 @@ class Ledger:
         """
         if shares < 1:
             raise ValueError("shares must be >= 1")
-        old = self._accounts.get(vm)
-        if old is not None:
-            self._total_shares -= old.shares
-        self._accounts[vm] = acct = Account(shares=int(shares))
+        t = self.table
+        slot = t.add(vm) if self._own else t.slots[vm]
+        if t.open[slot]:
+            self._total_shares -= int(t.shares[slot])
+        shares = int(shares)
         # The others' allocations follow on the next read (one pass for many
         # VMs adopted at once, not one per VM).
-        self._total_shares += acct.shares
+        self._total_shares += shares
         self._stale = True
-        acct.allocation = self._share_of(acct.shares)
-        acct.balance = acct.allocation * min(1.0, max(0.0, fraction_left))
-        return acct
+        allocation = self._share_of(shares)
+        t.open[slot] = True
+        t.shares[slot] = shares
+        t.allocation[slot] = allocation
+        t.balance[slot] = allocation * min(1.0, max(0.0, fraction_left))
+        t.spent_cpu[slot] = t.spent_io[slot] = 0.0
+        return self.account(vm)
 
     def close_account(self, vm):
         """Remove ``vm``; the others' allocations grow from the next epoch."""
-        acct = self._accounts.pop(vm, None)
-        if acct is not None:
-            self._total_shares -= acct.shares
-            self._stale = True
+        t = self.table
+        slot = t.slots.get(vm)
+        if slot is None or not t.open[slot]:
+            return
+        self._total_shares -= int(t.shares[slot])
+        self._stale = True
+        if self._own:
+            t.remove(vm)
+        else:
+            t.open[slot] = False
 
     def set_supply(self, cpu_supply, io_supply):
         """New supplies; allocations follow, balances from the next epoch."""
@@ -92,65 +118,78 @@ class Ledger:
         self._stale = True
 
     def set_shares(self, vm, shares):
-        acct = self._accounts[vm]
-        self._total_shares += int(shares) - acct.shares
-        acct.shares = int(shares)
+        slot = self._slot(vm)
+        self._total_shares += int(shares) - int(self.table.shares[slot])
+        self.table.shares[slot] = int(shares)
         self._stale = True
 
     def _share_of(self, shares):
         return (self.cpu_supply + self.io_supply) * shares / self._total_shares
 
-    def _fresh(self):
+    def refresh(self):
         """Bring every allocation up to date (after VMs joined or left, or a new supply)."""
         if self._stale:
             self._stale = False
-            for acct in self._accounts.values():
-                acct.allocation = self._share_of(acct.shares)
+            t = self.table
+            if self._total_shares:
+                fresh = (self.cpu_supply + self.io_supply) * t.shares / self._total_shares
+                t.allocation = np.where(t.open, fresh, t.allocation)
+
+    def _slot(self, vm):
+        slot = self.table.slots.get(vm)
+        if slot is None or not self.table.open[slot]:
+            raise KeyError(vm)
+        return slot
 
     # -- the epoch ----------------------------------------------------------
     def charge(self, vm, cpu_resos, io_resos):
         """Deduct this interval's usage; returns the balance left."""
         if cpu_resos < 0 or io_resos < 0:
             raise ValueError("charges must be >= 0")
-        acct = self._accounts[vm]
-        acct.spent_cpu += cpu_resos
-        acct.spent_io += io_resos
-        acct.balance = max(0.0, acct.balance - cpu_resos - io_resos)
-        return acct.balance
+        t, slot = self.table, self._slot(vm)
+        t.spent_cpu[slot] += cpu_resos
+        t.spent_io[slot] += io_resos
+        t.balance[slot] = max(0.0, float(t.balance[slot]) - cpu_resos - io_resos)
+        return float(t.balance[slot])
 
     def replenish(self):
         """Start a new epoch: every balance back to its allocation, leftovers discarded."""
-        self._fresh()
-        for acct in self._accounts.values():
-            acct.balance = acct.allocation
-            acct.spent_cpu = 0.0
-            acct.spent_io = 0.0
+        self.refresh()
+        t = self.table
+        t.balance[:] = t.allocation
+        t.spent_cpu[:] = 0.0
+        t.spent_io[:] = 0.0
 
     # -- reading ------------------------------------------------------------
     def __contains__(self, vm):
-        return vm in self._accounts
+        slot = self.table.slots.get(vm)
+        return slot is not None and bool(self.table.open[slot])
 
     def __iter__(self):
-        return iter(self._accounts)
+        t = self.table
+        return iter([vm for vm, is_open in zip(t.names, t.open.tolist()) if is_open])
 
     def accounts(self):
-        """``(vm, Account)`` pairs, read-only by convention."""
-        self._fresh()
-        return self._accounts.items()
+        """``(vm, Account)`` pairs (copies)."""
+        self.refresh()
+        return [(vm, self.account(vm)) for vm in self]
 
     def account(self, vm):
-        self._fresh()
-        return self._accounts[vm]
+        self.refresh()
+        t, slot = self.table, self._slot(vm)
+        return Account(int(t.shares[slot]), float(t.allocation[slot]), float(t.balance[slot]),
+                       float(t.spent_cpu[slot]), float(t.spent_io[slot]))
 
     def balance(self, vm):
-        return self._accounts[vm].balance
+        return float(self.table.balance[self._slot(vm)])
 
     def allocation(self, vm):
-        self._fresh()
-        return self._accounts[vm].allocation
+        self.refresh()
+        return float(self.table.allocation[self._slot(vm)])
 
     def fraction_left(self, vm):
         """Balance over allocation, in [0, 1] (1 when the allocation is zero)."""
-        self._fresh()
-        acct = self._accounts[vm]
-        return acct.balance / acct.allocation if acct.allocation > 0 else 1.0
+        self.refresh()
+        t, slot = self.table, self._slot(vm)
+        allocation = float(t.allocation[slot])
+        return float(t.balance[slot]) / allocation if allocation > 0 else 1.0

@@ -30,16 +30,27 @@ caller writes only those knobs.
 
 import collections
 import dataclasses
+import operator
 import types
 import typing
 
-from resex_libvirt.market import latency
+import numpy as np
+
 from resex_libvirt.market import ledger as ledger_mod
 from resex_libvirt.market import policy as policy_mod
 from resex_libvirt.market import records
+from resex_libvirt.market import table as table_mod
 
 #: Xen's default credit-scheduler weight; the weight of a VM with default shares.
 BASE_WEIGHT = 256
+#: How fast a VM's learned base latency deviation rises (:class:`latency.BaselineTracker`).
+STD_RISE = 0.02
+#: How many of an epoch's taxes its summary keeps (the last ones).
+TAXES_KEPT = 50
+
+_COUNT = operator.attrgetter("count")
+_MEAN = operator.attrgetter("mean_us")
+_STD = operator.attrgetter("std_us")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,23 +104,8 @@ def weight_of(shares):
     return max(1, min(65535, int(round(BASE_WEIGHT * shares / 100.0))))
 
 
-@dataclasses.dataclass(slots=True)
-class _Tally:
-    """Per-VM epoch statistics; the cap is integrated over ticks on change."""
-
-    since: int = 0
-    since_start: int = 0
-    cap_area: float = 0.0
-    cap_min: float = float("inf")
-    cpu_sum: float = 0.0
-    tx_mtus: int = 0
-    tx_bytes: int = 0
-    intf_sum: float = 0.0
-    intf_n: int = 0
-
-
 class VMEpoch(typing.NamedTuple):
-    """One VM's epoch, as reported (a named tuple: one is made per VM per epoch)."""
+    """One VM's epoch, as reported (a named tuple, made only when a consumer asks)."""
 
     vm: str
     allocation: float
@@ -130,24 +126,88 @@ class VMEpoch(typing.NamedTuple):
     cap_floor: float = 0.0
 
 
-@dataclasses.dataclass(frozen=True)
+#: The columns of :attr:`EpochSummary.columns`, in :class:`VMEpoch` order.
+EPOCH_COLUMNS = VMEpoch._fields
+
+
 class EpochSummary:
     """What the market did during one epoch: the input of the host report.
 
     ``cpu_price`` and ``io_price`` are what the market actually charged on
     average (Resos per CPU percent, Resos per MTU), the rate multipliers
     included, so they rise above the base prices when IOShares taxes.
+
+    Per VM, :attr:`columns` holds one sequence per field of :class:`VMEpoch`
+    (numpy arrays for the numbers, ``interference_pct`` NaN for a VM without
+    one; lists for ``vm`` and ``io_class``), in the market's row order;
+    :attr:`vms` makes the :class:`VMEpoch` records from them on first use.
+    Either may be given: a summary built from records (tests, tools) has
+    its columns made on demand too.
     """
 
-    epoch: int
-    intervals: int
-    vms: tuple
-    link_bytes_per_epoch: float
-    link_utilisation: float
-    cpu_price: float
-    io_price: float
-    latency_inflation_pct: float
-    taxes: tuple = ()
+    def __init__(self, epoch, intervals, vms=None, link_bytes_per_epoch=0.0,
+                 link_utilisation=0.0, cpu_price=1.0, io_price=1.0, latency_inflation_pct=0.0,
+                 taxes=(), columns=None):
+        if vms is None and columns is None:
+            raise ValueError("an epoch summary needs its VMs (records or columns)")
+        self.epoch = epoch
+        self.intervals = intervals
+        self.link_bytes_per_epoch = link_bytes_per_epoch
+        self.link_utilisation = link_utilisation
+        self.cpu_price = cpu_price
+        self.io_price = io_price
+        self.latency_inflation_pct = latency_inflation_pct
+        self.taxes = taxes
+        self._vms = None if vms is None else tuple(vms)
+        self._columns = columns
+
+    @property
+    def columns(self):
+        if self._columns is None:
+            rows = self._vms
+            cols = {}
+            for k, field in enumerate(EPOCH_COLUMNS):
+                values = [r[k] for r in rows]
+                if field in ("vm", "io_class"):
+                    cols[field] = values
+                elif field == "interference_pct":
+                    cols[field] = np.array([np.nan if v is None else v for v in values],
+                                           dtype=np.float64)
+                elif field == "sensitive":
+                    cols[field] = np.array(values, dtype=bool)
+                elif field in ("tx_mtus", "tx_bytes"):
+                    cols[field] = np.array(values, dtype=np.int64)
+                else:
+                    cols[field] = np.array(values, dtype=np.float64)
+            self._columns = cols
+        return self._columns
+
+    @property
+    def vms(self):
+        if self._vms is None:
+            cols = self._columns
+            lists = []
+            for field in EPOCH_COLUMNS:
+                col = cols[field]
+                values = col if isinstance(col, list) else col.tolist()
+                if field == "interference_pct":
+                    values = [None if v != v else v for v in values]
+                lists.append(values)
+            self._vms = tuple(map(VMEpoch._make, zip(*lists)))
+        return self._vms
+
+    def row(self, k):
+        """The :class:`VMEpoch` of the VM in row ``k`` (made from the columns)."""
+        if self._vms is not None:
+            return self._vms[k]
+        values = []
+        for field in EPOCH_COLUMNS:
+            value = self._columns[field][k]
+            value = value.item() if isinstance(value, np.generic) else value
+            if field == "interference_pct" and value != value:
+                value = None
+            values.append(value)
+        return VMEpoch._make(values)
 
     def vm(self, name):
         for rec in self.vms:
@@ -155,17 +215,48 @@ class EpochSummary:
                 return rec
         raise KeyError(name)
 
+    def __len__(self):
+        return len(self._vms) if self._vms is not None else len(self._columns["vm"])
+
+
+#: Columns of the market's table: ``{name: (fill, dtype)}``.
+_COLUMNS = {
+    # The VM's SLA, as the market uses it.
+    "floor": (0.0, np.float64), "limit": (0.0, np.float64), "weight": (BASE_WEIGHT, np.int64),
+    "sensitive": (False, bool), "sla_us": (np.nan, np.float64),
+    "threshold": (np.nan, np.float64), "io_class": ("", object),
+    # What is in force, and the recent I/O rate.
+    "cap": (0.0, np.float64), "rate": (1.0, np.float64), "mtu_rate": (0.0, np.float64),
+    # The learned base latency deviation (NaN: none yet).
+    "base_std": (np.nan, np.float64),
+    # This interval's inputs.
+    "seen": (False, bool), "cpu_pct": (0.0, np.float64), "tx_mtus": (0, np.int64),
+    "tx_bytes": (0, np.int64), "win": (False, bool), "win_count": (0, np.int64),
+    "win_mean": (np.nan, np.float64), "intf": (np.nan, np.float64),
+    # The epoch's tallies; the cap is integrated over ticks on change.
+    "t_since": (0, np.int64), "t_start": (0, np.int64), "t_cap_area": (0.0, np.float64),
+    "t_cap_min": (np.inf, np.float64), "t_cpu": (0.0, np.float64), "t_mtus": (0, np.int64),
+    "t_bytes": (0, np.int64), "t_intf_sum": (0.0, np.float64), "t_intf_n": (0, np.int64),
+}
+
 
 class Market:
-    """The Reso market of one host."""
+    """The Reso market of one host.
+
+    Every VM's state is a row of :attr:`table` (:mod:`.table`); one interval
+    is a few operations on whole columns, whatever the number of VMs.
+    """
 
     def __init__(self, params, policy, mtu_ewma_intervals=None):
         self.params = params
-        self.policy = policy if policy is not None else policy_mod.NoControl()
-        self.ledger = ledger_mod.Ledger(params.cpu_supply, params.io_supply)
+        self.table = t = table_mod.Table()
+        for name, (fill, dtype) in _COLUMNS.items():
+            t.column(name, fill, dtype)
+        self.ledger = ledger_mod.Ledger(params.cpu_supply, params.io_supply, table=t)
         self.specs = {}
-        self._bounds = {}
-        self._weights = {}
+        self._specs_ro = types.MappingProxyType(self.specs)
+        self.view = policy_mod.SlotView(t, self._specs_ro, params.intervals_per_epoch,
+                                        params.min_cap_pct)
         self._decisions = {}
         self._snapshot = None
         self._moved = {}
@@ -173,26 +264,32 @@ class Market:
         self.changed = ()
         self.tick = 0
         self.epoch = 0
-        self._caps = {}
-        self._rates = {}
-        self._mtu_rate = {}
-        self._baselines = {}
-        self._tally = {}
-        self._charged_cpu = 0.0
-        self._charged_io = 0.0
-        self._cpu_units = 0.0
-        self._mtu_units = 0
-        self._taxes = collections.deque(maxlen=50)
+        # Epoch totals of the VMs that left during the epoch (the others' are
+        # their rows): charged CPU and I/O Resos, CPU percent, MTUs.
+        self._gone = [0.0, 0.0, 0.0, 0]
+        # Each interval's taxes (a policy's sequence, made into tuples only
+        # if it is among the last TAXES_KEPT of the epoch).
+        self._taxes = collections.deque(maxlen=TAXES_KEPT)
         n = mtu_ewma_intervals or max(1.0, params.intervals_per_epoch / 20.0)
         self._alpha = 1.0 / n
-        self.last_interference = {}
-        self._specs_ro = types.MappingProxyType(self.specs)
-        self._mtu_rate_ro = types.MappingProxyType(self._mtu_rate)
-        self._caps_ro = types.MappingProxyType(self._caps)
-        self._rates_ro = types.MappingProxyType(self._rates)
-        self._bounds_ro = types.MappingProxyType(self._bounds)
-        self._accounts = {}
+        self._interference = None
         self._boosted = set()
+        #: ``[(row, LatencyWindow)]``: the last step's windows of VMs without a
+        #: latency SLA (the market has no use for them; a caller may).
+        self.other_windows = ()
+        self.policy = None
+        self._install(policy if policy is not None else policy_mod.NoControl())
+
+    def _install(self, policy):
+        old = self.policy
+        if old is not None:
+            for name in old.columns:
+                if name not in policy.columns:
+                    self.table.drop(name)
+        for name, (fill, dtype) in policy.columns.items():
+            self.table.drop(name)
+            self.table.column(name, fill, dtype)
+        self.policy = policy
 
     # -- membership -----------------------------------------------------------
     def _bounds_of(self, spec):
@@ -203,27 +300,32 @@ class Market:
     def add(self, spec):
         """Adopt a VM (or update its SLA); new VMs get the rest of this epoch's Resos."""
         vm = spec.vm
+        t = self.table
         self.specs[vm] = spec
-        self._bounds[vm] = floor, limit = self._bounds_of(spec)
-        self._weights[vm] = weight_of(spec.sla.shares)
-        if vm in self.ledger:
-            self.ledger.set_shares(vm, spec.sla.shares)
-            self._caps[vm] = min(limit, max(floor, self._caps[vm]))
-        else:
+        floor, limit = self._bounds_of(spec)
+        sla = spec.sla
+        slot = t.slots.get(vm)
+        if slot is None:
+            slot = t.add(vm)
             left = (self.params.intervals_per_epoch - self.tick) / self.params.intervals_per_epoch
-            self._accounts[vm] = self.ledger.open_account(vm, spec.sla.shares,
-                                                          fraction_left=left)
-            self._caps[vm] = limit
-            self._rates[vm] = 1.0
-            self._mtu_rate[vm] = 0.0
-            self._tally[vm] = _Tally(since=self.tick, since_start=self.tick, cap_min=limit)
-        if spec.sla.sensitive:
-            tracker = self._baselines.setdefault(vm, latency.BaselineTracker())
-            tracker.base_mean_us = spec.sla.latency_sla_us
-            tracker.threshold_pct = spec.sla.interference_threshold_pct
+            self.ledger.open_account(vm, sla.shares, fraction_left=left)
+            t.cap[slot] = limit
+            t.t_since[slot] = t.t_start[slot] = self.tick
+            t.t_cap_min[slot] = limit
         else:
-            self._baselines.pop(vm, None)
-        self._decide(vm, self._caps[vm], self._rates[vm])
+            self.ledger.set_shares(vm, sla.shares)
+            t.cap[slot] = min(limit, max(floor, float(t.cap[slot])))
+        t.floor[slot] = floor
+        t.limit[slot] = limit
+        t.weight[slot] = weight_of(sla.shares)
+        t.io_class[slot] = sla.io_class
+        t.sensitive[slot] = sla.sensitive
+        if sla.sensitive:
+            t.sla_us[slot] = sla.latency_sla_us
+            t.threshold[slot] = sla.interference_threshold_pct
+        else:
+            t.sla_us[slot] = t.threshold[slot] = t.base_std[slot] = np.nan
+        self._decide(slot)
 
     def set_params(self, params):
         """Apply new prices, minimum cap or supply (a reload) from the next interval.
@@ -234,39 +336,54 @@ class Market:
                 self.params.interval_s, self.params.intervals_per_epoch):
             raise ValueError("the interval and the epoch cannot change in a running market")
         self.params = params
+        self.view.min_cap_pct = params.min_cap_pct
         self.ledger.set_supply(params.cpu_supply, params.io_supply)
+        t = self.table
         for vm, spec in self.specs.items():
-            self._bounds[vm] = floor, limit = self._bounds_of(spec)
-            cap = min(limit, max(floor, self._caps[vm]))
-            if cap != self._caps[vm]:
-                self._caps[vm] = cap
-                self._decide(vm, cap, self._rates[vm])
+            slot = t.slots[vm]
+            floor, limit = self._bounds_of(spec)
+            t.floor[slot], t.limit[slot] = floor, limit
+            old = float(t.cap[slot])
+            cap = min(limit, max(floor, old))
+            if cap != old:
+                t.cap[slot] = cap
+                self._decide(slot)
 
     def set_policy(self, policy):
         """Replace the policy; it starts from scratch: every VM at its limit, base rate."""
-        self.policy = policy
-        for vm in self.specs:
-            limit = self._bounds[vm][1]
-            if self._caps[vm] != limit or self._rates[vm] != 1.0:
-                self._caps[vm] = limit
-                self._rates[vm] = 1.0
-                self._decide(vm, limit, 1.0)
+        self._install(policy)
+        t = self.table
+        for slot in np.flatnonzero((t.cap != t.limit) | (t.rate != 1.0)).tolist():
+            t.cap[slot] = t.limit[slot]
+            t.rate[slot] = 1.0
+            self._decide(slot)
 
     def remove(self, vm):
         """Forget a VM that left the host."""
         if vm not in self.specs:
             return
+        t = self.table
+        slot = t.slots[vm]
+        gone = self._gone
+        gone[0] += float(t.spent_cpu[slot])
+        gone[1] += float(t.spent_io[slot])
+        gone[2] += float(t.t_cpu[slot])
+        gone[3] += int(t.t_mtus[slot])
         del self.specs[vm]
         self.ledger.close_account(vm)
-        for table in (self._caps, self._rates, self._mtu_rate, self._baselines, self._tally,
-                      self._bounds, self._weights, self._decisions, self.last_interference,
-                      self._accounts, self._moved):
-            table.pop(vm, None)
+        t.remove(vm)
+        self._decisions.pop(vm, None)
+        self._moved.pop(vm, None)
+        self._boosted.discard(vm)
+        self._interference = None
         self._snapshot = None
         self.policy.forget(vm)
 
-    def _decide(self, vm, cap, rate):
-        self._decisions[vm] = records.Decision(cap, self._weights[vm], rate)
+    def _decide(self, slot):
+        t = self.table
+        vm = t.names[slot]
+        self._decisions[vm] = records.Decision(float(t.cap[slot]), int(t.weight[slot]),
+                                               float(t.rate[slot]))
         self._moved[vm] = True
         self._snapshot = None
 
@@ -274,124 +391,264 @@ class Market:
         """The decision in force for ``vm``."""
         return self._decisions[vm]
 
-    def _view(self, tick, samples, windows, interference):
-        return policy_mod.MarketView(
-            tick=tick, intervals_per_epoch=self.params.intervals_per_epoch,
-            specs=self._specs_ro, samples=types.MappingProxyType(samples),
-            windows=types.MappingProxyType(windows),
-            interference=types.MappingProxyType(interference),
-            mtu_rate=self._mtu_rate_ro, caps=self._caps_ro, rates=self._rates_ro,
-            ledger=self.ledger, bounds=self._bounds_ro, min_cap_pct=self.params.min_cap_pct)
-
     # -- one interval -----------------------------------------------------------
     def step(self, samples, windows=None):
         """Charge one interval's ``samples`` and decide the next interval's caps.
 
         ``samples`` maps VM -> :class:`Sample` (VMs without a sample are not
-        charged); ``windows`` maps VM -> :class:`LatencyWindow` for VMs that
-        reported latency. Returns ``{vm: Decision}`` for every adopted VM:
-        the same dict object for as long as no decision changes (read it, do
-        not modify it); :attr:`changed` names the VMs whose decision changed
-        since the previous step (adoptions and reloads included).
+        charged): a dict, or a :class:`resex_libvirt.sampling.SampleBatch`
+        whose columns are aligned with the market's rows, which is read
+        without a per-VM loop. ``windows`` maps VM -> :class:`LatencyWindow`
+        for VMs that reported latency. Returns ``{vm: Decision}`` for every
+        adopted VM: the same dict object for as long as no decision changes
+        (read it, do not modify it); :attr:`changed` names the VMs whose
+        decision changed since the previous step (adoptions and reloads
+        included).
         """
-        windows = windows or {}
-        p = self.params
-        cpu_price, io_price = p.cpu_price, p.io_price
-        rates, tally, accounts = self._rates, self._tally, self._accounts
-        alpha, mtu_rate = self._alpha, self._mtu_rate
-        charged_cpu = charged_io = cpu_units = 0.0
-        mtu_units = seen = 0
-        for vm, s in samples.items():
-            t = tally.get(vm)
-            if t is None:
-                continue
-            seen += 1
-            cpu = s.cpu_pct if s.cpu_pct > 0.0 else 0.0
-            mtus = s.tx_mtus if s.tx_mtus > 0 else 0
-            rate = rates[vm]
-            cpu_resos = cpu * cpu_price * rate
-            io_resos = mtus * io_price * rate
-            # Ledger.charge, inlined on the hot path (same arithmetic).
-            acct = accounts[vm]
-            acct.spent_cpu += cpu_resos
-            acct.spent_io += io_resos
-            left = acct.balance - cpu_resos - io_resos
-            acct.balance = left if left > 0.0 else 0.0
-            charged_cpu += cpu_resos
-            charged_io += io_resos
-            cpu_units += cpu
-            mtu_units += mtus
-            t.cpu_sum += cpu
-            t.tx_mtus += mtus
-            t.tx_bytes += s.tx_bytes if s.tx_bytes > 0 else 0
-            r = mtu_rate[vm]
-            mtu_rate[vm] = r + alpha * (mtus - r)
-        if seen != len(mtu_rate):
-            # VMs without a sample this interval sent nothing we saw.
-            for vm, r in mtu_rate.items():
-                if vm not in samples:
-                    mtu_rate[vm] = r - alpha * r
-        self._charged_cpu += charged_cpu
-        self._charged_io += charged_io
-        self._cpu_units += cpu_units
-        self._mtu_units += mtu_units
+        self._take_samples(samples)
+        self._charge()
+        self._take_windows(windows)
+        self._interference = None
+        self.ledger.refresh()
 
-        interference = {}
-        baselines = self._baselines
-        for vm, win in windows.items():
-            tracker = baselines.get(vm)
-            if tracker is None:
-                continue
-            interference[vm] = value = tracker.interference(win)
-            t = tally[vm]
-            t.intf_sum += value
-            t.intf_n += 1
-        self.last_interference = interference
-
-        view = self._view(self.tick, samples, windows, interference)
-        answers = self.policy.decide(view)
-        taxes = self.policy.taxes()
+        policy = self.policy
+        view = self.view
+        view.tick = self.tick
+        view.answers = []
+        if policy.decide_slots is not None:
+            policy.decide_slots(view)
+        else:
+            self._decide_by_mapping(samples, windows or {})
+        taxes = policy.taxes()
         if taxes:
-            self._taxes.extend(taxes)
-        caps, bounds, decisions, tick = self._caps, self._bounds, self._decisions, self.tick + 1
-        moved = self._moved
-        for vm, (cap, rate) in answers.items():
-            t = tally.get(vm)
-            if t is None:
-                continue
-            floor, limit = bounds[vm]
-            cap = limit if cap >= limit else (floor if cap <= floor else float(cap))
-            rate = float(rate) if rate > 0.0 else 0.0
-            old = caps[vm]
-            if cap != old or rate != rates[vm]:
-                # The old cap was in force up to the interval just charged.
-                t.cap_area += old * (tick - t.since)
-                t.since = tick
-                if cap < t.cap_min:
-                    t.cap_min = cap
-                caps[vm] = cap
-                rates[vm] = rate
-                decisions[vm] = records.Decision(cap, self._weights[vm], rate)
-                moved[vm] = True
-                self._snapshot = None
-        boosts = self.policy.weights()
+            self._taxes.append(taxes)
+        self._apply(view.answers)
+        boosts = policy.weights()
         if boosts or self._boosted:
             self._apply_boosts(boosts)
         self.tick += 1
+        moved = self._moved
         self.changed = tuple(moved)
         moved.clear()
         if self._snapshot is None:
-            self._snapshot = dict(decisions)
+            self._snapshot = dict(self._decisions)
         return self._snapshot
+
+    def _take_samples(self, samples):
+        """This interval's usage into the ``seen``, ``cpu_pct``, ``tx_mtus``, ``tx_bytes`` rows."""
+        t = self.table
+        columns = getattr(samples, "columns_for", None)
+        got = columns(t.version) if columns is not None else None
+        if got is not None:
+            t.seen, t.cpu_pct, t.tx_mtus, t.tx_bytes = got
+            return
+        n = len(t)
+        seen, cpu, mtus, tx = [False] * n, [0.0] * n, [0] * n, [0] * n
+        slots = t.slots
+        for vm, s in samples.items():
+            k = slots.get(vm)
+            if k is not None:
+                seen[k] = True
+                cpu[k] = s.cpu_pct
+                mtus[k] = s.tx_mtus
+                tx[k] = s.tx_bytes
+        t.seen = np.array(seen, dtype=bool)
+        t.cpu_pct = np.array(cpu, dtype=np.float64)
+        t.tx_mtus = np.array(mtus, dtype=np.int64)
+        t.tx_bytes = np.array(tx, dtype=np.int64)
+
+    def _charge(self):
+        """Charge every sampled VM at its rate (paper Alg. 1 lines 4-7), update the tallies.
+
+        A VM's charge is ``(CPU% x cpu_price + MTUs x io_price) x rate``; its
+        balance never goes below zero (:mod:`.ledger`). A VM without a sample
+        is charged nothing (its row of the interval's usage is zero) and its
+        recent MTU rate decays.
+        """
+        t, p = self.table, self.params
+        cpu = np.fmax(t.cpu_pct, 0.0)
+        mtus = np.maximum(t.tx_mtus, 0)
+        rate = t.rate
+        cpu_resos = cpu * p.cpu_price
+        cpu_resos *= rate
+        io_resos = mtus * p.io_price
+        io_resos *= rate
+        t.spent_cpu += cpu_resos
+        t.spent_io += io_resos
+        left = t.balance - cpu_resos
+        left -= io_resos
+        t.balance = np.maximum(left, 0.0, out=left)
+        t.t_cpu += cpu
+        t.t_mtus += mtus
+        t.t_bytes += np.maximum(t.tx_bytes, 0)
+        r = t.mtu_rate
+        # r + alpha x (0 - r) is exactly r - alpha x r: one rule for every row.
+        t.mtu_rate = r + self._alpha * (mtus - r)
+
+    def _take_windows(self, windows):
+        """Latency windows of the sensitive VMs, and their interference (Alg. 2 line 6).
+
+        The same rule as :meth:`latency.BaselineTracker.interference`, for
+        every reporting VM at once: the larger of the mean's and the learned
+        deviation's increase over the SLA, in percent of the SLA's mean; the
+        deviation is learned from calm windows only.
+        """
+        t = self.table
+        t.win.fill(False)
+        t.win_count.fill(0)
+        t.win_mean.fill(np.nan)
+        t.intf.fill(np.nan)
+        self.view.win_rows = np.zeros(0, dtype=np.intp)
+        self.other_windows = ()
+        if not windows:
+            return
+        rows = list(map(t.slots.get, windows))
+        wins = list(windows.values())
+        if None in rows:
+            wins = [w for k, w in zip(rows, wins) if k is not None]
+            rows = [k for k in rows if k is not None]
+        rows = np.array(rows, dtype=np.intp)
+        keep = t.sensitive[rows]
+        if np.count_nonzero(keep) != len(rows):
+            keep = keep.tolist()
+            self.other_windows = [(k, w) for k, w, sensitive in zip(rows.tolist(), wins, keep)
+                                  if not sensitive]
+            rows = rows[np.array(keep, dtype=bool)]
+            wins = [w for w, sensitive in zip(wins, keep) if sensitive]
+        n = len(rows)
+        if not n:
+            return
+        count = np.fromiter(map(_COUNT, wins), np.int64, n)
+        mean = np.fromiter(map(_MEAN, wins), np.float64, n)
+        std = np.fromiter(map(_STD, wins), np.float64, n)
+        base = t.sla_us[rows]
+        mean_inc = mean - base
+        mean_inc *= 100.0
+        mean_inc /= base
+        learned = t.base_std[rows]
+        calm = count >= 2
+        calm &= mean_inc <= t.threshold[rows]
+        if np.count_nonzero(calm):
+            lower = np.isnan(learned)
+            lower |= std < learned
+            rise = std - learned
+            rise *= STD_RISE
+            rise += learned
+            np.copyto(rise, std, where=lower)
+            np.copyto(learned, rise, where=calm)
+            t.base_std[rows] = learned
+        std_inc = std - learned
+        std_inc *= 100.0
+        std_inc /= base
+        # The larger increase (fmax ignores the NaN of a deviation not learned yet).
+        value = np.fmax(mean_inc, std_inc)
+        np.maximum(value, 0.0, out=value)
+        void = count == 0
+        void |= ~(base > 0.0)
+        np.copyto(value, 0.0, where=void)
+        self.view.win_rows = rows
+        t.win[rows] = True
+        t.win_count[rows] = count
+        t.win_mean[rows] = mean
+        t.intf[rows] = value
+        t.t_intf_sum[rows] += value
+        t.t_intf_n[rows] += 1
+
+    @property
+    def last_interference(self):
+        """``{vm: interference %}`` of the sensitive VMs that reported in the last step."""
+        if self._interference is None:
+            t = self.table
+            self._interference = t.mapping("intf", t.win) if len(t.win) == len(t) else {}
+        return self._interference
+
+    def _decide_by_mapping(self, samples, windows):
+        """Ask a policy with the mapping interface (:meth:`Policy.decide`)."""
+        t = self.table
+        bounds = dict(zip(t.names, zip(t.floor.tolist(), t.limit.tolist())))
+        view = policy_mod.MarketView(
+            tick=self.tick, intervals_per_epoch=self.params.intervals_per_epoch,
+            specs=self._specs_ro, samples=types.MappingProxyType(samples),
+            windows=types.MappingProxyType(windows),
+            interference=types.MappingProxyType(self.last_interference),
+            mtu_rate=types.MappingProxyType(t.mapping("mtu_rate")),
+            caps=types.MappingProxyType(t.mapping("cap")),
+            rates=types.MappingProxyType(t.mapping("rate")),
+            ledger=self.ledger, bounds=types.MappingProxyType(bounds),
+            min_cap_pct=self.params.min_cap_pct)
+        rows, caps, rates = [], [], []
+        slots = t.slots
+        for vm, (cap, rate) in self.policy.decide(view).items():
+            k = slots.get(vm)
+            if k is not None:
+                rows.append(k)
+                caps.append(cap)
+                rates.append(rate)
+        if rows:
+            self.view.answer(np.array(rows, dtype=np.intp), np.array(caps, dtype=np.float64),
+                             np.array(rates, dtype=np.float64))
+
+    def _apply(self, answers):
+        """Clamp the policy's answers to each VM's [floor, limit]; record those that change.
+
+        ``answers`` is a list of ``(rows, caps, rates)``; a later answer for
+        a row replaces an earlier one.
+        """
+        if not answers:
+            return
+        t = self.table
+        if len(answers) == 1:
+            rows, caps, rates = answers[0]
+            caps = np.asarray(caps, dtype=np.float64)
+            rates = np.broadcast_to(np.asarray(rates, dtype=np.float64), rows.shape)
+        else:
+            rows = np.concatenate([a[0] for a in answers])
+            caps = np.concatenate([np.broadcast_to(np.asarray(a[1], dtype=np.float64),
+                                                   a[0].shape) for a in answers])
+            rates = np.concatenate([np.broadcast_to(np.asarray(a[2], dtype=np.float64),
+                                                    a[0].shape) for a in answers])
+            # The last answer for a row wins.
+            rows, last = np.unique(rows[::-1], return_index=True)
+            caps, rates = caps[::-1][last], rates[::-1][last]
+        if not len(rows):
+            return
+        # min then max is "limit if cap >= limit else floor if cap <= floor",
+        # since floor <= limit.
+        caps = np.maximum(np.minimum(caps, t.limit[rows]), t.floor[rows])
+        rates = np.maximum(rates, 0.0)
+        old = t.cap[rows]
+        moved = caps != old
+        moved |= rates != t.rate[rows]
+        if not np.count_nonzero(moved):
+            return
+        if np.count_nonzero(moved) != len(rows):
+            rows, caps, rates, old = rows[moved], caps[moved], rates[moved], old[moved]
+        # The old cap was in force up to the interval just charged.
+        tick = self.tick + 1
+        t.t_cap_area[rows] += old * (tick - t.t_since[rows])
+        t.t_since[rows] = tick
+        t.t_cap_min[rows] = np.minimum(t.t_cap_min[rows], caps)
+        t.cap[rows] = caps
+        t.rate[rows] = rates
+        names, decisions, changed = t.names, self._decisions, self._moved
+        # tuple.__new__ is Decision(...) without the named tuple's Python-level constructor.
+        new, decision = tuple.__new__, records.Decision
+        for k, row in zip(rows.tolist(), zip(caps.tolist(), t.weight[rows].tolist(),
+                                             rates.tolist())):
+            vm = names[k]
+            decisions[vm] = new(decision, row)
+            changed[vm] = True
+        self._snapshot = None
 
     def _apply_boosts(self, boosts):
         """A policy's weight factors (:meth:`Policy.weights`) on top of the shares' weight."""
-        decisions = self._decisions
+        decisions, slots, weights = self._decisions, self.table.slots, self.table.weight
         for vm in self._boosted | set(boosts):
             d = decisions.get(vm)
             if d is None:
                 continue
-            weight = max(1, min(65535, int(round(self._weights[vm] * boosts.get(vm, 1.0)))))
+            weight = max(1, min(65535, int(round(int(weights[slots[vm]])
+                                                 * boosts.get(vm, 1.0)))))
             if d.weight != weight:
                 decisions[vm] = records.Decision(d.cap_pct, weight, d.rate)
                 self._moved[vm] = True
@@ -401,51 +658,81 @@ class Market:
     # -- the epoch ----------------------------------------------------------------
     def end_epoch(self):
         """Close the epoch: summarise it, replenish every balance, reset policy caps."""
-        p = self.params
-        vms = []
-        tick, tally, caps, rates, bounds = self.tick, self._tally, self._caps, self._rates, \
-            self._bounds
-        accounts = dict(self.ledger.accounts())    # allocations up to date
-        for vm, spec in self.specs.items():
-            acct = accounts[vm]
-            t = tally[vm]
-            cap = caps[vm]
-            span = tick - t.since_start
-            area = t.cap_area + cap * (tick - t.since)
-            sla = spec.sla
-            vms.append(VMEpoch(
-                vm, acct.allocation, acct.spent_cpu, acct.spent_io, acct.balance, rates[vm],
-                (area / span) if span > 0 else cap, min(t.cap_min, cap),
-                (t.cpu_sum / span) if span > 0 else 0.0, t.tx_mtus, t.tx_bytes,
-                (t.intf_sum / t.intf_n) if t.intf_n else None,
-                sla.latency_sla_us is not None, sla.io_class, bounds[vm][0]))
-        intervals = max(1, self.tick)
+        p, t, tick = self.params, self.table, self.tick
+        self.ledger.refresh()             # allocations up to date
+        cap = t.cap
+        span = tick - t.t_start
+        some = span > 0
+        per = np.where(some, span, 1)
+        area = t.t_cap_area + cap * (tick - t.t_since)
+        reported = t.t_intf_n > 0
+        interference = np.where(reported, t.t_intf_sum / np.where(reported, t.t_intf_n, 1),
+                                np.nan)
+        columns = {
+            "vm": list(t.names), "allocation": t.allocation.copy(),
+            "spent_cpu": t.spent_cpu.copy(), "spent_io": t.spent_io.copy(),
+            "balance": t.balance.copy(), "rate": t.rate.copy(),
+            "cap_mean": np.where(some, area / per, cap), "cap_min": np.minimum(t.t_cap_min, cap),
+            "cpu_pct_mean": np.where(some, t.t_cpu / per, 0.0), "tx_mtus": t.t_mtus.copy(),
+            "tx_bytes": t.t_bytes.copy(), "interference_pct": interference,
+            "sensitive": t.sensitive.copy(), "io_class": t.io_class.tolist(),
+            "cap_floor": t.floor.copy(),
+        }
+        intervals = max(1, tick)
         link_mtus = p.link_mtus_per_interval * intervals
-        inflations = [v.interference_pct for v in vms if v.interference_pct is not None]
+        gone = self._gone
+        charged_cpu = table_mod.seqsum(t.spent_cpu) + gone[0]
+        charged_io = table_mod.seqsum(t.spent_io) + gone[1]
+        cpu_units = table_mod.seqsum(t.t_cpu) + gone[2]
+        mtu_units = int(t.t_mtus.sum()) + gone[3]
+        inflations = interference[reported]
         summary = EpochSummary(
             epoch=self.epoch,
-            intervals=self.tick,
-            vms=tuple(vms),
+            intervals=tick,
+            columns=columns,
             link_bytes_per_epoch=p.link_bytes_per_s * p.interval_s * p.intervals_per_epoch,
-            link_utilisation=min(1.0, self._mtu_units / link_mtus) if link_mtus else 0.0,
-            cpu_price=(self._charged_cpu / self._cpu_units) if self._cpu_units else p.cpu_price,
-            io_price=(self._charged_io / self._mtu_units) if self._mtu_units else p.io_price,
-            latency_inflation_pct=max(inflations) if inflations else 0.0,
-            taxes=tuple(dict(zip(policy_mod.TAX_FIELDS, t)) for t in self._taxes),
+            link_utilisation=min(1.0, mtu_units / link_mtus) if link_mtus else 0.0,
+            cpu_price=(charged_cpu / cpu_units) if cpu_units else p.cpu_price,
+            io_price=(charged_io / mtu_units) if mtu_units else p.io_price,
+            latency_inflation_pct=float(inflations.max()) if len(inflations) else 0.0,
+            taxes=self._last_taxes(),
         )
         self.ledger.replenish()
         self.epoch += 1
         self.tick = 0
-        self._charged_cpu = self._charged_io = self._cpu_units = 0.0
-        self._mtu_units = 0
+        self._gone = [0.0, 0.0, 0.0, 0]
         self._taxes.clear()
-        for vm, t in tally.items():
-            t.since = t.since_start = t.tx_mtus = t.tx_bytes = t.intf_n = 0
-            t.cap_area = t.cpu_sum = t.intf_sum = 0.0
-            t.cap_min = caps[vm]
-        view = self._view(0, {}, {}, {})
-        self.policy.start_epoch(view)
+        for name in ("t_since", "t_start", "t_mtus", "t_bytes", "t_intf_n"):
+            getattr(t, name)[:] = 0
+        for name in ("t_cap_area", "t_cpu", "t_intf_sum"):
+            getattr(t, name)[:] = 0.0
+        t.t_cap_min[:] = cap
+        view = self.view
+        view.tick = 0
+        if self.policy.decide_slots is not None:
+            self.policy.start_epoch(view)
+        else:
+            self.policy.start_epoch(self._mapping_view())
         return summary
 
+    def _last_taxes(self):
+        """The epoch's last :data:`TAXES_KEPT` taxes, as dicts of :data:`policy.TAX_FIELDS`."""
+        kept = collections.deque(maxlen=TAXES_KEPT)
+        for batch in self._taxes:
+            kept.extend(batch)
+        return tuple(dict(zip(policy_mod.TAX_FIELDS, x)) for x in kept)
+
+    def _mapping_view(self):
+        t = self.table
+        bounds = dict(zip(t.names, zip(t.floor.tolist(), t.limit.tolist())))
+        empty = types.MappingProxyType({})
+        return policy_mod.MarketView(
+            tick=0, intervals_per_epoch=self.params.intervals_per_epoch, specs=self._specs_ro,
+            samples=empty, windows=empty, interference=empty,
+            mtu_rate=types.MappingProxyType(t.mapping("mtu_rate")),
+            caps=types.MappingProxyType(t.mapping("cap")),
+            rates=types.MappingProxyType(t.mapping("rate")), ledger=self.ledger,
+            bounds=types.MappingProxyType(bounds), min_cap_pct=self.params.min_cap_pct)
+
     def balances(self):
-        return {vm: self.ledger.balance(vm) for vm in self.specs}
+        return dict(zip(self.table.names, self.table.balance.tolist()))

@@ -29,6 +29,7 @@ the reverse.
 import dataclasses
 import types
 
+import numpy as np
 from stevedore import driver
 from stevedore import exception as stevedore_exc
 from stevedore import extension
@@ -59,6 +60,10 @@ TAX_FIELDS = ("victim", "interferer", "interference_pct", "io_share", "rate_incr
 @dataclasses.dataclass(frozen=True)
 class MarketView:
     """Read-only state of the market after the current interval was charged.
+
+    What a policy with :meth:`Policy.decide` reads (one made per interval,
+    with plain mappings: the interface of third-party policies). The
+    built-in policies read the market's columns instead (:class:`SlotView`).
 
     ``tick`` is the index of that interval within the epoch (0-based).
     ``mtu_rate`` is each VM's recent MTUs per interval (an exponentially
@@ -95,28 +100,102 @@ class MarketView:
         return self.bounds[vm][1]
 
 
+class SlotView:
+    """The market's columns, as the built-in policies read them (one per market).
+
+    ``t`` is the market's :class:`~resex_libvirt.market.table.Table`: row
+    ``i`` of every column is the VM ``t.names[i]``. The columns a policy
+    reads: ``floor`` and ``limit`` (the cap range the market enforces),
+    ``cap`` and ``rate`` (in force), ``mtu_rate`` (recent MTUs per
+    interval), ``shares``, ``sensitive``, ``sla_us`` and ``threshold`` (the
+    latency SLA, NaN without one), ``balance`` and ``allocation`` (the
+    ledger), this interval's ``seen``, ``cpu_pct`` and ``tx_mtus`` (the
+    samples), ``win`` (a latency window arrived), ``win_mean`` and
+    ``win_count``, and ``intf``: the interference percentage of each
+    sensitive VM that reported (NaN for the others).
+
+    A policy answers with :meth:`answer` (a VM not answered keeps its cap
+    and rate); ``specs`` and ``reasons`` stay keyed by VM name, and are
+    touched only for the VMs concerned.
+    """
+
+    def __init__(self, table, specs, intervals_per_epoch, min_cap_pct):
+        self.t = table
+        self.specs = specs
+        self.intervals_per_epoch = intervals_per_epoch
+        self.min_cap_pct = min_cap_pct
+        self.tick = 0
+        #: The rows of the sensitive VMs that reported a latency window this interval.
+        self.win_rows = np.zeros(0, dtype=np.intp)
+        #: This interval's answers: ``[(rows, caps, rates), ...]``.
+        self.answers = []
+
+    @property
+    def epoch_fraction_left(self):
+        """Fraction of the epoch still to run after this interval."""
+        return (self.intervals_per_epoch - self.tick - 1) / self.intervals_per_epoch
+
+    def clamp(self, caps, rows=None):
+        """``caps`` bounded by each VM's floor and limit (of ``rows``, or of every VM)."""
+        t = self.t
+        floor, limit = (t.floor, t.limit) if rows is None else (t.floor[rows], t.limit[rows])
+        # min then max: "limit if cap >= limit else floor if cap <= floor" (floor <= limit).
+        return np.maximum(np.minimum(caps, limit), floor)
+
+    def answer(self, rows, caps, rates):
+        """Answer ``(cap, rate)`` for the VMs of ``rows``.
+
+        ``rows`` are indices; ``caps`` and ``rates`` arrays or scalars. A
+        later answer for a VM replaces an earlier one.
+        """
+        if len(rows):
+            self.answers.append((rows, caps, rates))
+
+    def answered(self):
+        """Mask of the VMs answered so far this interval."""
+        mask = np.zeros(len(self.t), dtype=bool)
+        for rows, _caps, _rates in self.answers:
+            mask[rows] = True
+        return mask
+
+
 class Policy:
-    """Base class: subclasses implement :meth:`decide`."""
+    """Base class: subclasses implement :meth:`decide` (or :meth:`decide_slots`)."""
 
     name = None
     #: Whether the policy caps the VMs that interfere with a latency-sensitive
     #: one. The host report counts the load of a host whose policy does not as
     #: load its market cannot tame (doc/source/scheduler.rst).
     taxes_interferers = False
+    #: Per-VM state kept as columns of the market's table:
+    #: ``{column: (fill, dtype)}``; the market declares them when the policy
+    #: is installed and drops them when it is replaced.
+    columns = {}
 
     def decide(self, view):
         """Return ``{vm: (cap_pct, rate)}`` for the VMs whose cap or rate changes.
 
-        A VM left out keeps the cap and rate it has (the control loop runs
-        every millisecond in the paper's setting, so answers are sparse).
+        ``view`` is a :class:`MarketView`. A VM left out keeps the cap and
+        rate it has (the control loop runs every millisecond in the paper's
+        setting, so answers are sparse). A policy that implements
+        :meth:`decide_slots` instead is never called here.
         """
         raise NotImplementedError
 
+    #: ``decide_slots(view)``: the column interface, ``view`` a :class:`SlotView`;
+    #: answers are given with :meth:`SlotView.answer`. ``None``
+    #: for a policy that implements :meth:`decide`.
+    decide_slots = None
+
     def start_epoch(self, view):
-        """Called after the ledger was replenished."""
+        """Called after the ledger was replenished.
+
+        ``view`` is a :class:`SlotView` for a policy with :meth:`decide_slots`,
+        a :class:`MarketView` otherwise.
+        """
 
     def forget(self, vm):
-        """Drop any state about ``vm`` (it left the host)."""
+        """Drop any state about ``vm`` (it left the host); its columns go with it."""
 
     def explain(self):
         """This interval's taxation decisions as plain dicts, for logs and reports."""
@@ -151,10 +230,10 @@ class NoControl(Policy):
 
     name = "none"
 
-    def decide(self, view):
-        caps = view.caps
-        return {vm: (limit, 1.0) for vm, (_floor, limit) in view.bounds.items()
-                if caps[vm] != limit}
+    def decide_slots(self, view):
+        t = view.t
+        off = (t.cap != t.limit).nonzero()[0]
+        view.answer(off, t.limit[off], 1.0)
 
 
 class UnknownPolicy(ValueError):

@@ -14,7 +14,12 @@
 
 import unittest
 
+from hypothesis import given
+from hypothesis import settings
+from hypothesis import strategies as st
+
 from resex_libvirt.fabric import base
+from resex_libvirt.market import table
 from resex_libvirt import sampling
 
 
@@ -48,3 +53,101 @@ class SamplerTest(unittest.TestCase):
         s.sample(0.0, {"a": 0}, {}, 1024)
         s.sample(1.0, {}, {}, 1024)
         self.assertEqual({}, s.sample(2.0, {"a": 5 * 10**9}, {}, 1024))
+
+
+class SampleRowsTest(unittest.TestCase):
+    """Samples as columns aligned with the market's rows."""
+
+    def _table(self, *names):
+        t = table.Table()
+        for name in names:
+            t.add(name)
+        return t
+
+    def test_columns_follow_the_table_rows_not_the_sweep_order(self):
+        t = self._table("b", "a")
+        s = sampling.Sampler()
+        s.sample_rows(0.0, {"a": 0, "b": 0}, {}, 1024, t)
+        batch = s.sample_rows(1.0, {"a": 10**9, "b": 5 * 10**8}, {"b": base.IOCounters(2048)},
+                              1024, t)
+        self.assertEqual([50.0, 100.0], batch.cpu_pct.tolist())
+        self.assertEqual([2, 0], batch.tx_mtus.tolist())
+        self.assertEqual((batch.seen, batch.cpu_pct, batch.tx_mtus, batch.tx_bytes),
+                         batch.columns_for(t.version))
+        self.assertIsNone(batch.columns_for(t.version + 1))
+
+    def test_a_vm_joining_keeps_the_others_readings(self):
+        t = self._table("a")
+        s = sampling.Sampler()
+        s.sample_rows(0.0, {"a": 0, "b": 0}, {}, 1024, t)
+        t.add("b")
+        batch = s.sample_rows(1.0, {"a": 10**9, "b": 10**9}, {}, 1024, t)
+        self.assertEqual({"a"}, set(batch))      # b has no earlier reading yet
+        self.assertAlmostEqual(100.0, batch["a"].cpu_pct)
+        batch = s.sample_rows(2.0, {"a": 2 * 10**9, "b": 15 * 10**8}, {}, 1024, t)
+        self.assertEqual({"a": 100.0, "b": 50.0},
+                         {vm: smp.cpu_pct for vm, smp in batch.items()})
+
+    def test_a_vm_leaving_realigns_the_rest(self):
+        t = self._table("a", "b", "c")
+        s = sampling.Sampler()
+        s.sample_rows(0.0, {"a": 0, "b": 0, "c": 0}, {}, 1024, t)
+        t.remove("a")
+        batch = s.sample_rows(1.0, {"b": 10**9, "c": 2 * 10**8}, {}, 1024, t)
+        self.assertEqual([100.0, 20.0], batch.cpu_pct.tolist())
+
+    def test_a_vm_missing_from_a_sweep_has_no_sample_and_zero_usage(self):
+        t = self._table("a", "b")
+        s = sampling.Sampler()
+        s.sample_rows(0.0, {"a": 0, "b": 0}, {"b": base.IOCounters(0)}, 1024, t)
+        batch = s.sample_rows(1.0, {"a": 10**9}, {"b": base.IOCounters(10**6)}, 1024, t)
+        self.assertNotIn("b", batch)
+        self.assertEqual([True, False], batch.seen.tolist())
+        self.assertEqual([0, 0], batch.tx_bytes.tolist())
+        with self.assertRaises(KeyError):
+            batch["b"]
+
+    def test_received_bytes_are_worked_out_when_asked(self):
+        t = self._table("a")
+        s = sampling.Sampler()
+        s.sample_rows(0.0, {"a": 0}, {"a": base.IOCounters(0, rx_bytes=100)}, 1024, t)
+        batch = s.sample_rows(1.0, {"a": 0}, {"a": base.IOCounters(0, rx_bytes=3000)}, 1024, t)
+        self.assertEqual(2900, batch["a"].rx_bytes)
+        self.assertEqual(3, batch["a"].rx_mtus)
+
+    def test_two_tables_at_the_same_version_are_not_confused(self):
+        one, two = self._table("a", "b"), self._table("b", "a")
+        self.assertEqual(one.version, two.version)
+        s = sampling.Sampler()
+        s.sample_rows(0.0, {"a": 0, "b": 0}, {}, 1024, one)
+        batch = s.sample_rows(1.0, {"a": 10**9, "b": 0}, {}, 1024, two)
+        self.assertEqual({"a": 100.0, "b": 0.0},
+                         {vm: smp.cpu_pct for vm, smp in batch.items()})
+
+
+sweeps = st.lists(st.dictionaries(st.sampled_from("abcde"),
+                                  st.tuples(st.integers(0, 10**13), st.integers(0, 10**12)),
+                                  max_size=5), min_size=2, max_size=12)
+
+
+class SamplerPropertiesTest(unittest.TestCase):
+
+    @settings(max_examples=200, deadline=None)
+    @given(sweeps=sweeps, mtu=st.sampled_from([1024, 2048, 4096]))
+    def test_each_sample_is_the_difference_of_two_consecutive_readings(self, sweeps, mtu):
+        s = sampling.Sampler()
+        last = {}
+        for i, sweep in enumerate(sweeps):
+            cpu = {vm: ns for vm, (ns, _tx) in sweep.items()}
+            io = {vm: base.IOCounters(tx) for vm, (_ns, tx) in sweep.items()}
+            out = s.sample(float(i), cpu, io, mtu)
+            self.assertEqual({vm for vm in sweep if vm in last}, set(out))
+            for vm, smp in out.items():
+                ns, tx = sweep[vm]
+                l_ns, l_tx = last[vm]
+                d_ns = ns - l_ns if ns >= l_ns else ns
+                d_tx = tx - l_tx if tx >= l_tx else tx
+                self.assertEqual(d_ns * (100.0 / 1e9), smp.cpu_pct)   # one sweep a second
+                self.assertEqual(d_tx, smp.tx_bytes)
+                self.assertEqual(-(-d_tx // mtu), smp.tx_mtus)
+            last = dict(sweep)

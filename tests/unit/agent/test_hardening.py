@@ -35,6 +35,7 @@ from agent import publisher as publisher_mod
 from agent import watchdog as watchdog_mod
 from resex_libvirt.board import report as report_mod
 from resex_libvirt import exceptions
+from resex_libvirt.market import market as market_mod
 from tests.unit.agent import test_loop
 
 
@@ -251,8 +252,9 @@ class EpochTest(unittest.TestCase):
 
     def test_health_counters_reach_the_endpoint(self):
         sink = metrics_mod.PrometheusMetrics("127.0.0.1", 0)
-        summary = mock.Mock(cpu_price=1.0, io_price=1.0, link_utilisation=0.1,
-                            latency_inflation_pct=0.0, vms=())
+        summary = market_mod.EpochSummary(epoch=1, intervals=10, vms=(), link_utilisation=0.1,
+                                          cpu_price=1.0, io_price=1.0,
+                                          latency_inflation_pct=0.0)
         health = loop.Health(publish_failures=3, journal_write_errors=2, journal_unsaved=1,
                              hypervisor_available=False, held_intervals=7,
                              intake_rejected={"evicted": 4})
