@@ -66,7 +66,10 @@ class IntervalRecord:
     ``{uuid: VMRecord}`` of the controller (read-only for consumers: names,
     SLA source, knobs driver, monitor-only) and ``balance(uuid)`` reads a
     VM's Resos left when called; ``reason(uuid)`` why the policy set its cap
-    (one of :data:`resex_libvirt.market.policy.REASONS`).
+    (one of :data:`resex_libvirt.market.policy.REASONS`). ``sent`` is
+    ``(uuids, mtus, bytes)``: what each VM sent since it was adopted, a copy
+    of the controller's run tallies (:meth:`Controller.sent`); a record
+    without it leaves the last one in force.
     """
 
     samples: dict
@@ -77,6 +80,7 @@ class IntervalRecord:
     vms: dict
     balance: object
     reason: object = None
+    sent: tuple | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -251,7 +255,7 @@ class Agent:
             self.metrics.observe_interval(IntervalRecord(
                 interval.samples, interval.decisions, interval.windows,
                 self.market.last_interference, self.settings.interval_s, self.controller.vms,
-                self.market.ledger.balance, self.reason))
+                self.market.ledger.balance, self.reason, self.controller.sent()))
         except Exception:
             LOG.exception("metrics update failed")
 

@@ -125,7 +125,11 @@ class _VMCollector:
     def collect(self):
         sink = self._sink
         with sink._lock:
-            last, totals = sink._last, dict(sink._totals)
+            last, sent = sink._last, sink._sent
+        totals = {}
+        if sent is not None:
+            uuids, mtus, sent_bytes = sent
+            totals = dict(zip(uuids, zip(mtus.tolist(), sent_bytes.tolist())))
         gauges = {name: core.GaugeMetricFamily(name, doc, labels=_VM_LABELS)
                   for name, doc in _VM_GAUGES}
         mtus = core.CounterMetricFamily("resex_vm_transmit_mtus",
@@ -254,7 +258,7 @@ class PrometheusMetrics:
         self._lock = threading.Lock()
         self._last = None
         self._health = None
-        self._totals = {}
+        self._sent = None
         self._last_late = 0
         r = self.registry
         r.register(_VMCollector(self))
@@ -328,25 +332,15 @@ class PrometheusMetrics:
 
     # -- the loop's sink ---------------------------------------------------------
     def observe_interval(self, record):
-        """Keep the :class:`agent.loop.IntervalRecord`; add up what was sent."""
-        decisions = record.decisions
-        totals = self._totals
-        if len(totals) > len(decisions):
-            totals = {vm: t for vm, t in totals.items() if vm in decisions}
-        for uuid, smp in record.samples.items():
-            t = totals.get(uuid)
-            if t is None:
-                if uuid not in decisions:
-                    continue
-                with self._lock:
-                    t = totals[uuid] = [0, 0]
-            if smp.tx_mtus > 0:
-                t[0] += smp.tx_mtus
-            if smp.tx_bytes > 0:
-                t[1] += smp.tx_bytes
+        """Keep the :class:`agent.loop.IntervalRecord` (the series are made at scrape time).
+
+        What each VM sent is the controller's run tally, copied into the
+        record (``sent``): nothing is added up here, once per interval.
+        """
         with self._lock:
             self._last = record
-            self._totals = totals
+            if record.sent is not None:
+                self._sent = record.sent
         self.intervals.inc()
 
     def observe_epoch(self, record):

@@ -43,7 +43,8 @@ _RUN_FIELDS = ("ticks", "cap_sum", "cap_min", "cpu_sum", "tx_bytes", "lat_n", "l
                "intf_sum", "intf_n")
 _RUN_COLUMNS = {"run_ticks": (0, np.int64), "run_cap_sum": (0.0, np.float64),
                 "run_cap_min": (np.inf, np.float64), "run_cpu_sum": (0.0, np.float64),
-                "run_tx_bytes": (0, np.int64), "run_lat_n": (0, np.int64),
+                "run_tx_bytes": (0, np.int64), "run_tx_mtus": (0, np.int64),
+                "run_lat_n": (0, np.int64),
                 "run_lat_sum": (0.0, np.float64), "run_intf_sum": (0.0, np.float64),
                 "run_intf_n": (0, np.int64)}
 
@@ -120,6 +121,7 @@ class Controller:
         self._down_logged = False
         self._retry = {}
         self._generation = None
+        self._sent_names = None
         # The run's tallies of every VM, as columns of the market's table
         # (doc/source/performance.rst): the VM's row goes when it leaves.
         for name, (fill, dtype) in _RUN_COLUMNS.items():
@@ -320,6 +322,7 @@ class Controller:
         # A VM without a sample has a zero row of usage.
         t.run_cpu_sum += t.cpu_pct
         t.run_tx_bytes += t.tx_bytes
+        t.run_tx_mtus += t.tx_mtus
         rows = self.market.view.win_rows
         if len(rows):
             t.run_intf_sum[rows] += t.intf[rows]
@@ -332,6 +335,13 @@ class Controller:
             if w.count:
                 t.run_lat_n[k] += 1
                 t.run_lat_sum[k] += w.mean_us
+
+    def sent(self):
+        """``(uuids, mtus, bytes)``: what each VM sent since it was adopted (copies)."""
+        t = self.market.table
+        if self._sent_names is None or self._sent_names[0] != t.version:
+            self._sent_names = (t.version, tuple(t.names))
+        return self._sent_names[1], t.run_tx_mtus.copy(), t.run_tx_bytes.copy()
 
     def _records(self):
         """The VM records with their tallies brought up to date from the columns."""

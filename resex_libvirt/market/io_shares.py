@@ -238,21 +238,21 @@ class Taxes(collections.abc.Sequence):
     interferes with (ties: the larger name).
     """
 
-    def __init__(self, victims, intfs, interferers, prefix, ioshare, increase, rate):
-        self._args = (victims, intfs, interferers, prefix, ioshare, increase, rate)
+    def __init__(self, names, victims, intfs, rows, prefix, ioshare, increase, rate):
+        self._args = (names, victims, intfs, rows, prefix, ioshare, increase, rate)
         self._items = None
 
     def _made(self):
         if self._items is None:
-            victims, intfs, interferers, prefix, ioshare, increase, rate = self._args
+            names, victims, intfs, rows, prefix, ioshare, increase, rate = self._args
             worst = [(0.0, None)]
-            for intf, victim in zip(intfs.tolist(), victims):
-                worst.append(max(worst[-1], (intf, victim)))
+            for intf, k in zip(intfs.tolist(), victims.tolist()):
+                worst.append(max(worst[-1], (intf, names[k])))
             items = []
-            for vm, j, share, inc, r in zip(interferers, prefix.tolist(), ioshare.tolist(),
-                                            increase.tolist(), rate.tolist()):
+            for row, j, share, inc, r in zip(rows.tolist(), prefix.tolist(), ioshare.tolist(),
+                                             increase.tolist(), rate.tolist()):
                 intf, victim = worst[j]
-                items.append((victim, vm, intf, share, inc, r))
+                items.append((victim, names[row], intf, share, inc, r))
             self._items = items
         return self._items
 
@@ -260,7 +260,7 @@ class Taxes(collections.abc.Sequence):
         return self._made()[i]
 
     def __len__(self):
-        return len(self._args[2])
+        return len(self._args[3])
 
 
 class IOShares(free_market.FreeMarket):
@@ -483,20 +483,21 @@ class IOShares(free_market.FreeMarket):
             guard = np.zeros(len(rows), dtype=bool)
         ioshare = t.mtu_rate[rows] / total
         increase = ioshare * summed / 100.0
-        ok = count > 0
+        ok = increase > 0.0
+        ok &= count > 0
         ok &= ~guard
-        ok &= increase > 0.0
-        if not ok.all():
+        if np.count_nonzero(ok) != len(ok):
             rows, k, ioshare, increase = rows[ok], k[ok], ioshare[ok], increase[ok]
         if not len(rows):
             return named, protected
-        old = t.tax_rate[rows]
-        rate = np.minimum(self.max_rate, table_mod.pick(np.isnan(old), 1.0, old) + increase)
+        rate = t.tax_rate[rows]
+        rate[np.isnan(rate)] = 1.0
+        rate += increase
+        np.minimum(rate, self.max_rate, out=rate)
         t.tax_rate[rows] = rate
         named[rows] = True
-        names = t.names
-        self._taxes = Taxes([names[v] for v in victims.tolist()], intfs[1:],
-                            [names[r] for r in rows.tolist()], k, ioshare, increase, rate)
+        # The names as they are now: rows move when a VM leaves.
+        self._taxes = Taxes(list(t.names), victims, intfs[1:], rows, k, ioshare, increase, rate)
         return named, protected
 
     def _decay_factor(self, view):

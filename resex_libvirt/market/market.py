@@ -29,6 +29,7 @@ caller writes only those knobs.
 """
 
 import collections
+import collections.abc
 import dataclasses
 import operator
 import types
@@ -102,6 +103,13 @@ class MarketParams:
 def weight_of(shares):
     """Credit-scheduler weight for mClock ``shares`` (100 shares -> 256)."""
     return max(1, min(65535, int(round(BASE_WEIGHT * shares / 100.0))))
+
+
+def _full(values, n):
+    """``values`` (an array, or one number for all) as an array of ``n`` floats."""
+    if isinstance(values, np.ndarray):
+        return values
+    return np.full(n, float(values))
 
 
 class VMEpoch(typing.NamedTuple):
@@ -219,10 +227,46 @@ class EpochSummary:
         return len(self._vms) if self._vms is not None else len(self._columns["vm"])
 
 
+class Decisions(collections.abc.Mapping):
+    """VM -> :class:`Decision` in force after a step.
+
+    A snapshot of the market's columns taken when a decision changed; each
+    :class:`Decision` is made when it is read (a step may change hundreds
+    of caps that nobody reads one by one).
+    """
+
+    __slots__ = ("_names", "_slots", "_cap", "_weight", "_rate")
+
+    def __init__(self, names, slots, cap, weight, rate):
+        self._names, self._slots = names, slots
+        self._cap, self._weight, self._rate = cap, weight, rate
+
+    def __getitem__(self, vm):
+        k = self._slots[vm]
+        return tuple.__new__(records.Decision, (float(self._cap[k]), int(self._weight[k]),
+                                                float(self._rate[k])))
+
+    def get(self, vm, default=None):
+        if vm not in self._slots:
+            return default
+        return self[vm]
+
+    def __contains__(self, vm):
+        return vm in self._slots
+
+    def __iter__(self):
+        return iter(self._names)
+
+    def __len__(self):
+        return len(self._names)
+
+
 #: Columns of the market's table: ``{name: (fill, dtype)}``.
 _COLUMNS = {
     # The VM's SLA, as the market uses it.
     "floor": (0.0, np.float64), "limit": (0.0, np.float64), "weight": (BASE_WEIGHT, np.int64),
+    # The weight decided: the shares' weight, times a policy's boost (Policy.weights).
+    "dweight": (BASE_WEIGHT, np.int64),
     "sensitive": (False, bool), "sla_us": (np.nan, np.float64),
     "threshold": (np.nan, np.float64), "io_class": ("", object),
     # What is in force, and the recent I/O rate.
@@ -257,8 +301,8 @@ class Market:
         self._specs_ro = types.MappingProxyType(self.specs)
         self.view = policy_mod.SlotView(t, self._specs_ro, params.intervals_per_epoch,
                                         params.min_cap_pct)
-        self._decisions = {}
         self._snapshot = None
+        self._layout = None
         self._moved = {}
         #: The VMs whose decision changed in (or before) the last :meth:`step`.
         self.changed = ()
@@ -372,7 +416,6 @@ class Market:
         del self.specs[vm]
         self.ledger.close_account(vm)
         t.remove(vm)
-        self._decisions.pop(vm, None)
         self._moved.pop(vm, None)
         self._boosted.discard(vm)
         self._interference = None
@@ -381,15 +424,15 @@ class Market:
 
     def _decide(self, slot):
         t = self.table
-        vm = t.names[slot]
-        self._decisions[vm] = records.Decision(float(t.cap[slot]), int(t.weight[slot]),
-                                               float(t.rate[slot]))
-        self._moved[vm] = True
+        t.dweight[slot] = t.weight[slot]
+        self._moved[t.names[slot]] = True
         self._snapshot = None
 
     def decision(self, vm):
         """The decision in force for ``vm``."""
-        return self._decisions[vm]
+        t = self.table
+        k = t.slots[vm]
+        return records.Decision(float(t.cap[k]), int(t.dweight[k]), float(t.rate[k]))
 
     # -- one interval -----------------------------------------------------------
     def step(self, samples, windows=None):
@@ -431,7 +474,12 @@ class Market:
         self.changed = tuple(moved)
         moved.clear()
         if self._snapshot is None:
-            self._snapshot = dict(self._decisions)
+            t = self.table
+            if self._layout is None or self._layout[0] != t.version:
+                self._layout = (t.version, list(t.names), dict(t.slots))
+            _version, names, slots = self._layout
+            self._snapshot = Decisions(names, slots, t.cap.copy(), t.dweight.copy(),
+                                       t.rate.copy())
         return self._snapshot
 
     def _take_samples(self, samples):
@@ -599,14 +647,11 @@ class Market:
         t = self.table
         if len(answers) == 1:
             rows, caps, rates = answers[0]
-            caps = np.asarray(caps, dtype=np.float64)
-            rates = np.broadcast_to(np.asarray(rates, dtype=np.float64), rows.shape)
+            caps, rates = _full(caps, len(rows)), _full(rates, len(rows))
         else:
             rows = np.concatenate([a[0] for a in answers])
-            caps = np.concatenate([np.broadcast_to(np.asarray(a[1], dtype=np.float64),
-                                                   a[0].shape) for a in answers])
-            rates = np.concatenate([np.broadcast_to(np.asarray(a[2], dtype=np.float64),
-                                                    a[0].shape) for a in answers])
+            caps = np.concatenate([_full(a[1], len(a[0])) for a in answers])
+            rates = np.concatenate([_full(a[2], len(a[0])) for a in answers])
             # The last answer for a row wins.
             rows, last = np.unique(rows[::-1], return_index=True)
             caps, rates = caps[::-1][last], rates[::-1][last]
@@ -630,30 +675,25 @@ class Market:
         t.t_cap_min[rows] = np.minimum(t.t_cap_min[rows], caps)
         t.cap[rows] = caps
         t.rate[rows] = rates
-        names, decisions, changed = t.names, self._decisions, self._moved
-        # tuple.__new__ is Decision(...) without the named tuple's Python-level constructor.
-        new, decision = tuple.__new__, records.Decision
-        for k, row in zip(rows.tolist(), zip(caps.tolist(), t.weight[rows].tolist(),
-                                             rates.tolist())):
-            vm = names[k]
-            decisions[vm] = new(decision, row)
-            changed[vm] = True
+        t.dweight[rows] = t.weight[rows]
+        names = t.names
+        self._moved.update(dict.fromkeys([names[k] for k in rows.tolist()], True))
         self._snapshot = None
 
     def _apply_boosts(self, boosts):
         """A policy's weight factors (:meth:`Policy.weights`) on top of the shares' weight."""
-        decisions, slots, weights = self._decisions, self.table.slots, self.table.weight
+        t = self.table
+        slots, weights, decided = t.slots, t.weight, t.dweight
         for vm in self._boosted | set(boosts):
-            d = decisions.get(vm)
-            if d is None:
+            k = slots.get(vm)
+            if k is None:
                 continue
-            weight = max(1, min(65535, int(round(int(weights[slots[vm]])
-                                                 * boosts.get(vm, 1.0)))))
-            if d.weight != weight:
-                decisions[vm] = records.Decision(d.cap_pct, weight, d.rate)
+            weight = max(1, min(65535, int(round(int(weights[k]) * boosts.get(vm, 1.0)))))
+            if decided[k] != weight:
+                decided[k] = weight
                 self._moved[vm] = True
                 self._snapshot = None
-        self._boosted = {vm for vm in boosts if vm in decisions}
+        self._boosted = {vm for vm in boosts if vm in slots}
 
     # -- the epoch ----------------------------------------------------------------
     def end_epoch(self):
