@@ -142,18 +142,32 @@ class Controller:
         """
         try:
             vms = self.discover()
-            io = self.fabric.counters(vms) if self.fabric is not None else {}
-            self.sampler.sample_rows(now, self.hypervisor.cpu_times(), io, self.link().mtu,
-                                     self.market.table)
+            cpu, io = self._readings(vms)
+            self.sampler.sample_rows(now, cpu, io, self.link().mtu, self.market.table)
         except exceptions.ResexError as exc:
             LOG.debug("first readings failed: %s", exc)
+
+    def _readings(self, vms):
+        """This sweep's CPU times and I/O counters, by rows when the adapters can.
+
+        An adapter with ``cpu_times_rows(rows)`` / ``counters_rows(rows)``
+        (``rows``: the market's table, its ``names`` and ``version``) fills
+        arrays aligned with the market's rows (the simulated host does); the
+        others return mappings, which the sampler aligns.
+        """
+        table = self.market.table
+        by_rows = getattr(self.hypervisor, "cpu_times_rows", None)
+        cpu = by_rows(table) if by_rows is not None else self.hypervisor.cpu_times()
+        if self.fabric is None:
+            return cpu, {}
+        by_rows = getattr(self.fabric, "counters_rows", None)
+        return cpu, by_rows(table) if by_rows is not None else self.fabric.counters(vms)
 
     def step(self, now):
         """Run one interval ending at monotonic ``now``; ``None`` if it was skipped."""
         try:
             vms = self.discover()
-            cpu = self.hypervisor.cpu_times()
-            io = self.fabric.counters(vms) if self.fabric is not None else {}
+            cpu, io = self._readings(vms)
             samples = self.sampler.sample_rows(now, cpu, io, self.link().mtu, self.market.table)
         except exceptions.HypervisorUnavailable as exc:
             if not self._down_logged:
@@ -218,7 +232,7 @@ class Controller:
                 LOG.info("adopted VM %s (%s): %d vCPU, SLA from %s, knobs %s%s",
                          info.name, uuid, info.vcpus, info.sla_source, info.knobs.driver,
                          "" if info.knobs.cap else " (monitor-only)")
-            elif rec.info != info:
+            elif rec.info is not info and rec.info != info:
                 if rec.info.sla != info.sla or rec.info.vcpus != info.vcpus:
                     self.market.add(records.VMSpec(vm=uuid, vcpus=info.vcpus, sla=info.sla))
                     LOG.info("VM %s: SLA now from %s", info.name, info.sla_source)

@@ -76,7 +76,10 @@ class Sampler:
 
         ``table`` is the market's :class:`~resex_libvirt.market.table.Table`
         (only its ``names`` and ``version`` are read): the batch covers its
-        VMs, in its order, so that the market reads whole columns. The rules
+        VMs, in its order, so that the market reads whole columns. An adapter
+        that reads by rows passes arrays aligned with the table instead of
+        the mappings: ``cpu_times`` an int64 array (-1: not running),
+        ``io_counters`` a tuple ``(tx_bytes, rx_bytes)`` of int64 arrays. The rules
         are those of :meth:`sample`: a VM needs a reading in this sweep and
         the last to have a sample, and a reading below the last one counts
         from zero.
@@ -88,14 +91,20 @@ class Sampler:
             self._table = table
         last_ts, self._rows_ts = self._rows_ts, ts
         dt = (ts - last_ts) if last_ts is not None else 0.0
-        if len(cpu_times) == n and list(cpu_times) == names:
+        if isinstance(cpu_times, np.ndarray):
+            # Read by rows already (an adapter's ``cpu_times_rows``): -1 is "not running".
+            present = cpu_times >= 0
+            ns = np.maximum(cpu_times, 0)
+        elif len(cpu_times) == n and list(cpu_times) == names:
             ns = np.fromiter(cpu_times.values(), np.int64, n)
             present = np.ones(n, dtype=bool)
         else:
             got = [cpu_times.get(vm) for vm in names]
             present = np.array([v is not None for v in got], dtype=bool)
             ns = np.array([0 if v is None else v for v in got], dtype=np.int64)
-        if len(io_counters) == n and list(io_counters) == names:
+        if isinstance(io_counters, tuple):
+            tx, rx = io_counters          # by rows (``counters_rows``); 0 where none
+        elif len(io_counters) == n and list(io_counters) == names:
             values = io_counters.values()
             tx = np.fromiter(map(_TX, values), np.int64, n)
             rx = np.fromiter(map(_RX, values), np.int64, n)

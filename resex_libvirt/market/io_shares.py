@@ -219,16 +219,9 @@ _FREE, _TAXED, _PROTECTED, _DECAY = range(4)
 _KINDS = (policy.UNCAPPED, policy.TAX, policy.PROTECTED, policy.DECAY)
 
 
-def _ranked(rows, demands, intf, names):
-    """``rows`` ordered by (demand, interference, name)."""
-    d, i = demands[rows], intf[rows]
-    order = np.lexsort((i, d))
-    rows, d, i = rows[order], d[order], i[order]
-    if len(rows) > 1 and np.count_nonzero((d[1:] == d[:-1]) & (i[1:] == i[:-1])):
-        # Equal demand and interference: the name decides, as in a sort of tuples.
-        rows = np.array(sorted(rows.tolist(), key=lambda k: (demands[k], intf[k], names[k])),
-                        dtype=np.intp)
-    return rows
+def _ranked(rows, demands, intf, t):
+    """``rows`` ordered by (demand, interference, name), as a sort of those tuples."""
+    return rows[np.lexsort((t.name_rank()[rows], intf[rows], demands[rows]))]
 
 
 class Taxes(collections.abc.Sequence):
@@ -451,7 +444,7 @@ class IOShares(free_market.FreeMarket):
         if total <= 0.0:
             return named, protected
         smooth = t.smooth_intf
-        victims = _ranked(victims, demands, smooth, t.names)
+        victims = _ranked(victims, demands, smooth, t)
         m = len(victims)
         owns = demands[victims]
         intfs = np.zeros(m + 1)

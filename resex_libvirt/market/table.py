@@ -40,6 +40,7 @@ class Table:
         #: Moves on every join and departure.
         self.version = 0
         self._fill = {}
+        self._rank = None
 
     def __len__(self):
         return len(self.names)
@@ -87,6 +88,15 @@ class Table:
             self.slots[other] = later
         self.version += 1
         return slot
+
+    def name_rank(self):
+        """Each row's position in the VMs' names sorted (cached until the next join or leave)."""
+        if self._rank is None or self._rank[0] != self.version:
+            names = self.names
+            rank = np.empty(len(names), dtype=np.int64)
+            rank[sorted(range(len(names)), key=names.__getitem__)] = np.arange(len(names))
+            self._rank = (self.version, rank)
+        return self._rank[1]
 
     def mapping(self, name, mask=None):
         """``{vm: value}`` of column ``name`` (rows where ``mask`` is true), as Python values."""

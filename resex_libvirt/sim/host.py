@@ -37,6 +37,8 @@ import math
 import threading
 import time
 
+import numpy as np
+
 from resex_libvirt import exceptions
 from resex_libvirt.fabric import base as fabric_base
 from resex_libvirt.hypervisor import base as hyp_base
@@ -118,6 +120,8 @@ class SimHost(hyp_base.Hypervisor, fabric_base.FabricMonitor):
         self._infos = {}
         self._infos_at = None
         self._io = {}
+        self._rows_key = None
+        self._rows_vms = []
         self._end_ns = round(scenario.duration_s * _NS)
         self.testbed.run_until(0)
 
@@ -171,9 +175,30 @@ class SimHost(hyp_base.Hypervisor, fabric_base.FabricMonitor):
                 self._active, self._infos_at = out, self.testbed.changes
             return dict(self._active)
 
+    @property
+    def generation(self):
+        """Moves when a VM starts or stops: the only times its records change."""
+        return self.testbed.changes
+
     def cpu_times(self):
         with self._lock:
             return {uuid: vm.cpu_ns for uuid, vm in self.testbed.vms.items() if vm.active}
+
+    def _row_vms(self, rows):
+        """The model's VMs in the order of ``rows`` (None: unknown), cached per rows version."""
+        key = (id(rows), rows.version)
+        if self._rows_key != key:
+            vms = self.testbed.vms
+            self._rows_vms = [vms.get(uuid) for uuid in rows.names]
+            self._rows_key = key
+        return self._rows_vms
+
+    def cpu_times_rows(self, rows):
+        """CPU ns of the VMs of ``rows`` (the market's table) in its order; -1: not running."""
+        with self._lock:
+            vms = self._row_vms(rows)
+            return np.fromiter((vm.cpu_ns if vm is not None and vm.active else -1
+                                for vm in vms), np.int64, len(vms))
 
     def set_knobs(self, uuid, cap_pct, weight):
         with self._lock:
@@ -229,6 +254,18 @@ class SimHost(hyp_base.Hypervisor, fabric_base.FabricMonitor):
                     io = last[uuid] = fabric_base.IOCounters(sent, -(-sent // mtu))
                 out[uuid] = io
             return out
+
+    def counters_rows(self, rows):
+        """``(tx_bytes, rx_bytes)`` of the VMs of ``rows`` in its order (0: not running).
+
+        The same readings as :meth:`counters` (the model keeps no receive
+        counter), aligned with the market's rows.
+        """
+        with self._lock:
+            vms = self._row_vms(rows)
+            tx = np.fromiter((vm.tx_bytes if vm is not None and vm.state == "active" else 0
+                              for vm in vms), np.float64, len(vms)).astype(np.int64)
+            return tx, np.zeros(len(vms), dtype=np.int64)
 
     def link(self):
         return fabric_base.LinkInfo("sim0", self.scenario.link_bytes_per_s, self.scenario.mtu)

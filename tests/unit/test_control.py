@@ -180,3 +180,45 @@ class JournalFollowsTheHypervisorTest(unittest.TestCase):
         self.ctl.discover()
         self.ctl.actuate({self.uuid: decision}, changed=())
         self.assertEqual([self.uuid], self.host.writes)
+
+
+class _MappingsOnly:
+    """A simulated host seen through the mapping readings only (no ``*_rows``)."""
+
+    def __init__(self, host):
+        self._host = host
+
+    def __getattr__(self, name):
+        if name.endswith("_rows"):
+            raise AttributeError(name)
+        return getattr(self._host, name)
+
+
+class ReadingsByRowsTest(unittest.TestCase):
+
+    def _run(self, wrap, policy="io_shares"):
+        sc = scenario_mod.load("paper_64k_vs_2m").with_duration(0.3)
+        host = host_mod.SimHost(sc)
+        link = host.link()
+        params = market_mod.MarketParams(
+            interval_s=sc.interval_s, intervals_per_epoch=100, pcpus=host.pcpus(),
+            link_bytes_per_s=link.capacity_bytes_per_s, mtu=link.mtu)
+        adapter = wrap(host)
+        ctl = control.Controller(market_mod.Market(params, policy_mod.load(policy)),
+                                 adapter, adapter, [adapter])
+        ctl.prime(host.now())
+        caps = []
+        for i in range(1, 300):
+            host.advance_to(i * sc.interval_s)
+            done = ctl.step(host.now())
+            caps.append(sorted((vm, d.cap_pct, d.rate) for vm, d in done.decisions.items()))
+            if i % 100 == 0:
+                ctl.market.end_epoch()
+        return caps, ctl.table(sc.interval_s)
+
+    def test_rows_and_mappings_give_the_same_run(self):
+        by_rows = self._run(lambda host: host)
+        by_mappings = self._run(_MappingsOnly)
+        self.assertTrue(hasattr(host_mod.SimHost, "cpu_times_rows"))
+        self.assertEqual(by_mappings, by_rows)
+        self.assertTrue(any(cap < 100.0 for step in by_rows[0] for _vm, cap, _rate in step))

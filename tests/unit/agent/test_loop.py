@@ -60,11 +60,18 @@ class CountingHost(sim_host.SimHost):
         self.writes.append((self.name_of(uuid), cap_pct, weight))
         return super().set_knobs(uuid, cap_pct, weight)
 
-    def cpu_times(self):
+    def _sweep(self):
         self.sweeps += 1
         if self.down_after is not None and self.sweeps > self.down_after:
             raise exceptions.HypervisorUnavailable("libvirtd went away")
+
+    def cpu_times(self):
+        self._sweep()
         return super().cpu_times()
+
+    def cpu_times_rows(self, rows):
+        self._sweep()
+        return super().cpu_times_rows(rows)
 
 
 def build(policy="io_shares", duration=3.0, host_cls=CountingHost, journal=None, **host_kwargs):

@@ -152,3 +152,18 @@ class MarketRowsTest(unittest.TestCase):
                 np.testing.assert_array_equal(want, got)
         with self.assertRaises(ValueError):
             market_mod.EpochSummary(epoch=0, intervals=1)
+
+
+class NameRankTest(unittest.TestCase):
+
+    @settings(max_examples=100, deadline=None)
+    @given(st.lists(st.text(min_size=1, max_size=4), unique=True, max_size=30),
+           st.data())
+    def test_rank_orders_rows_as_their_names_sort(self, names, data):
+        t = table.Table()
+        for vm in names:
+            t.add(vm)
+        for vm in data.draw(st.lists(st.sampled_from(names), unique=True)) if names else ():
+            t.remove(vm)
+        ranked = sorted(t.names, key=lambda vm: t.name_rank()[t.slots[vm]])
+        self.assertEqual(sorted(t.names), ranked)

@@ -18,6 +18,7 @@ import unittest
 from resex_libvirt import exceptions
 from resex_libvirt.fabric import base as fabric_base
 from resex_libvirt.hypervisor import base as hyp_base
+from resex_libvirt.market import table
 from resex_libvirt.sim import host as host_mod
 from resex_libvirt.sim import scenario
 
@@ -160,6 +161,31 @@ class SimHostTest(unittest.TestCase):
         self.assertIs(first[self.early], both[self.early])
         self.host.advance_to(0.25)
         self.assertEqual({self.late}, set(self.host.vms()))
+
+    def test_readings_by_rows_are_the_mappings_in_the_rows_order(self):
+        rows = table.Table()
+        for uuid in (self.late, "not-a-vm", self.early):
+            rows.add(uuid)
+        for t in (0.05, 0.15, 0.25):
+            self.host.advance_to(t)
+            cpu = self.host.cpu_times()
+            io = self.host.counters(self.host.vms())
+            self.assertEqual([cpu.get(u, -1) for u in rows.names],
+                             self.host.cpu_times_rows(rows).tolist(), t)
+            tx, rx = self.host.counters_rows(rows)
+            self.assertEqual([io[u].tx_bytes if u in io else 0 for u in rows.names],
+                             tx.tolist(), t)
+            self.assertEqual([0, 0, 0], rx.tolist())
+        rows.remove("not-a-vm")                   # a new version: realigned
+        self.assertEqual(2, len(self.host.cpu_times_rows(rows)))
+
+    def test_the_generation_moves_only_when_a_vm_starts_or_stops(self):
+        seen = [self.host.generation]
+        for t in (0.05, 0.09, 0.15, 0.18, 0.25):
+            self.host.advance_to(t)
+            seen.append(self.host.generation)
+        moved = [b != a for a, b in zip(seen, seen[1:])]
+        self.assertEqual([False, False, True, False, True], moved)
 
     def test_the_clock_advances_the_model_and_finishes(self):
         clock = self.host.clock()
