@@ -53,6 +53,7 @@ class Sampler:
         self._names = []
         self._rows_ts = None
         self._has = self._ns = self._tx = self._rx = np.zeros(0, dtype=np.int64)
+        self._all = np.ones(0, dtype=bool)
 
     def sample(self, ts, cpu_times, io_counters, mtu):
         """``{uuid: Sample}`` for the VMs read in both this sweep and the last.
@@ -97,7 +98,7 @@ class Sampler:
             ns = np.maximum(cpu_times, 0)
         elif len(cpu_times) == n and list(cpu_times) == names:
             ns = np.fromiter(cpu_times.values(), np.int64, n)
-            present = np.ones(n, dtype=bool)
+            present = self._all
         else:
             got = [cpu_times.get(vm) for vm in names]
             present = np.array([v is not None for v in got], dtype=bool)
@@ -124,7 +125,7 @@ class Sampler:
         # Ceiling division: MTUs started, as -(-d // mtu) in sample().
         mtus = d_tx + (mtu - 1)
         mtus //= mtu
-        return SampleBatch(list(names), version, ts, seen, d_cpu * scale, d_tx, mtus,
+        return SampleBatch(self._names, version, ts, seen, d_cpu * scale, d_tx, mtus,
                            (rx, l_rx, mtu))
 
     def _realign(self, names, version):
@@ -141,8 +142,10 @@ class Sampler:
             n = len(names)
             self._has = np.zeros(n, dtype=bool)
             self._ns = self._tx = self._rx = np.zeros(n, dtype=np.int64)
+        # A copy, kept until the next change: batches share it.
         self._names = list(names)
         self._version = version
+        self._all = np.ones(len(names), dtype=bool)      # never written
 
 
 def _delta(now, last):

@@ -395,7 +395,7 @@ class IOShares(free_market.FreeMarket):
         decaying = np.ones(len(rows), dtype=bool) if named is None else ~named[rows]
         if np.count_nonzero(decaying):
             factor = self._decay_factor(view)
-            f = np.full(len(rows), factor)
+            f = table_mod.filled(len(rows), factor)
             if protected is not None:
                 np.copyto(f, factor ** self.protect_speedup, where=protected[rows])
             decayed = rate - 1.0
@@ -405,7 +405,9 @@ class IOShares(free_market.FreeMarket):
             np.copyto(rate, decayed, where=decaying)
         limit = t.limit[rows]
         done = rate == 1.0
-        caps = view.clamp(limit / rate, rows)
+        caps = limit / rate
+        np.minimum(caps, limit, out=caps)       # the clamp of SlotView.clamp
+        np.maximum(caps, t.floor[rows], out=caps)
         if np.count_nonzero(done):
             np.copyto(caps, limit, where=done)
             t.tax_rate[rows] = table_mod.pick(done, np.nan, rate)
@@ -414,7 +416,7 @@ class IOShares(free_market.FreeMarket):
         view.answer(rows, caps, rate)
         t.credit_cap[rows] = np.nan      # no credit cap under a tax: they never stack
         # Why each taxed VM has its cap: written only where it changed.
-        kind = np.full(len(rows), _DECAY, dtype=np.int8)
+        kind = table_mod.filled(len(rows), _DECAY, np.int8)
         if named is not None:
             np.copyto(kind, _TAXED, where=named[rows])
             np.copyto(kind, _PROTECTED, where=protected[rows])
@@ -451,7 +453,7 @@ class IOShares(free_market.FreeMarket):
         intfs[1:] = smooth[victims]
         sums = np.add.accumulate(intfs)
         # Each VM's position among the victims (m: not a victim).
-        position = np.full(n, m, dtype=np.intp)
+        position = table_mod.filled(n, m, np.intp)
         position[victims] = np.arange(m)
         prefix = owns.searchsorted(demands / self.heavier, side="right")
         rows = ((demands > 0.0) & (prefix > 0)).nonzero()[0]

@@ -109,7 +109,7 @@ def _full(values, n):
     """``values`` (an array, or one number for all) as an array of ``n`` floats."""
     if isinstance(values, np.ndarray):
         return values
-    return np.full(n, float(values))
+    return table_mod.filled(n, float(values))
 
 
 class VMEpoch(typing.NamedTuple):
@@ -317,6 +317,7 @@ class Market:
         n = mtu_ewma_intervals or max(1.0, params.intervals_per_epoch / 20.0)
         self._alpha = 1.0 / n
         self._interference = None
+        self._win_layout = None
         self._boosted = set()
         #: ``[(row, LatencyWindow)]``: the last step's windows of VMs without a
         #: latency SLA (the market has no use for them; a caller may).
@@ -364,6 +365,7 @@ class Market:
         t.weight[slot] = weight_of(sla.shares)
         t.io_class[slot] = sla.io_class
         t.sensitive[slot] = sla.sensitive
+        self._win_layout = None          # which reports count may have changed
         if sla.sensitive:
             t.sla_us[slot] = sla.latency_sla_us
             t.threshold[slot] = sla.interference_threshold_pct
@@ -542,27 +544,25 @@ class Market:
         deviation is learned from calm windows only.
         """
         t = self.table
-        t.win.fill(False)
-        t.win_count.fill(0)
-        t.win_mean.fill(np.nan)
-        t.intf.fill(np.nan)
-        self.view.win_rows = np.zeros(0, dtype=np.intp)
         self.other_windows = ()
-        if not windows:
-            return
-        rows = list(map(t.slots.get, windows))
-        wins = list(windows.values())
-        if None in rows:
-            wins = [w for k, w in zip(rows, wins) if k is not None]
-            rows = [k for k in rows if k is not None]
-        rows = np.array(rows, dtype=np.intp)
-        keep = t.sensitive[rows]
-        if np.count_nonzero(keep) != len(rows):
-            keep = keep.tolist()
-            self.other_windows = [(k, w) for k, w, sensitive in zip(rows.tolist(), wins, keep)
-                                  if not sensitive]
-            rows = rows[np.array(keep, dtype=bool)]
-            wins = [w for w, sensitive in zip(wins, keep) if sensitive]
+        keys = tuple(windows) if windows else ()
+        layout = self._win_layout
+        if layout is None or layout[0] != t.version or layout[1] != keys:
+            t.win.fill(False)
+            t.win_count.fill(0)
+            t.win_mean.fill(np.nan)
+            t.intf.fill(np.nan)
+            layout = self._win_layout = (t.version, keys) + self._window_rows(windows)
+            t.win[layout[2]] = True
+        # else the same VMs reported as in the last step: the same rows, and
+        # the rows of the others are clear already.
+        rows, select, others = layout[2], layout[3], layout[4]
+        wins = list(windows.values()) if windows else []
+        if others:
+            self.other_windows = [(k, wins[i]) for i, k in others]
+        if select is not None:
+            wins = [wins[i] for i in select]
+        self.view.win_rows = rows
         n = len(rows)
         if not n:
             return
@@ -594,13 +594,36 @@ class Market:
         void = count == 0
         void |= ~(base > 0.0)
         np.copyto(value, 0.0, where=void)
-        self.view.win_rows = rows
-        t.win[rows] = True
         t.win_count[rows] = count
         t.win_mean[rows] = mean
         t.intf[rows] = value
         t.t_intf_sum[rows] += value
         t.t_intf_n[rows] += 1
+
+    def _window_rows(self, windows):
+        """``(rows, select, others)`` of the windows, in their order.
+
+        ``rows``: the rows of the VMs with a latency SLA that reported;
+        ``select``: the positions of their windows among ``windows`` (None:
+        all of them); ``others``: ``(position, row)`` of the windows of the
+        market's VMs without an SLA.
+        """
+        if not windows:
+            return np.zeros(0, dtype=np.intp), None, []
+        slots, sensitive = self.table.slots, self.table.sensitive
+        found = list(map(slots.get, windows))
+        if None not in found:
+            rows = np.array(found, dtype=np.intp)
+            if np.count_nonzero(sensitive[rows]) == len(rows):
+                return rows, None, []
+        select, others = [], []
+        for i, k in enumerate(found):
+            if k is not None:
+                if sensitive[k]:
+                    select.append(i)
+                else:
+                    others.append((i, k))
+        return np.array([found[i] for i in select], dtype=np.intp), select, others
 
     @property
     def last_interference(self):

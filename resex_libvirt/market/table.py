@@ -124,11 +124,8 @@ def pick(cond, yes, no):
     return out
 
 
-def rows_of(mask):
-    """The rows where ``mask`` is true, in order."""
-    return mask.nonzero()[0]
-
-
-def any_of(mask):
-    """Whether any of ``mask`` is true (cheaper than ``mask.any()`` on short rows)."""
-    return np.count_nonzero(mask) > 0
+def filled(n, value, dtype=np.float64):
+    """``numpy.full(n, value, dtype)``, cheaper on short rows."""
+    out = np.empty(n, dtype=dtype)
+    out.fill(value)
+    return out
