@@ -105,8 +105,8 @@ class IOSharesPaper(free_market.FreeMarketPaper):
     def find_interferer(self, victim, demands, top):
         """Alg. 2 line 7: the row of the largest I/O demand other than row ``victim``'s.
 
-        ``demands`` is :func:`demands` and ``top`` its two largest
-        (:func:`top_two`): one pass for all victims of an interval.
+        ``demands`` is every VM's demand (:func:`_demands`) and ``top`` its
+        two largest (:func:`top_two`): one pass for all victims of an interval.
         """
         best_demand, best = next(((d, k) for d, k in top if k != victim), _NONE)
         own = demands[victim]
@@ -115,6 +115,13 @@ class IOSharesPaper(free_market.FreeMarketPaper):
         return best
 
     def decide_slots(self, view):
+        """Alg. 2: tax each victim's interferer, decay the others, answer every taxed VM.
+
+        Victims over their threshold are taken in row order (the order the
+        VMs joined), and each raises its interferer's rate in turn (lines
+        5-11); then Alg. 1's credit caps (``use_balance``), and the cap of
+        every taxed VM is ``limit / rate``, or its credit cap if lower.
+        """
         self._taxes = []
         t = view.t
         names, rates = t.names, t.tax_rate

@@ -48,43 +48,25 @@ def interference_pct(window, base_mean_us, base_std_us=None):
     return max(0.0, mean_inc, std_inc)
 
 
+#: How far a calm window's deviation pulls the learned one up (a fraction of the gap).
+DEFAULT_RISE = 0.02
+
+
 class BaselineTracker:
     """A VM's base latency standard deviation, learned from calm windows.
 
     A window is calm when its mean is within the VM's threshold of the base
     mean. The estimate drops at once to a lower calm value and rises by
     ``rise`` of the gap otherwise, so a burst of noise moves it little.
+
+    This is the rule's reference, one VM at a time; the market applies it to
+    every reporting VM at once (``Market._take_windows``), and a property
+    test holds the two to the same answers.
     """
 
-    def __init__(self, rise=0.02, base_mean_us=None, threshold_pct=None):
+    def __init__(self, rise=DEFAULT_RISE):
         self.rise = rise
         self.std_us = None
-        self.base_mean_us = base_mean_us
-        self.threshold_pct = threshold_pct
-
-    def interference(self, window):
-        """Observe ``window`` and return its interference percentage (Alg. 2 line 6).
-
-        The same as :meth:`observe` then :func:`interference_pct` with the
-        base and threshold given at construction, in one call (the market
-        does this for every sensitive VM every interval).
-        """
-        base = self.base_mean_us
-        if window is None or window.count == 0 or not base or base <= 0:
-            return 0.0
-        mean_inc = 100.0 * (window.mean_us - base) / base
-        std = self.std_us
-        if window.count >= 2 and mean_inc <= self.threshold_pct:
-            if std is None or window.std_us < std:
-                std = window.std_us
-            else:
-                std += self.rise * (window.std_us - std)
-            self.std_us = std
-        if std is None:
-            return mean_inc if mean_inc > 0.0 else 0.0
-        std_inc = 100.0 * (window.std_us - std) / base
-        worst = mean_inc if mean_inc > std_inc else std_inc
-        return worst if worst > 0.0 else 0.0
 
     def observe(self, window, base_mean_us, threshold_pct):
         if window is None or window.count < 2:

@@ -37,6 +37,7 @@ import typing
 
 import numpy as np
 
+from resex_libvirt.market import latency
 from resex_libvirt.market import ledger as ledger_mod
 from resex_libvirt.market import policy as policy_mod
 from resex_libvirt.market import records
@@ -45,7 +46,7 @@ from resex_libvirt.market import table as table_mod
 #: Xen's default credit-scheduler weight; the weight of a VM with default shares.
 BASE_WEIGHT = 256
 #: How fast a VM's learned base latency deviation rises (:class:`latency.BaselineTracker`).
-STD_RISE = 0.02
+STD_RISE = latency.DEFAULT_RISE
 #: How many of an epoch's taxes its summary keeps (the last ones).
 TAXES_KEPT = 50
 
@@ -538,10 +539,11 @@ class Market:
     def _take_windows(self, windows):
         """Latency windows of the sensitive VMs, and their interference (Alg. 2 line 6).
 
-        The same rule as :meth:`latency.BaselineTracker.interference`, for
-        every reporting VM at once: the larger of the mean's and the learned
-        deviation's increase over the SLA, in percent of the SLA's mean; the
-        deviation is learned from calm windows only.
+        :func:`latency.interference_pct` after
+        :meth:`latency.BaselineTracker.observe`, for every reporting VM at
+        once: the larger of the mean's and the learned deviation's increase
+        over the SLA, in percent of the SLA's mean; the deviation is learned
+        from calm windows only.
         """
         t = self.table
         self.other_windows = ()

@@ -84,17 +84,3 @@ class BufferTest(unittest.TestCase):
     def test_non_finite_windows_are_refused(self):
         with self.assertRaises(ValueError):
             records.LatencyWindow(1, float("nan"), 0.0, 0.0)
-
-
-class TrackerInterferenceTest(unittest.TestCase):
-
-    @given(st.lists(st.tuples(st.floats(1, 1e5), st.floats(0, 1e4), st.integers(0, 50)),
-                    max_size=30))
-    def test_one_call_equals_observe_then_interference_pct(self, windows):
-        fast = latency.BaselineTracker(base_mean_us=200.0, threshold_pct=10.0)
-        slow = latency.BaselineTracker()
-        for mean, std, n in windows:
-            w = records.LatencyWindow(n, mean, std, mean)
-            base_std = slow.observe(w, 200.0, 10.0)
-            expected = latency.interference_pct(w, 200.0, base_std)
-            self.assertAlmostEqual(expected, fast.interference(w), places=6)

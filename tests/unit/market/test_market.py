@@ -18,6 +18,7 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
+from resex_libvirt.market import latency
 from resex_libvirt.market import market as market_mod
 from resex_libvirt.market import policy as policy_mod
 from resex_libvirt.market import records
@@ -164,3 +165,40 @@ class NoLinkTest(unittest.TestCase):
         for bad in (-1.0, float("nan")):
             with self.assertRaises(ValueError):
                 market_mod.MarketParams(link_bytes_per_s=bad)
+
+
+reports = st.lists(st.dictionaries(
+    st.sampled_from(["a", "b", "c", "d"]),
+    st.tuples(st.integers(0, 40), st.floats(1.0, 2000.0), st.floats(0.0, 500.0)),
+    max_size=4), min_size=1, max_size=40)
+
+
+class InterferenceReferenceTest(unittest.TestCase):
+    """Every reporting VM's interference at once, as the reference rule gives it.
+
+    The reference is paper Alg. 2 line 6 applied one VM at a time.
+    """
+
+    @settings(max_examples=150, deadline=None)
+    @given(slas=st.lists(st.tuples(st.floats(50.0, 500.0), st.floats(0.1, 50.0)),
+                         min_size=3, max_size=3),
+           steps=reports)
+    def test_every_step_matches_observe_then_interference_pct(self, slas, steps):
+        m = market_mod.Market(market_mod.MarketParams(pcpus=4), policy_mod.load("none"))
+        trackers = {}
+        for name, (base, threshold) in zip("abc", slas):
+            m.add(records.VMSpec(name, sla=sla.SLA(latency_sla_us=base,
+                                                   interference_threshold_pct=threshold)))
+            trackers[name] = (latency.BaselineTracker(), base, threshold)
+        m.add(records.VMSpec("d"))                 # no SLA: its reports do not count
+        for step in steps:
+            windows = {vm: records.LatencyWindow(n, mean, std, mean)
+                       for vm, (n, mean, std) in step.items()}
+            m.step({}, windows)
+            want = {}
+            for vm, w in windows.items():
+                if vm in trackers:
+                    tracker, base, threshold = trackers[vm]
+                    learned = tracker.observe(w, base, threshold)
+                    want[vm] = latency.interference_pct(w, base, learned)
+            self.assertEqual(want, m.last_interference)
