@@ -16,7 +16,7 @@ Commands::
 
     resex-sim list
     resex-sim run SCENARIO --policy POLICY [--json] [-v] [--out DIR]
-    resex-sim paper [--json] [--out DIR] [--duration S] [--no-frontier]
+    resex-sim paper [--json] [--out DIR] [--duration S] [--no-frontier] [--jobs N]
     resex-sim compare [SCENARIO ...] [--policies P1,P2] [--json] [--duration S]
     resex-sim calibrate [--json] [--duration S]
     resex-sim cluster SCENARIO [--json] [--out DIR]   (the fleet study)
@@ -239,6 +239,16 @@ def cmd_compare(args):
     return 0
 
 
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("not a whole number: %r" % (text,)) from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1, got %d" % value)
+    return value
+
+
 def cmd_paper(args):
     from resex_libvirt.sim import paper
 
@@ -246,7 +256,7 @@ def cmd_paper(args):
         print("  ran " + msg, file=sys.stderr, flush=True)
     started = time.monotonic()
     ev = paper.Evaluation(duration_s=args.duration, frontier=not args.no_frontier,
-                          progress=None if args.json else progress)
+                          progress=None if args.json else progress, jobs=args.jobs)
     data = ev.evaluate()
     data["wall_s"] = time.monotonic() - started
     if args.json:
@@ -304,6 +314,9 @@ def build_parser():
     p.add_argument("--out", metavar="DIR", help="write paper.json and the figures as PNG")
     p.add_argument("--no-frontier", action="store_true",
                    help="skip the static-cap frontier sweep (the paper's figures only)")
+    p.add_argument("--jobs", type=_positive_int, default=os.cpu_count() or 1,
+                   help="runs made at once, in worker processes (default: one per CPU); "
+                        "the tables are the same whatever the number")
     p.set_defaults(func=cmd_paper)
 
     p = sub.add_parser("compare", help="several scenarios under several policies: "

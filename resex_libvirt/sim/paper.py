@@ -66,13 +66,31 @@ SWEEP = (("128KB", "paper_64k_vs_128k"), ("256KB", "paper_64k_vs_256k"),
 FIG6_EPOCH = 1
 
 
-class Evaluation:
-    """Runs (and caches) what the figures need."""
+def _run(duration_s, scenario_name, policy, limited=None):
+    """One run (in a worker process): ``limited`` is ``(vm_name, cap_pct)`` or None."""
+    sc = scenario_mod.load(scenario_name)
+    if duration_s is not None:
+        sc = sc.with_duration(duration_s)
+    if limited is not None:
+        sc = with_limit(sc, *limited)
+    return runner.run(sc, policy)
 
-    def __init__(self, duration_s=None, progress=None, frontier=True):
+
+class Evaluation:
+    """Runs (and caches) what the figures need.
+
+    With ``jobs`` > 1 the runs are made in that many worker processes: the
+    runs every figure needs first, then the frontier sweeps' runs, one
+    bisection step of every scenario at a time. Every run is deterministic
+    (same scenario, same seed), so the figures are the same whatever the
+    number of workers; only the order of the progress lines changes.
+    """
+
+    def __init__(self, duration_s=None, progress=None, frontier=True, jobs=1):
         self.duration_s = duration_s
         self.progress = progress
         self.frontier = frontier
+        self.jobs = max(1, int(jobs))
         self._runs = {}
         self._capped = {}
 
@@ -111,6 +129,8 @@ class Evaluation:
 
     def evaluate(self):
         """Every figure's data, and the runs behind them, as plain dicts."""
+        if self.jobs > 1:
+            self._prefetch()
         base = self._reporting(BASE, "none")
         data = {"base": _lat(base)}
         data["fig5_7"] = [dict(case="base", **_lat(base))]
@@ -142,8 +162,65 @@ class Evaluation:
                         for (s, p), r in sorted(self._runs.items())]
         return data
 
-    def _frontier(self, label, scenario_name):
-        """The static-cap sweep of one scenario and each policy's point against it."""
+    # -- runs in worker processes ---------------------------------------------------
+    def _needed(self):
+        """The ``(scenario, policy)`` runs :meth:`evaluate` asks for before any sweep."""
+        names = [INTERFERED] + [n for _l, n in NO_INTERFERENCE] + [n for _l, n in SWEEP]
+        keys = [(BASE, "none"), (INTERFERED, "free_market_paper")]
+        keys += [(name, PAPER_VARIANT[p]) for name in names for p in POLICIES]
+        if self.frontier:
+            keys += [(name, p) for _l, name in SWEEP for p, _label in FRONTIER_POLICIES]
+        return list(dict.fromkeys(keys))
+
+    def _prefetch(self):
+        """Make the runs :meth:`evaluate` will ask for in ``jobs`` processes, then cache them."""
+        import concurrent.futures
+        import multiprocessing
+        context = multiprocessing.get_context("fork")
+        with concurrent.futures.ProcessPoolExecutor(self.jobs, mp_context=context) as pool:
+            self._batch(pool, [(key, (self.duration_s,) + key) for key in self._needed()
+                               if key not in self._runs], self._runs)
+            if not self.frontier:
+                return
+            # Every scenario's sweep advances one step at a time, all of them at once.
+            sweeps = [self._sweep(name) for _label, name in SWEEP]
+            wanted = [next(s) for s in sweeps]
+            while sweeps:
+                todo = []
+                for (name, vm, caps) in wanted:
+                    for cap in caps:
+                        key = (name, vm, cap)
+                        if key not in self._capped and not self._full(name, vm, cap):
+                            todo.append((key, (self.duration_s, name, "none", (vm, cap))))
+                self._batch(pool, list(dict.fromkeys(todo)), self._capped)
+                going = []
+                for s in sweeps:
+                    try:
+                        going.append((s, next(s)))
+                    except StopIteration:
+                        pass
+                sweeps = [s for s, _w in going]
+                wanted = [w for _s, w in going]
+
+    def _batch(self, pool, jobs, cache):
+        futures = {key: pool.submit(_run, *args) for key, args in jobs}
+        for key, future in futures.items():
+            res = cache[key] = future.result()
+            if self.progress is not None:
+                self.progress("%s: %.1f s" % (" ".join(str(k) for k in key), res.wall_s))
+
+    def _full(self, scenario_name, vm_name, cap_pct):
+        return cap_pct >= 100.0 * self._scenario(scenario_name).vm(vm_name).vcpus
+
+    # -- the frontier ------------------------------------------------------------------
+    def _sweep(self, scenario_name):
+        """The static-cap sweep of one scenario, as a generator.
+
+        It yields ``(scenario, vm, caps)``: the capped runs its next step
+        needs (the first step, the sweep's caps; then one bisection point a
+        step), and returns the sweep's points. :meth:`_frontier` drives it
+        one step at a time; :meth:`_prefetch` drives every scenario's at once.
+        """
         sc = self._scenario(scenario_name)
         sla = sc.vm(REPORTING).sla
         bound = sla.latency_sla_us * (1.0 + sla.interference_threshold_pct / 100.0)
@@ -156,6 +233,7 @@ class Evaluation:
                     "meets": mean is not None and mean <= bound,
                     "interferer_mb_s": res.vm(interferer).throughput_mb_s}
 
+        yield scenario_name, interferer, FRONTIER_CAPS
         sweep = [point(cap) for cap in FRONTIER_CAPS]
         meeting = [p for p in sweep if p["meets"]]
         if meeting and not sweep[-1]["meets"]:
@@ -163,9 +241,24 @@ class Evaluation:
             hi = min(p["cap_pct"] for p in sweep if not p["meets"] and p["cap_pct"] > lo)
             for _ in range(FRONTIER_BISECT):
                 mid = round((lo + hi) / 2.0, 2)
+                yield scenario_name, interferer, (mid,)
                 p = point(mid)
                 sweep.append(p)
                 lo, hi = (mid, hi) if p["meets"] else (lo, mid)
+        return sweep
+
+    def _frontier(self, label, scenario_name):
+        """The static-cap sweep of one scenario and each policy's point against it."""
+        sc = self._scenario(scenario_name)
+        sla = sc.vm(REPORTING).sla
+        bound = sla.latency_sla_us * (1.0 + sla.interference_threshold_pct / 100.0)
+        interferer = next(v.name for v in sc.vms if v.name != REPORTING)
+        steps = self._sweep(scenario_name)
+        try:
+            while True:
+                next(steps)             # the runs are made as the sweep reads them
+        except StopIteration as done:
+            sweep = done.value
         sweep.sort(key=lambda p: p["cap_pct"])
         best = max((p for p in sweep if p["meets"]), key=lambda p: p["interferer_mb_s"],
                    default=None)
