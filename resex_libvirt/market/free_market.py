@@ -120,7 +120,7 @@ class FreeMarketPaper(policy.Policy):
         t.credit_restore = restore
         t.credit_cap = np.full(len(t), np.nan)
         reasons = self._reasons
-        for k in np.flatnonzero(restore).tolist():
+        for k in restore.nonzero()[0].tolist():
             vm = t.names[k]
             if reasons.get(vm) == policy.CREDIT:
                 reasons[vm] = policy.UNCAPPED

@@ -128,7 +128,7 @@ class IOSharesPaper(free_market.FreeMarketPaper):
         named = set()
         top = None
         total = 0.0
-        over = np.flatnonzero(t.intf > t.threshold).tolist()
+        over = (t.intf > t.threshold).nonzero()[0].tolist()
         intf = t.intf.tolist() if over else ()
         for victim in over:
             if top is None:
@@ -155,7 +155,7 @@ class IOSharesPaper(free_market.FreeMarketPaper):
                 self._note_credit(view, rows, caps)
         factor = None
         rows, caps, got = [], [], []
-        for k in np.flatnonzero(~np.isnan(rates)).tolist():
+        for k in (~np.isnan(rates)).nonzero()[0].tolist():
             rate = float(rates[k])
             if k not in named:
                 if factor is None:

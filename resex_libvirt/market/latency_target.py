@@ -157,7 +157,7 @@ class LatencyTarget(free_market.FreeMarket):
         # Each VM's signal: the worst ratio among the victims it interferes with.
         signal = np.full(len(t), np.inf)
         sending = demands > 0.0
-        for victim in np.flatnonzero(~np.isnan(ratios)).tolist():
+        for victim in (~np.isnan(ratios)).nonzero()[0].tolist():
             floor = self.heavier * demands[victim]
             hit = sending & (demands >= floor)
             hit[victim] = False
@@ -169,7 +169,7 @@ class LatencyTarget(free_market.FreeMarket):
         protected = has & (own < 1.0)
         signal = np.where(protected, 2.0 - own, signal)
         held = t.lt_cap
-        rows = np.flatnonzero(has | ~np.isnan(held))
+        rows = (has | ~np.isnan(held)).nonzero()[0]
         if not len(rows):
             return
         g, step = self.gain, self.max_step
@@ -224,7 +224,7 @@ class LatencyTarget(free_market.FreeMarket):
     def _boost(self, view):
         t = view.t
         sending = t.sensitive & t.seen & (t.tx_mtus > 0)
-        self._weights = {t.names[k]: self.boost for k in np.flatnonzero(sending).tolist()}
+        self._weights = {t.names[k]: self.boost for k in sending.nonzero()[0].tolist()}
 
     def weights(self):
         """``{vm: factor}``: the Xen-and-Co. weight boost in force (empty unless ``boost`` > 1)."""

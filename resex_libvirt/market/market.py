@@ -22,10 +22,16 @@ current rate (CPU percent x CPU price + MTUs x I/O price, times the VM's
 rate multiplier), then ask the policy for caps and rates, then clamp every
 cap to the VM's mClock [reservation, limit] (mClock, Gulati et al. 2010).
 
-Decisions are sparse: :meth:`Market.step` returns the same dict of the
-decisions in force for as long as none changes (no copy per interval), and
-:attr:`Market.changed` names the VMs whose decision changed, so that the
-caller writes only those knobs.
+Decisions are sparse: :meth:`Market.step` returns the same mapping of the
+decisions in force for as long as none changes (:class:`Decisions`, a
+snapshot of the columns, no copy per interval), and :attr:`Market.changed`
+names the VMs whose decision changed, so that the caller writes only those
+knobs.
+
+Every VM's state is a row of numpy columns (:mod:`.table`), so that an
+interval is a few operations on whole columns whatever the number of VMs;
+each rule is written once, on columns, in the same order of floating-point
+operations as the per-VM rule it states (doc/source/performance.rst).
 """
 
 import collections
@@ -445,11 +451,11 @@ class Market:
         charged): a dict, or a :class:`resex_libvirt.sampling.SampleBatch`
         whose columns are aligned with the market's rows, which is read
         without a per-VM loop. ``windows`` maps VM -> :class:`LatencyWindow`
-        for VMs that reported latency. Returns ``{vm: Decision}`` for every
-        adopted VM: the same dict object for as long as no decision changes
-        (read it, do not modify it); :attr:`changed` names the VMs whose
-        decision changed since the previous step (adoptions and reloads
-        included).
+        for VMs that reported latency. Returns the :class:`Decisions` in force
+        for every adopted VM (a read-only mapping VM -> :class:`Decision`):
+        the same object for as long as no decision changes; :attr:`changed`
+        names the VMs whose decision changed since the previous step
+        (adoptions and reloads included).
         """
         self._take_samples(samples)
         self._charge()
