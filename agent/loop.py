@@ -62,11 +62,12 @@ class IntervalRecord:
     """What one control interval hands to the metrics sink.
 
     ``samples``, ``decisions``, ``windows`` and ``interference`` are the
-    interval's own dicts (never mutated afterwards). ``vms`` is the live
+    interval's own mappings (never mutated afterwards). ``vms`` is the live
     ``{uuid: VMRecord}`` of the controller (read-only for consumers: names,
-    SLA source, knobs driver, monitor-only) and ``balance(uuid)`` reads a
-    VM's Resos left when called; ``reason(uuid)`` why the policy set its cap
-    (one of :data:`resex_libvirt.market.policy.REASONS`). ``sent`` is
+    SLA source, knobs driver, monitor-only); ``balance(uuid)`` reads a VM's
+    Resos left as of the interval (:meth:`Market.balance_reader`), and
+    ``reason(uuid)`` why the policy set its cap (one of
+    :data:`resex_libvirt.market.policy.REASONS`). ``sent`` is
     ``(uuids, mtus, bytes)``: what each VM sent since it was adopted, a copy
     of the controller's run tallies (:meth:`Controller.sent`); a record
     without it leaves the last one in force.
@@ -255,7 +256,7 @@ class Agent:
             self.metrics.observe_interval(IntervalRecord(
                 interval.samples, interval.decisions, interval.windows,
                 self.market.last_interference, self.settings.interval_s, self.controller.vms,
-                self.market.ledger.balance, self.reason, self.controller.sent()))
+                self.market.balance_reader(), self.reason, self.controller.sent()))
         except Exception:
             LOG.exception("metrics update failed")
 

@@ -310,6 +310,7 @@ class Market:
                                         params.min_cap_pct)
         self._snapshot = None
         self._layout = None
+        self._reader_rows = None
         self._moved = {}
         #: The VMs whose decision changed in (or before) the last :meth:`step`.
         self.changed = ()
@@ -804,6 +805,23 @@ class Market:
             caps=types.MappingProxyType(t.mapping("cap")),
             rates=types.MappingProxyType(t.mapping("rate")), ledger=self.ledger,
             bounds=types.MappingProxyType(bounds), min_cap_pct=self.params.min_cap_pct)
+
+    def balance_reader(self):
+        """A function ``vm -> Resos left`` frozen at this step, safe to call from another thread.
+
+        It reads this step's balances with this step's rows (KeyError for a
+        VM not in the market then), so a VM joining or leaving meanwhile
+        never makes it read another VM's row. For the metrics endpoint,
+        which reads when it is scraped.
+        """
+        t = self.table
+        if self._reader_rows is None or self._reader_rows[0] != t.version:
+            self._reader_rows = (t.version, dict(t.slots))
+        slots, balance = self._reader_rows[1], t.balance
+
+        def read(vm):
+            return float(balance[slots[vm]])
+        return read
 
     def balances(self):
         return dict(zip(self.table.names, self.table.balance.tolist()))

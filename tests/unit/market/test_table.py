@@ -124,6 +124,19 @@ class MarketRowsTest(unittest.TestCase):
         self.assertTrue(taxes)
         self.assertEqual({("victim", "bulk")}, {(t["victim"], t["interferer"]) for t in taxes})
 
+    def test_a_balance_reader_keeps_its_steps_rows(self):
+        m = _market()
+        _interfered(m, 5)
+        read = m.balance_reader()
+        want = m.ledger.balance("bulk")
+        m.remove("quiet")                  # the rows move up; the reader's do not
+        self.assertEqual(want, read("bulk"))
+        with self.assertRaises(KeyError):
+            read("nobody")
+        with self.assertRaises(KeyError):
+            m.balance_reader()("quiet")
+        self.assertEqual(want, m.balance_reader()("bulk"))
+
     def test_a_new_policy_starts_with_fresh_columns(self):
         m = _market()
         _interfered(m, 30)
