@@ -112,6 +112,13 @@ def weight_of(shares):
     return max(1, min(65535, int(round(BASE_WEIGHT * shares / 100.0))))
 
 
+def _names_of(names, rows):
+    """The names of ``rows`` (distinct rows, in their order), as a tuple."""
+    if len(rows) == 1:
+        return (names[int(rows[0])],)
+    return operator.itemgetter(*rows.tolist())(names)
+
+
 def _full(values, n):
     """``values`` (an array, or one number for all) as an array of ``n`` floats."""
     if isinstance(values, np.ndarray):
@@ -312,6 +319,8 @@ class Market:
         self._layout = None
         self._reader_rows = None
         self._moved = {}
+        # The rows the last answers moved (named in the step's end, at once).
+        self._moved_rows = None
         #: The VMs whose decision changed in (or before) the last :meth:`step`.
         self.changed = ()
         self.tick = 0
@@ -481,8 +490,16 @@ class Market:
             self._apply_boosts(boosts)
         self.tick += 1
         moved = self._moved
-        self.changed = tuple(moved)
-        moved.clear()
+        if self._moved_rows is not None and not moved:
+            # Only this step's answers moved (the common case): their names in one call.
+            rows = self._moved_rows
+            self.changed = _names_of(self.table.names, rows)
+        else:
+            if self._moved_rows is not None:
+                moved.update(dict.fromkeys(_names_of(self.table.names, self._moved_rows)))
+            self.changed = tuple(moved)
+            moved.clear()
+        self._moved_rows = None
         if self._snapshot is None:
             t = self.table
             if self._layout is None or self._layout[0] != t.version:
@@ -708,8 +725,7 @@ class Market:
         t.cap[rows] = caps
         t.rate[rows] = rates
         t.dweight[rows] = t.weight[rows]
-        names = t.names
-        self._moved.update(dict.fromkeys([names[k] for k in rows.tolist()], True))
+        self._moved_rows = rows
         self._snapshot = None
 
     def _apply_boosts(self, boosts):
@@ -723,6 +739,10 @@ class Market:
             weight = max(1, min(65535, int(round(int(weights[k]) * boosts.get(vm, 1.0)))))
             if decided[k] != weight:
                 decided[k] = weight
+                if self._moved_rows is not None:
+                    # The answers' VMs first, as they moved first.
+                    self._moved.update(dict.fromkeys(_names_of(t.names, self._moved_rows)))
+                    self._moved_rows = None
                 self._moved[vm] = True
                 self._snapshot = None
         self._boosted = {vm for vm in boosts if vm in slots}
