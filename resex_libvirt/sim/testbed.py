@@ -117,35 +117,81 @@ class Testbed:
 
     # -- the engine -----------------------------------------------------------
     def run_until(self, until_ns):
-        """Advance the testbed to ``until_ns`` (a no-op for a past time)."""
+        """Advance the testbed to ``until_ns`` (a no-op for a past time).
+
+        One pass of the loop is one event: settle what is due now, find the
+        next event (a period boundary, ``until_ns``, the link's first
+        completion or the heap's first live event) and advance the link to
+        it. The hot loop keeps its state in locals and calls out only for
+        the work an event brings (the link's own step included).
+        """
         until_ns = int(until_ns)
         link = self.link
         heap = self._heap
+        due = self._due
         period = self.model.sched_period_ns
+        settle = self._settle
+        advance = link.advance
+        heappop = heapq.heappop
+        ceil = math.ceil
+        bytes_per_ns = link.bytes_per_ns
+        now = self.now_ns
         while True:
-            self._settle()
-            now = self.now_ns
+            if due or now // period != self._period:
+                settle()
             if now >= until_ns:
                 break
             t = (now // period + 1) * period
             if until_ns < t:
                 t = until_ns
-            nxt = link.next_completion_ns()
-            if nxt is not None and now + nxt < t:
-                t = now + nxt
+            active = link.active
+            if active:
+                # Link.next_completion_ns, inline.
+                if link._rem is not None:
+                    rem = link._rem.min().item()
+                else:
+                    rem = active[0].remaining
+                    for tr in active:
+                        if tr.remaining < rem:
+                            rem = tr.remaining
+                nxt = ceil(rem * len(active) / bytes_per_ns)
+                if nxt < 1:
+                    nxt = 1
+                if now + nxt < t:
+                    t = now + nxt
             while heap:
-                when, _n, vm = heap[0]
-                if vm.next_ns != when:
-                    heapq.heappop(heap)      # stale: the VM's event moved
+                top = heap[0]
+                when = top[0]
+                if top[2].next_ns != when:
+                    heappop(heap)            # stale: the VM's event moved
                     continue
                 if when < t:
                     t = when
                 break
             if t < now + 1:
                 t = now + 1
-            self._advance(t - now)
+            # The advance to ``t``: the link, then the events it reaches.
+            done = advance(t - now) if active else ()
+            self.now_ns = now = t
+            for transfer in done:
+                vm = transfer.owner
+                srv = vm.server
+                if vm.state == "active" and srv.transfer is transfer:
+                    dt = now - vm.synced_ns
+                    if dt > 0 and vm.on_cpu:
+                        vm.cpu_ns += dt
+                        vm.sched.used_ns += dt
+                        if srv.state == benchex.COMPUTE:
+                            srv.compute_left -= dt
+                    vm.synced_ns = now
+                    srv.transfer_done(now)
+                    due[vm.order] = vm
+            while heap and heap[0][0] <= now:
+                when, _n, vm = heappop(heap)
+                if vm.next_ns == when:
+                    due[vm.order] = vm
         for vm in self.vms.values():
-            self._sync(vm, self.now_ns)
+            self._sync(vm, now)
         link.flush()
 
     def _sync(self, vm, now):
@@ -161,48 +207,44 @@ class Testbed:
         """Find ``vm``'s next event after ``now`` (its state settled at ``now``)."""
         t = None
         vm.on_cpu = False
-        if vm.state == "pending":
-            t = vm.start_ns
-        elif vm.state == "active":
-            if vm.stop_ns is not None:
-                t = vm.stop_ns
+        state = vm.state
+        if state == "active":
+            t = vm.stop_ns
             srv = vm.server
-            arrival = srv.next_arrival_ns()
+            # Server.next_arrival_ns, inline.
+            arrival = srv._next_arrival
+            clients = srv._clients
+            if clients:
+                c = clients[0][0]
+                if arrival is None or c < arrival:
+                    arrival = c
             if arrival is not None and (t is None or arrival < t):
                 t = arrival
             if srv.state != benchex.IDLE:
-                budget = vm.sched.budget_ns()
+                sched = vm.sched
+                cap = sched.cap_pct
+                # CapScheduler.budget_ns, inline.
+                if cap is None:
+                    budget = credit.INFINITE
+                else:
+                    budget = max(0.0, cap / 100.0 * sched.period_ns - sched.used_ns)
                 if budget > 0:
                     vm.on_cpu = True
                     if srv.state == benchex.COMPUTE:
                         done = now + srv.compute_left
                         if t is None or done < t:
                             t = done
-                    if budget != credit.INFINITE:
+                    if cap is not None:
                         parked = now + max(1, math.ceil(budget))
                         if t is None or parked < t:
                             t = parked
+        elif state == "pending":
+            t = vm.start_ns
         if t != vm.next_ns:
             vm.next_ns = t
             if t is not None:
                 self._pushes += 1
                 heapq.heappush(self._heap, (t, self._pushes, vm))
-
-    def _advance(self, dt):
-        done = self.link.advance(dt)
-        self.now_ns += dt
-        now = self.now_ns
-        heap, due = self._heap, self._due
-        for transfer in done:
-            vm = transfer.owner
-            if vm.active and vm.server.transfer is transfer:
-                self._sync(vm, now)
-                vm.server.transfer_done(now)
-                due[vm.order] = vm
-        while heap and heap[0][0] <= now:
-            when, _n, vm = heapq.heappop(heap)
-            if vm.next_ns == when:
-                due[vm.order] = vm
 
     def _settle(self):
         """Apply every transition due at ``now_ns`` (they take no time)."""
@@ -218,25 +260,41 @@ class Testbed:
         if not due:
             return
         link = self.link
-        for order in sorted(due):
+        schedule = self._schedule
+        for order in (sorted(due) if len(due) > 1 else due):
             vm = due[order]
-            self._sync(vm, now)
-            if vm.state == "pending" and vm.start_ns <= now:
-                vm.state = "active"
-                vm.server.start(now)
+            # Testbed._sync, inline.
+            srv = vm.server
+            dt = now - vm.synced_ns
+            if dt > 0 and vm.on_cpu:
+                vm.cpu_ns += dt
+                vm.sched.used_ns += dt
+                if srv.state == benchex.COMPUTE:
+                    srv.compute_left -= dt
+            vm.synced_ns = now
+            state = vm.state
+            if state == "pending" and vm.start_ns <= now:
+                state = vm.state = "active"
+                srv.start(now)
                 self.changes += 1
-            if vm.state == "active" and vm.stop_ns is not None and vm.stop_ns <= now:
-                vm.state = "stopped"
+            if state == "active" and vm.stop_ns is not None and vm.stop_ns <= now:
+                state = vm.state = "stopped"
                 link.drop_owner(vm)
                 self.changes += 1
-            if vm.state == "active":
-                srv = vm.server
+            if state == "active":
                 while True:
-                    srv.admit_due(now)
-                    changed = srv.begin_next()
+                    # Server.admit_due, called only when an arrival is due.
+                    clients = srv._clients
+                    arrival = srv._next_arrival
+                    if ((clients and clients[0][0] <= now)
+                            or (arrival is not None and arrival <= now)):
+                        srv.admit_due(now)
+                    changed = False
+                    if srv.state == benchex.IDLE and srv.queue:
+                        changed = srv.begin_next()
                     if srv.state == benchex.COMPUTE and srv.compute_left <= 0:
-                        changed |= srv.post_due(now, link, vm, link_mod.Transfer)
+                        changed = srv.post_due(now, link, vm, link_mod.Transfer)
                     if not changed:
                         break
-            self._schedule(vm, now)
+            schedule(vm, now)
         due.clear()

@@ -84,3 +84,64 @@ class BufferTest(unittest.TestCase):
     def test_non_finite_windows_are_refused(self):
         with self.assertRaises(ValueError):
             records.LatencyWindow(1, float("nan"), 0.0, 0.0)
+
+
+def _reference_window(items, tick, max_age):
+    """The window as a plain filter of (tick, value) pairs computes it."""
+    fresh = [(t, v) for t, v in items if tick - t <= max_age]
+    if not fresh:
+        return None, None
+    values = [v for _t, v in fresh]
+    n = len(values)
+    mean = math.fsum(values) / n
+    var = math.fsum((v - mean) ** 2 for v in values) / n
+    p99 = sorted(values)[min(n - 1, max(0, math.ceil(0.99 * n) - 1))]
+    return (n, mean, math.sqrt(var), p99), min(t for t, _v in fresh)
+
+
+_pairs = st.lists(st.tuples(st.integers(0, 200), st.floats(0, 1e6, allow_nan=False)),
+                  min_size=0, max_size=150)
+
+
+class WindowSinceTest(unittest.TestCase):
+
+    def _check(self, pairs, size, tick, max_age):
+        buf = latency.LatencyBuffer(size=size, max_age=max_age)
+        for t, v in pairs:
+            buf.add(v, t)
+        win, oldest = buf.window_since(tick)
+        ref, ref_oldest = _reference_window(pairs[-size:] if pairs else [], tick, max_age)
+        if ref is None:
+            self.assertIsNone(win)
+            self.assertIsNone(oldest)
+            return
+        self.assertEqual(ref, (win.count, win.mean_us, win.std_us, win.p99_us))
+        self.assertEqual(ref_oldest, oldest)
+
+    @given(_pairs, st.integers(1, 128), st.integers(0, 300), st.integers(0, 100))
+    def test_ticks_in_order_give_the_filtered_window(self, pairs, size, tick, max_age):
+        pairs = sorted(pairs, key=lambda p: p[0])
+        self._check(pairs, size, tick, max_age)
+
+    @given(_pairs, st.integers(1, 128), st.integers(0, 300), st.integers(0, 100))
+    def test_ticks_out_of_order_give_the_filtered_window(self, pairs, size, tick, max_age):
+        self._check(pairs, size, tick, max_age)
+
+    def test_an_older_tick_after_a_newer_one_is_still_left_out(self):
+        buf = latency.LatencyBuffer(size=8, max_age=5)
+        buf.add(100.0, tick=10)
+        buf.add(900.0, tick=1)      # out of order, and too old at tick 10
+        buf.add(300.0, tick=10)
+        win, oldest = buf.window_since(10)
+        self.assertEqual((2, 200.0), (win.count, win.mean_us))
+        self.assertEqual(10, oldest)
+
+    def test_p99_of_ties_is_the_one_a_stable_sort_puts_last(self):
+        w = latency.summarize([0.0, -0.0])
+        self.assertEqual(-1.0, math.copysign(1.0, w.p99_us))
+
+    @given(st.lists(st.floats(0, 1e7, allow_nan=False), min_size=1, max_size=250))
+    def test_p99_is_the_sorted_rank(self, values):
+        n = len(values)
+        rank = min(n - 1, max(0, math.ceil(0.99 * n) - 1))
+        self.assertEqual(sorted(values)[rank], latency.summarize(values).p99_us)
