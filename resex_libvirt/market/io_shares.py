@@ -441,17 +441,20 @@ class IOShares(free_market.FreeMarket):
         Summed over the victims it interferes with: the VM ``u`` interferes
         with victim ``v`` when ``demand(u) >= heavier x demand(v)``, so with
         the victims sorted by their own demand these are a prefix, and the
-        sum is a prefix sum: one pass over the VMs, not one per victim.
-        Returns the masks of the VMs named (taxed) and protected this interval.
+        sum is a prefix sum: one pass over the VMs, not one per victim. A
+        sensitive interferer's own (smoothed) inflation is taken off each
+        victim's, and one whose own is over ``protect`` of its threshold is
+        protected instead of taxed. Every row is worked out; the masks say
+        which rows the rules keep. Returns the masks of the VMs named
+        (taxed) and protected this interval.
         """
         t = view.t
         n = len(t)
-        named = np.zeros(n, dtype=bool)
-        protected = np.zeros(n, dtype=bool)
         demands = _demands(t)
         total = table_mod.seqsum(t.mtu_rate)
         if total <= 0.0:
-            return named, protected
+            nobody = np.zeros(n, dtype=bool)
+            return nobody, nobody
         smooth = t.smooth_intf
         victims = _ranked(victims, demands, smooth, t)
         m = len(victims)
@@ -459,47 +462,42 @@ class IOShares(free_market.FreeMarket):
         intfs = np.zeros(m + 1)
         intfs[1:] = smooth[victims]
         sums = np.add.accumulate(intfs)
-        # Each VM's position among the victims (m: not a victim).
+        # How many victims each VM interferes with: a prefix of the ranking.
+        k = owns.searchsorted(demands / self.heavier, side="right")
+        summed = sums[k]
+        # Never its own victim: a victim inside its own prefix takes itself out.
         position = table_mod.filled(n, m, np.intp)
         position[victims] = np.arange(m)
-        prefix = owns.searchsorted(demands / self.heavier, side="right")
-        rows = ((demands > 0.0) & (prefix > 0)).nonzero()[0]
-        if not len(rows):
-            return named, protected
-        k = prefix[rows]
-        summed = sums[k]
-        count = k.astype(np.float64)
-        own = position[rows]
-        mine_too = own < k                                # never its own victim
-        if np.count_nonzero(mine_too):
-            summed = table_mod.pick(mine_too, summed - intfs[own + 1 - (own == m)], summed)
-            count = table_mod.pick(mine_too, count - 1.0, count)
-        sensitive = t.sensitive[rows]
-        if np.count_nonzero(sensitive):
-            mine = np.zeros(len(rows))
-            np.copyto(mine, smooth[rows], where=sensitive & t.win[rows])
-            guard = mine > self.protect * t.threshold[rows]
-            protected[rows[guard & (count > 0)]] = True
-            summed = summed - count * mine
-        else:
-            guard = np.zeros(len(rows), dtype=bool)
-        ioshare = t.mtu_rate[rows] / total
-        increase = ioshare * summed / 100.0
-        ok = increase > 0.0
-        ok &= count > 0
-        ok &= ~guard
-        if np.count_nonzero(ok) != len(ok):
-            rows, k, ioshare, increase = rows[ok], k[ok], ioshare[ok], increase[ok]
+        itself = position < k
+        own = np.zeros(n)
+        own[victims] = intfs[1:]
+        summed -= own * itself
+        count = k - itself
+        # Its own inflation this interval (only VMs with an SLA report one).
+        mine = np.zeros(n)
+        np.copyto(mine, smooth, where=t.win)
+        guard = mine > self.protect * t.threshold
+        valid = demands > 0.0
+        valid &= count > 0
+        protected = guard & valid
+        summed -= count * mine
+        ioshare = t.mtu_rate / total
+        increase = ioshare * summed
+        increase /= 100.0
+        named = increase > 0.0
+        named &= valid
+        named &= ~guard
+        rows = named.nonzero()[0]
         if not len(rows):
             return named, protected
         rate = t.tax_rate[rows]
         rate[np.isnan(rate)] = 1.0
-        rate += increase
+        rate += increase[rows]
         np.minimum(rate, self.max_rate, out=rate)
         t.tax_rate[rows] = rate
-        named[rows] = True
         # The names as they are now: rows move when a VM leaves.
-        self._taxes = Taxes(list(t.names), victims, intfs[1:], rows, k, ioshare, increase, rate)
+        self._taxes = Taxes(list(t.names), victims, intfs[1:], rows, k[rows], ioshare[rows],
+                            increase[rows], rate)
         return named, protected
 
     def _decay_factor(self, view):

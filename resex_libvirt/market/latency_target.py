@@ -148,7 +148,8 @@ class LatencyTarget(free_market.FreeMarket):
         # PARDA's L / lat, linearised around the target (see the module docstring).
         ratio = 2.0 - lat / goal
         ratio = np.where(ratio > 0.0, ratio, 0.0)
-        return np.where(lat > 0.0, ratio, np.nan)
+        # No estimate, or no latency to aim at (an SLA of 0 us): no ratio.
+        return np.where((lat > 0.0) & (goal > 0.0), ratio, np.nan)
 
     def _update(self, view):
         t = view.t

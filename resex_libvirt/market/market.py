@@ -335,6 +335,7 @@ class Market:
         self._alpha = 1.0 / n
         self._interference = None
         self._win_layout = None
+        self._odd_base = False
         self._boosted = set()
         #: ``[(row, LatencyWindow)]``: the last step's windows of VMs without a
         #: latency SLA (the market has no use for them; a caller may).
@@ -384,7 +385,11 @@ class Market:
         t.sensitive[slot] = sla.sensitive
         self._win_layout = None          # which reports count may have changed
         if sla.sensitive:
-            t.sla_us[slot] = sla.latency_sla_us
+            # An SLA read from a flavor is at least 1 us; one made in code may not
+            # be: its reports then never count as interference (NaN, no division).
+            odd = not sla.latency_sla_us > 0
+            self._odd_base = self._odd_base or odd
+            t.sla_us[slot] = np.nan if odd else sla.latency_sla_us
             t.threshold[slot] = sla.interference_threshold_pct
         else:
             t.sla_us[slot] = t.threshold[slot] = t.base_std[slot] = np.nan
@@ -618,8 +623,10 @@ class Market:
         value = np.fmax(mean_inc, std_inc)
         np.maximum(value, 0.0, out=value)
         void = count == 0
-        void |= ~(base > 0.0)
-        np.copyto(value, 0.0, where=void)
+        if self._odd_base:
+            void |= ~(base > 0.0)
+        if np.count_nonzero(void):
+            np.copyto(value, 0.0, where=void)
         t.win_count[rows] = count
         t.win_mean[rows] = mean
         t.intf[rows] = value

@@ -13,6 +13,7 @@
 """Per-VM state in slot-indexed columns; epoch summaries as columns."""
 
 import unittest
+import warnings
 
 from hypothesis import given
 from hypothesis import settings
@@ -123,6 +124,18 @@ class MarketRowsTest(unittest.TestCase):
         taxes = m.end_epoch().taxes
         self.assertTrue(taxes)
         self.assertEqual({("victim", "bulk")}, {(t["victim"], t["interferer"]) for t in taxes})
+
+    def test_a_latency_sla_of_zero_never_counts_as_interference(self):
+        m = market_mod.Market(market_mod.MarketParams(pcpus=2), policy_mod.load("latency_target"))
+        m.add(records.VMSpec("zero", sla=sla.SLA(latency_sla_us=0.0)))
+        m.add(records.VMSpec("bulk"))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")          # no division by zero either
+            for _ in range(30):
+                m.step({"bulk": records.Sample("bulk", 0.0, 90.0, tx_mtus=5000)},
+                       {"zero": records.LatencyWindow(16, 500.0, 50.0, 600.0)})
+        self.assertEqual({"zero": 0.0}, m.last_interference)
+        self.assertEqual(100.0, m.decision("bulk").cap_pct)
 
     def test_a_balance_reader_keeps_its_steps_rows(self):
         m = _market()
