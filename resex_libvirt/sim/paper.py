@@ -36,6 +36,7 @@ it (its interferer throughput as a percentage of the frontier, and whether
 it met the SLA).
 """
 
+import collections
 import dataclasses
 
 from resex_libvirt.sim import report
@@ -173,41 +174,70 @@ class Evaluation:
         return list(dict.fromkeys(keys))
 
     def _prefetch(self):
-        """Make the runs :meth:`evaluate` will ask for in ``jobs`` processes, then cache them."""
+        """Make the runs :meth:`evaluate` will ask for in ``jobs`` processes, then cache them.
+
+        A worker is never left waiting while a run can be made: no more runs
+        are handed to the pool than it has workers, and each freed worker
+        takes the most urgent run ready, first the bisection steps (each
+        scenario's sweep moves on as soon as the runs of its last step are
+        in), then the sweeps' cap grids, then the policies' runs (which no
+        other run waits for).
+        """
         import concurrent.futures
         import multiprocessing
         context = multiprocessing.get_context("fork")
-        with concurrent.futures.ProcessPoolExecutor(self.jobs, mp_context=context) as pool:
-            self._batch(pool, [(key, (self.duration_s,) + key) for key in self._needed()
-                               if key not in self._runs], self._runs)
-            if not self.frontier:
-                return
-            # Every scenario's sweep advances one step at a time, all of them at once.
-            sweeps = [self._sweep(name) for _label, name in SWEEP]
-            wanted = [next(s) for s in sweeps]
-            while sweeps:
-                todo = []
-                for (name, vm, caps) in wanted:
-                    for cap in caps:
-                        key = (name, vm, cap)
-                        if key not in self._capped and not self._full(name, vm, cap):
-                            todo.append((key, (self.duration_s, name, "none", (vm, cap))))
-                self._batch(pool, list(dict.fromkeys(todo)), self._capped)
-                going = []
-                for s in sweeps:
-                    try:
-                        going.append((s, next(s)))
-                    except StopIteration:
-                        pass
-                sweeps = [s for s, _w in going]
-                wanted = [w for _s, w in going]
+        queues = (collections.deque(), collections.deque(), collections.deque())
+        queued = set()
 
-    def _batch(self, pool, jobs, cache):
-        futures = {key: pool.submit(_run, *args) for key, args in jobs}
-        for key, future in futures.items():
-            res = cache[key] = future.result()
-            if self.progress is not None:
-                self.progress("%s: %.1f s" % (" ".join(str(k) for k in key), res.wall_s))
+        def want(urgency, cache, key, args):
+            if key in cache or (id(cache), key) in queued:
+                return
+            queued.add((id(cache), key))
+            queues[urgency].append((cache, key, args))
+
+        waiting = {}        # sweep -> the (cache, key) its next step reads
+
+        def step(sweep, urgency):
+            try:
+                name, vm, caps = next(sweep)
+            except StopIteration:
+                return
+            reads = []
+            for cap in caps:
+                if self._full(name, vm, cap):
+                    key = (name, "none")
+                    want(urgency, self._runs, key, (self.duration_s,) + key)
+                    reads.append((self._runs, key))
+                else:
+                    key = (name, vm, cap)
+                    want(urgency, self._capped, key, (self.duration_s, name, "none", (vm, cap)))
+                    reads.append((self._capped, key))
+            waiting[sweep] = reads
+
+        if self.frontier:
+            for _label, name in SWEEP:
+                step(self._sweep(name), 1)
+        for key in self._needed():
+            want(2, self._runs, key, (self.duration_s,) + key)
+        running = {}
+        with concurrent.futures.ProcessPoolExecutor(self.jobs, mp_context=context) as pool:
+            while True:
+                while len(running) < self.jobs and any(queues):
+                    cache, key, args = next(q for q in queues if q).popleft()
+                    running[pool.submit(_run, *args)] = (cache, key)
+                if not running:
+                    break
+                done, _pending = concurrent.futures.wait(
+                    running, return_when=concurrent.futures.FIRST_COMPLETED)
+                for future in done:
+                    cache, key = running.pop(future)
+                    res = cache[key] = future.result()
+                    if self.progress is not None:
+                        self.progress("%s: %.1f s" % (" ".join(str(k) for k in key), res.wall_s))
+                for sweep, reads in list(waiting.items()):
+                    if all(key in cache for cache, key in reads):
+                        del waiting[sweep]
+                        step(sweep, 0)
 
     def _full(self, scenario_name, vm_name, cap_pct):
         return cap_pct >= 100.0 * self._scenario(scenario_name).vm(vm_name).vcpus

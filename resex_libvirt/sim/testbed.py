@@ -50,6 +50,8 @@ from resex_libvirt.sim import credit
 from resex_libvirt.sim import link as link_mod
 from resex_libvirt.sim import model as model_mod
 
+IDLE, COMPUTE, POLL = benchex.IDLE, benchex.COMPUTE, benchex.POLL
+
 
 class SimVM:
     """One VM of the testbed: its server, its cap and its counters."""
@@ -133,6 +135,7 @@ class Testbed:
         settle = self._settle
         advance = link.advance
         heappop = heapq.heappop
+        heappush = heapq.heappush
         ceil = math.ceil
         bytes_per_ns = link.bytes_per_ns
         now = self.now_ns
@@ -181,10 +184,18 @@ class Testbed:
                     if dt > 0 and vm.on_cpu:
                         vm.cpu_ns += dt
                         vm.sched.used_ns += dt
-                        if srv.state == benchex.COMPUTE:
+                        if srv.state == COMPUTE:
                             srv.compute_left -= dt
                     vm.synced_ns = now
-                    srv.transfer_done(now)
+                    # Server.transfer_done, inline.
+                    req = srv.current
+                    srv.latencies.append((now, now - req.arrival_ns))
+                    srv.completed += 1
+                    srv.current = None
+                    srv.transfer = None
+                    srv.state = IDLE
+                    if req.client is not None:
+                        heappush(srv._clients, (now + srv._think_ns(), req.client))
                     due[vm.order] = vm
             while heap and heap[0][0] <= now:
                 when, _n, vm = heappop(heap)
@@ -261,6 +272,7 @@ class Testbed:
             return
         link = self.link
         schedule = self._schedule
+        Transfer = link_mod.Transfer
         for order in (sorted(due) if len(due) > 1 else due):
             vm = due[order]
             # Testbed._sync, inline.
@@ -269,7 +281,7 @@ class Testbed:
             if dt > 0 and vm.on_cpu:
                 vm.cpu_ns += dt
                 vm.sched.used_ns += dt
-                if srv.state == benchex.COMPUTE:
+                if srv.state == COMPUTE:
                     srv.compute_left -= dt
             vm.synced_ns = now
             state = vm.state
@@ -290,10 +302,19 @@ class Testbed:
                             or (arrival is not None and arrival <= now)):
                         srv.admit_due(now)
                     changed = False
-                    if srv.state == benchex.IDLE and srv.queue:
-                        changed = srv.begin_next()
-                    if srv.state == benchex.COMPUTE and srv.compute_left <= 0:
-                        changed = srv.post_due(now, link, vm, link_mod.Transfer)
+                    if srv.state == IDLE and srv.queue:
+                        # Server.begin_next, inline.
+                        srv.current = srv.queue.popleft()
+                        srv.compute_left = srv._compute_ns()
+                        srv.state = COMPUTE
+                        changed = True
+                    if srv.state == COMPUTE and srv.compute_left <= 0:
+                        # Server.post_due, inline.
+                        srv.transfer = transfer = Transfer(vm, srv.workload.buffer_bytes, now,
+                                                           srv.current)
+                        link.post(transfer)
+                        srv.state = POLL
+                        changed = True
                     if not changed:
                         break
             schedule(vm, now)

@@ -13,6 +13,7 @@
 """The paper's evaluation: the same figures whatever the number of worker processes."""
 
 import unittest
+from unittest import mock
 
 from resex_libvirt.sim import cli
 from resex_libvirt.sim import paper
@@ -40,3 +41,43 @@ class WorkersTest(unittest.TestCase):
         for bad in ("0", "-1", "two"):
             with self.assertRaises(SystemExit):
                 cli.main(["paper", "--jobs", bad])
+
+
+class _FakeVM:
+
+    def __init__(self, mean, mb_s):
+        self.latency_mean_us = mean
+        self.throughput_mb_s = mb_s
+
+
+class _FakeRun:
+    """A run's result as the sweep reads it: the SLA holds up to a 50% cap."""
+
+    wall_s = 0.0
+
+    def __init__(self, cap):
+        self.cap = cap
+
+    def vm(self, name):
+        if name == paper.REPORTING:
+            return _FakeVM(100.0 if self.cap <= 50.0 else 1e6, 1.0)
+        return _FakeVM(1.0, self.cap)
+
+
+def _fake_run(duration_s, scenario_name, policy, limited=None):
+    return _FakeRun(100.0 if limited is None else limited[1])
+
+
+class SchedulingTest(unittest.TestCase):
+
+    def test_a_sweep_bisects_as_soon_as_its_grid_is_in(self):
+        made = []
+        ev = paper.Evaluation(duration_s=0.1, jobs=2, progress=made.append)
+        with mock.patch.object(paper, "_run", _fake_run):
+            ev._prefetch()
+        self.assertTrue(ev._capped)
+        bisections = [i for i, line in enumerate(made) if line.endswith(" 55.0: 0.0 s")]
+        policies = [i for i, line in enumerate(made) if " io_shares: " in line]
+        self.assertEqual(len(paper.SWEEP), len(bisections))
+        # Without waiting for the runs of the policies, which nothing waits for.
+        self.assertLess(min(bisections), max(policies))
