@@ -202,7 +202,7 @@ class Controller:
             windows = {vm: w for vm, w in windows.items() if vm in specs}
         decisions = self.market.step(samples, windows)
         self.actuate(decisions, self.market.changed)
-        self._tally(windows)
+        self._tally()
         self.last = Interval(samples, windows, decisions)
         return self.last
 
@@ -326,7 +326,7 @@ class Controller:
                 LOG.exception("unexpected error setting knobs of VM %s", rec.info.name)
                 self._retry[uuid] = None
 
-    def _tally(self, windows):
+    def _tally(self):
         """Add this interval to every VM's run tallies (whole columns, one pass)."""
         t = self.market.table
         t.run_ticks += 1

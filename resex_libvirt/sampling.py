@@ -80,10 +80,9 @@ class Sampler:
         VMs, in its order, so that the market reads whole columns. An adapter
         that reads by rows passes arrays aligned with the table instead of
         the mappings: ``cpu_times`` an int64 array (-1: not running),
-        ``io_counters`` a tuple ``(tx_bytes, rx_bytes)`` of int64 arrays. The rules
-        are those of :meth:`sample`: a VM needs a reading in this sweep and
-        the last to have a sample, and a reading below the last one counts
-        from zero.
+        ``io_counters`` a tuple ``(tx_bytes, rx_bytes)`` of int64 arrays. A VM
+        needs a reading in this sweep and the last to have a sample, and a
+        reading below the last one counts from zero (a reset).
         """
         names, version = table.names, table.version
         n = len(names)
@@ -122,7 +121,7 @@ class Sampler:
             unseen = ~seen
             d_cpu[unseen] = d_tx[unseen] = 0
         scale = 100.0 / (dt * 1e9) if dt > 0 else 0.0
-        # Ceiling division: MTUs started, as -(-d // mtu) in sample().
+        # The MTUs started: a ceiling division (the deltas are never negative).
         mtus = d_tx + (mtu - 1)
         mtus //= mtu
         return SampleBatch(self._names, version, ts, seen, d_cpu * scale, d_tx, mtus,
