@@ -30,7 +30,6 @@ from resex_libvirt.market import records
 from resex_libvirt.market import table as table_mod
 
 _TX = operator.attrgetter("tx_bytes")
-_RX = operator.attrgetter("rx_bytes")
 
 
 class Sampler:
@@ -102,16 +101,16 @@ class Sampler:
             got = [cpu_times.get(vm) for vm in names]
             present = np.array([v is not None for v in got], dtype=bool)
             ns = np.array([0 if v is None else v for v in got], dtype=np.int64)
+        # Received bytes are read only if a sample's are asked for: ``rx`` is
+        # an array, or the rows' IOCounters (frozen records) to read them from.
         if isinstance(io_counters, tuple):
             tx, rx = io_counters          # by rows (``counters_rows``); 0 where none
         elif len(io_counters) == n and list(io_counters) == names:
-            values = io_counters.values()
-            tx = np.fromiter(map(_TX, values), np.int64, n)
-            rx = np.fromiter(map(_RX, values), np.int64, n)
+            rx = list(io_counters.values())
+            tx = np.fromiter(map(_TX, rx), np.int64, n)
         else:
-            got = [io_counters.get(vm) for vm in names]
-            tx = np.array([0 if c is None else c.tx_bytes for c in got], dtype=np.int64)
-            rx = np.array([0 if c is None else c.rx_bytes for c in got], dtype=np.int64)
+            rx = [io_counters.get(vm) for vm in names]
+            tx = np.array([0 if c is None else c.tx_bytes for c in rx], dtype=np.int64)
         l_ns, l_tx, l_rx = self._ns, self._tx, self._rx
         seen = present & self._has if dt > 0 else np.zeros(n, dtype=bool)
         self._has, self._ns, self._tx, self._rx = present, ns, tx, rx
@@ -136,7 +135,10 @@ class Sampler:
         take = np.where(known, take, 0)
         if len(self._names):
             self._has = known & self._has[take]
-            self._ns, self._tx, self._rx = self._ns[take], self._tx[take], self._rx[take]
+            self._ns, self._tx = self._ns[take], self._tx[take]
+            last = self._rx
+            self._rx = (last[take] if isinstance(last, np.ndarray)
+                        else [last[k] if k >= 0 else None for k in rows])
         else:
             n = len(names)
             self._has = np.zeros(n, dtype=bool)
@@ -145,6 +147,13 @@ class Sampler:
         self._names = list(names)
         self._version = version
         self._all = np.ones(len(names), dtype=bool)      # never written
+
+
+def _rx_bytes(readings):
+    """Received bytes as an int64 array: ``readings`` is one, or IOCounters (None: 0)."""
+    if isinstance(readings, np.ndarray):
+        return readings
+    return np.array([0 if c is None else c.rx_bytes for c in readings], dtype=np.int64)
 
 
 def _delta(now, last):
@@ -187,7 +196,7 @@ class SampleBatch(collections.abc.Mapping):
     def _received(self):
         if self._rx is None:
             rx, last, mtu = self._receive
-            d = _delta(rx, last)
+            d = _delta(_rx_bytes(rx), _rx_bytes(last))
             d[~self.seen] = 0
             self._rx = (d, -(-d // mtu))
         return self._rx

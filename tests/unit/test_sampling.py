@@ -115,6 +115,19 @@ class SampleRowsTest(unittest.TestCase):
         self.assertEqual(2900, batch["a"].rx_bytes)
         self.assertEqual(3, batch["a"].rx_mtus)
 
+    def test_received_bytes_follow_a_vm_joining(self):
+        t = self._table("a")
+        s = sampling.Sampler()
+        s.sample_rows(0.0, {"a": 0}, {"a": base.IOCounters(0, rx_bytes=1000)}, 1024, t)
+        t.add("b")
+        io = {"a": base.IOCounters(0, rx_bytes=5000), "b": base.IOCounters(0, rx_bytes=7)}
+        batch = s.sample_rows(1.0, {"a": 0, "b": 0}, io, 1024, t)
+        self.assertEqual({"a": 4000}, {vm: smp.rx_bytes for vm, smp in batch.items()})
+        io = {"b": base.IOCounters(0, rx_bytes=2055), "a": base.IOCounters(0, rx_bytes=5000)}
+        batch = s.sample_rows(2.0, {"a": 0, "b": 0}, io, 1024, t)
+        self.assertEqual({"a": 0, "b": 2048}, {vm: smp.rx_bytes for vm, smp in batch.items()})
+        self.assertEqual([0, 2], batch.rx_mtus.tolist())
+
     def test_two_tables_at_the_same_version_are_not_confused(self):
         one, two = self._table("a", "b"), self._table("b", "a")
         self.assertEqual(one.version, two.version)
