@@ -115,6 +115,24 @@ class LatencyBuffer:
         self._last_tick = tick
         self.added += 1
 
+    def extend(self, values_us, ticks):
+        """:meth:`add` each of ``values_us`` with the tick of the same rank in ``ticks``."""
+        items, values = self._items, self._values
+        last = self._last_tick
+        in_order = self._in_order
+        n = 0
+        for value, tick in zip(values_us, ticks):
+            value = float(value)
+            items.append((tick, value))
+            values.append(value)
+            if in_order and last is not None and tick < last:
+                in_order = False
+            last = tick
+            n += 1
+        self._last_tick = last
+        self._in_order = in_order
+        self.added += n
+
     def __len__(self):
         return len(self._items)
 

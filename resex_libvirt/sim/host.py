@@ -113,8 +113,11 @@ class SimHost(hyp_base.Hypervisor, fabric_base.FabricMonitor):
                                 stop_ns=stop)
             self._defs[vm.uuid] = vm
             self._by_name[vm.name] = vm.uuid
-            self._buffers[vm.uuid] = latency.LatencyBuffer(window_size, max_age=freshness_s)
-            self._seen[vm.uuid] = 0
+            if vm.sla.sensitive:
+                # Only a VM with a latency SLA has windows: only its reports are kept.
+                self._buffers[vm.uuid] = latency.LatencyBuffer(window_size,
+                                                               max_age=freshness_s)
+                self._seen[vm.uuid] = 0
         self._sensitive = [vm.uuid for vm in scenario.vms if vm.sla.sensitive]
         self._windows = {}      # uuid -> (window, values added, oldest value's time)
         self._infos = {}
@@ -275,14 +278,20 @@ class SimHost(hyp_base.Hypervisor, fabric_base.FabricMonitor):
         """Nothing to attach: every simulated VM reports through the model."""
 
     def _collect(self):
-        for uuid, vm in self.testbed.vms.items():
-            lat = vm.server.latencies
+        """Hand the requests completed since the last call to the buffers of the VMs with an SLA.
+
+        The others' latencies stay in the model (:meth:`results` reads them):
+        no window is ever made of them.
+        """
+        tb_vms = self.testbed.vms
+        for uuid in self._sensitive:
+            lat = tb_vms[uuid].server.latencies
             start = self._seen[uuid]
             if start == len(lat):
                 continue
-            buf = self._buffers[uuid]
-            for done_ns, lat_ns in lat[start:]:
-                buf.add(lat_ns / 1000.0, done_ns / _NS)
+            new = lat[start:]
+            self._buffers[uuid].extend([lat_ns / 1000.0 for _done, lat_ns in new],
+                                       [done_ns / _NS for done_ns, _lat in new])
             self._seen[uuid] = len(lat)
 
     def windows(self):

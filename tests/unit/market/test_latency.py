@@ -127,6 +127,19 @@ class WindowSinceTest(unittest.TestCase):
     def test_ticks_out_of_order_give_the_filtered_window(self, pairs, size, tick, max_age):
         self._check(pairs, size, tick, max_age)
 
+    @given(_pairs, st.integers(1, 128), st.integers(0, 300), st.integers(0, 100))
+    def test_extend_is_add_one_by_one(self, pairs, size, tick, max_age):
+        one = latency.LatencyBuffer(size=size, max_age=max_age)
+        for t, v in pairs:
+            one.add(v, t)
+        many = latency.LatencyBuffer(size=size, max_age=max_age)
+        half = len(pairs) // 2
+        for part in (pairs[:half], pairs[half:]):
+            many.extend([v for _t, v in part], [t for t, _v in part])
+        self.assertEqual(one.added, many.added)
+        self.assertEqual(one.window_since(tick), many.window_since(tick))
+        self.assertEqual(one.window(tick), many.window(tick))
+
     def test_an_older_tick_after_a_newer_one_is_still_left_out(self):
         buf = latency.LatencyBuffer(size=8, max_age=5)
         buf.add(100.0, tick=10)

@@ -139,6 +139,11 @@ class SimHostTest(unittest.TestCase):
         self.host.advance_to(0.15)
         self.assertEqual([self.early], list(self.host.windows()))
 
+    def test_only_vms_with_a_latency_sla_have_their_reports_kept(self):
+        self.host.advance_to(0.15)
+        self.assertEqual([self.early], list(self.host._buffers))
+        self.assertTrue(self.host.results()["late"]["latencies_us"])
+
     def test_a_cached_window_is_the_window_computed_afresh(self):
         host = host_mod.SimHost(scenario.loads(LIFETIMES), freshness_s=0.01)
         early = host.uuid_of("early")
