@@ -244,17 +244,23 @@ class Taxes(collections.abc.Sequence):
 
     def _made(self):
         if self._items is None:
-            names, victims, intfs, rows, prefix, ioshare, increase, rate = self._args
-            worst = [(0.0, None)]
-            for intf, k in zip(intfs.tolist(), victims.tolist()):
-                worst.append(max(worst[-1], (intf, names[k])))
-            items = []
-            for row, j, share, inc, r in zip(rows.tolist(), prefix.tolist(), ioshare.tolist(),
-                                             increase.tolist(), rate.tolist()):
-                intf, victim = worst[j]
-                items.append((victim, names[row], intf, share, inc, r))
-            self._items = items
+            self._items = self.tail(len(self))
         return self._items
+
+    def tail(self, k):
+        """The last ``k`` taxes (tuples made for those only)."""
+        names, victims, intfs, rows, prefix, ioshare, increase, rate = self._args
+        worst = [(0.0, None)]
+        for intf, v in zip(intfs.tolist(), victims.tolist()):
+            worst.append(max(worst[-1], (intf, names[v])))
+        start = len(self) - k
+        items = []
+        for row, j, share, inc, r in zip(rows[start:].tolist(), prefix[start:].tolist(),
+                                         ioshare[start:].tolist(), increase[start:].tolist(),
+                                         rate[start:].tolist()):
+            intf, victim = worst[j]
+            items.append((victim, names[row], intf, share, inc, r))
+        return items
 
     def __getitem__(self, i):
         return self._made()[i]

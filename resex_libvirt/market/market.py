@@ -815,11 +815,21 @@ class Market:
         return summary
 
     def _last_taxes(self):
-        """The epoch's last :data:`TAXES_KEPT` taxes, as dicts of :data:`policy.TAX_FIELDS`."""
-        kept = collections.deque(maxlen=TAXES_KEPT)
-        for batch in self._taxes:
-            kept.extend(batch)
-        return tuple(dict(zip(policy_mod.TAX_FIELDS, x)) for x in kept)
+        """The epoch's last :data:`TAXES_KEPT` taxes, as dicts of :data:`policy.TAX_FIELDS`.
+
+        Newest interval first, only as many as are kept: a batch of hundreds
+        of taxes makes tuples of its last ones only (``tail``).
+        """
+        parts, need = [], TAXES_KEPT
+        for batch in reversed(self._taxes):
+            take = min(need, len(batch))
+            tail = getattr(batch, "tail", None)
+            parts.append(tail(take) if tail is not None else list(batch)[len(batch) - take:])
+            need -= take
+            if not need:
+                break
+        return tuple(dict(zip(policy_mod.TAX_FIELDS, x))
+                     for part in reversed(parts) for x in part)
 
     def _mapping_view(self):
         t = self.table
