@@ -121,27 +121,119 @@ class Testbed:
     def run_until(self, until_ns):
         """Advance the testbed to ``until_ns`` (a no-op for a past time).
 
-        One pass of the loop is one event: settle what is due now, find the
-        next event (a period boundary, ``until_ns``, the link's first
-        completion or the heap's first live event) and advance the link to
-        it. The hot loop keeps its state in locals and calls out only for
-        the work an event brings (the link's own step included).
+        One pass of the loop is one event: settle the VMs due now (in the
+        order they were added), find the next event (a period boundary,
+        ``until_ns``, the link's first completion or the heap's first live
+        event) and advance the link to it. This is the simulator's hot loop:
+        it keeps its state in locals and does inline what
+        :meth:`_sync`, :meth:`_schedule`, the link's ``next_completion_ns``
+        and ``advance`` (below ``VECTOR_FROM`` transfers) and the server's
+        ``begin_next``, ``post_due`` and ``transfer_done`` do, calling out
+        only for the rarer steps (a VM starting or stopping, arrivals, a
+        compute time's draw, the link's step on arrays). The same operations
+        in the same order: runs are the same to the last bit.
         """
         until_ns = int(until_ns)
         link = self.link
         heap = self._heap
         due = self._due
         period = self.model.sched_period_ns
-        settle = self._settle
         advance = link.advance
+        post = link.post
         heappop = heapq.heappop
         heappush = heapq.heappush
         ceil = math.ceil
         bytes_per_ns = link.bytes_per_ns
+        Transfer = link_mod.Transfer
+        INFINITE = credit.INFINITE
+        vector_from = link_mod.VECTOR_FROM
+        epsilon = link_mod.EPSILON_BYTES
         now = self.now_ns
         while True:
-            if due or now // period != self._period:
-                settle()
+            if now // period != self._period:
+                self._new_period(now)
+            if due:
+                for order in (sorted(due) if len(due) > 1 else due):
+                    vm = due[order]
+                    # Testbed._sync, inline.
+                    srv = vm.server
+                    dt = now - vm.synced_ns
+                    if dt > 0 and vm.on_cpu:
+                        vm.cpu_ns += dt
+                        vm.sched.used_ns += dt
+                        if srv.state == COMPUTE:
+                            srv.compute_left -= dt
+                    vm.synced_ns = now
+                    state = vm.state
+                    if state == "pending" and vm.start_ns <= now:
+                        state = vm.state = "active"
+                        srv.start(now)
+                        self.changes += 1
+                    if state == "active" and vm.stop_ns is not None and vm.stop_ns <= now:
+                        state = vm.state = "stopped"
+                        link.drop_owner(vm)
+                        self.changes += 1
+                    # Testbed._schedule, inline: the VM's next event.
+                    t = None
+                    vm.on_cpu = False
+                    if state == "active":
+                        while True:
+                            # Server.admit_due, called only when an arrival is due.
+                            clients = srv._clients
+                            arrival = srv._next_arrival
+                            if ((clients and clients[0][0] <= now)
+                                    or (arrival is not None and arrival <= now)):
+                                srv.admit_due(now)
+                            changed = False
+                            if srv.state == IDLE and srv.queue:
+                                # Server.begin_next, inline.
+                                srv.current = srv.queue.popleft()
+                                srv.compute_left = srv._compute_ns()
+                                srv.state = COMPUTE
+                                changed = True
+                            if srv.state == COMPUTE and srv.compute_left <= 0:
+                                # Server.post_due, inline.
+                                srv.transfer = transfer = Transfer(
+                                    vm, srv.workload.buffer_bytes, now, srv.current)
+                                post(transfer)
+                                srv.state = POLL
+                                changed = True
+                            if not changed:
+                                break
+                        t = vm.stop_ns
+                        arrival = srv._next_arrival
+                        clients = srv._clients
+                        if clients:
+                            c = clients[0][0]
+                            if arrival is None or c < arrival:
+                                arrival = c
+                        if arrival is not None and (t is None or arrival < t):
+                            t = arrival
+                        if srv.state != IDLE:
+                            sched = vm.sched
+                            cap = sched.cap_pct
+                            if cap is None:
+                                budget = INFINITE
+                            else:
+                                budget = max(0.0, cap / 100.0 * sched.period_ns - sched.used_ns)
+                            if budget > 0:
+                                vm.on_cpu = True
+                                if srv.state == COMPUTE:
+                                    done = now + srv.compute_left
+                                    if t is None or done < t:
+                                        t = done
+                                if cap is not None:
+                                    parked = now + max(1, ceil(budget))
+                                    if t is None or parked < t:
+                                        t = parked
+                    elif state == "pending":
+                        t = vm.start_ns
+                    if t != vm.next_ns:
+                        vm.next_ns = t
+                        if t is not None:
+                            self._pushes += 1
+                            heappush(heap, (t, self._pushes, vm))
+                due.clear()
             if now >= until_ns:
                 break
             t = (now // period + 1) * period
@@ -174,7 +266,27 @@ class Testbed:
             if t < now + 1:
                 t = now + 1
             # The advance to ``t``: the link, then the events it reaches.
-            done = advance(t - now) if active else ()
+            if not active:
+                done = ()
+            elif link._rem is None and len(active) < vector_from:
+                # Link.advance on a few transfers, inline (same steps).
+                dt = t - now
+                link.busy_ns += dt
+                each = bytes_per_ns * dt / len(active)
+                done = []
+                for tr in active:
+                    rem = tr.remaining
+                    sent = each if each < rem else rem
+                    tr.remaining = rem = rem - sent
+                    tr.owner.tx_bytes += sent
+                    if rem <= epsilon:
+                        tr.owner.tx_bytes += rem
+                        tr.remaining = 0.0
+                        done.append(tr)
+                if done:
+                    link.active = [tr for tr in active if tr.remaining > 0.0]
+            else:
+                done = advance(t - now)
             self.now_ns = now = t
             for transfer in done:
                 vm = transfer.owner
@@ -204,6 +316,15 @@ class Testbed:
         for vm in self.vms.values():
             self._sync(vm, now)
         link.flush()
+
+    def _new_period(self, now):
+        """A scheduling period starts at ``now``: every VM's budget is renewed, every VM is due."""
+        self._period = now // self.model.sched_period_ns
+        due = self._due
+        for vm in self.vms.values():
+            self._sync(vm, now)
+            vm.sched.new_period()
+            due[vm.order] = vm
 
     def _sync(self, vm, now):
         """Account the CPU ``vm`` used since it was last brought up to date."""
@@ -256,66 +377,3 @@ class Testbed:
             if t is not None:
                 self._pushes += 1
                 heapq.heappush(self._heap, (t, self._pushes, vm))
-
-    def _settle(self):
-        """Apply every transition due at ``now_ns`` (they take no time)."""
-        now = self.now_ns
-        due = self._due
-        period = now // self.model.sched_period_ns
-        if period != self._period:
-            self._period = period
-            for vm in self.vms.values():
-                self._sync(vm, now)
-                vm.sched.new_period()
-                due[vm.order] = vm
-        if not due:
-            return
-        link = self.link
-        schedule = self._schedule
-        Transfer = link_mod.Transfer
-        for order in (sorted(due) if len(due) > 1 else due):
-            vm = due[order]
-            # Testbed._sync, inline.
-            srv = vm.server
-            dt = now - vm.synced_ns
-            if dt > 0 and vm.on_cpu:
-                vm.cpu_ns += dt
-                vm.sched.used_ns += dt
-                if srv.state == COMPUTE:
-                    srv.compute_left -= dt
-            vm.synced_ns = now
-            state = vm.state
-            if state == "pending" and vm.start_ns <= now:
-                state = vm.state = "active"
-                srv.start(now)
-                self.changes += 1
-            if state == "active" and vm.stop_ns is not None and vm.stop_ns <= now:
-                state = vm.state = "stopped"
-                link.drop_owner(vm)
-                self.changes += 1
-            if state == "active":
-                while True:
-                    # Server.admit_due, called only when an arrival is due.
-                    clients = srv._clients
-                    arrival = srv._next_arrival
-                    if ((clients and clients[0][0] <= now)
-                            or (arrival is not None and arrival <= now)):
-                        srv.admit_due(now)
-                    changed = False
-                    if srv.state == IDLE and srv.queue:
-                        # Server.begin_next, inline.
-                        srv.current = srv.queue.popleft()
-                        srv.compute_left = srv._compute_ns()
-                        srv.state = COMPUTE
-                        changed = True
-                    if srv.state == COMPUTE and srv.compute_left <= 0:
-                        # Server.post_due, inline.
-                        srv.transfer = transfer = Transfer(vm, srv.workload.buffer_bytes, now,
-                                                           srv.current)
-                        link.post(transfer)
-                        srv.state = POLL
-                        changed = True
-                    if not changed:
-                        break
-            schedule(vm, now)
-        due.clear()

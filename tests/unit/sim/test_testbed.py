@@ -184,3 +184,30 @@ class TestbedTest(unittest.TestCase):
         tb.run_until(100 * MS)
         self.assertLessEqual(len(vm.server.queue), 10)
         self.assertGreater(vm.server.dropped, 0)
+
+
+class LinkModesTest(unittest.TestCase):
+    """The event loop steps a few transfers itself, many on the link's arrays: same bits."""
+
+    def _run(self, vector_from):
+        from unittest import mock
+
+        from resex_libvirt.sim import link as link_mod
+        with mock.patch.object(link_mod, "VECTOR_FROM", vector_from):
+            tb = testbed_mod.Testbed(GIB, seed=3)
+            for i in range(12):
+                tb.add_vm("vm%d" % i, server("64K" if i % 3 else "2M", compute_us=20.0 + i),
+                          start_ns=i * MS // 4, stop_ns=None if i % 5 else 30 * MS)
+            for step in range(1, 41):
+                if step == 10:
+                    tb.set_cap("vm4", 30.0)
+                tb.run_until(step * MS)
+        return {n: (vm.cpu_ns, vm.tx_bytes, vm.server.latencies, vm.server.completed)
+                for n, vm in tb.vms.items()}
+
+    def test_the_same_run_whichever_steps_the_link(self):
+        inline = self._run(1 << 30)
+        arrays = self._run(4)
+        switching = self._run(9)
+        self.assertEqual(inline, arrays)
+        self.assertEqual(inline, switching)
