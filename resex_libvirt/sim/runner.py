@@ -31,6 +31,7 @@ import time
 from resex_libvirt import control
 from resex_libvirt import market as market_mod
 from resex_libvirt.market import policy as policy_mod
+from resex_libvirt.market import records
 from resex_libvirt.sim import host as host_mod
 from resex_libvirt.sim import report
 
@@ -174,6 +175,76 @@ def run(scenario, policy_name, model=None, series_every=None, **policy_kwargs):
                         for v in summary.vms}})
             reason_counts = {uuid: {} for uuid in names}
 
+    vm_results, latencies = _vm_results(scenario, host, tally)
+    return RunResult(scenario=scenario.name, policy=policy.name, policy_kwargs=policy_kwargs,
+                     vms=vm_results, series=series, epochs=epochs, latencies_us=latencies,
+                     interval_s=scenario.interval_s, intervals_per_epoch=ipe,
+                     series_every=every, wall_s=time.monotonic() - started)
+
+
+def static_applies(scenario):
+    """True when :func:`run_static` can stand in for ``run(scenario, "none")``.
+
+    Every VM runs from the start to the end (the controller adopts them all
+    at its first look, at time 0).
+    """
+    return all(vm.start_s == 0 and vm.stop_s is None for vm in scenario.vms)
+
+
+def run_static(scenario, model=None, series_every=None):
+    """``run(scenario, "none")`` without the market: every VM held at its limit.
+
+    Under the ``none`` policy the market decides each VM's limit (its
+    ``cpu_limit_pct``, or its full size) from the moment it is adopted and
+    never moves it, so the controller writes every VM's knobs once, at its
+    first step (the end of the first interval, in the scenario's order), and
+    never again; the model runs on by itself. A static-cap sweep needs
+    nothing else. This makes the same run without the market and the
+    controller: the model advanced one interval at a time as :func:`run`
+    advances it (the link's steps depend on it) and the same knobs written
+    at the same instant, so the VM results and latencies are those of
+    :func:`run` to the last bit (``tests/unit/sim/test_runner.py`` compares
+    them). ``series`` has only ``t_s`` and ``cap_pct``, and there are no
+    ``epochs`` (no market, no ledger). Only for scenarios where
+    :func:`static_applies` (``ValueError`` otherwise).
+    """
+    if not static_applies(scenario):
+        raise ValueError("scenario %s has VMs starting or stopping mid-run" % scenario.name)
+    started = time.monotonic()
+    host = host_mod.SimHost(scenario, model=model)
+    ipe = scenario.intervals_per_epoch
+    every = series_every or max(1, ipe // 100)
+    # What the market decides under ``none`` and what the controller writes of it.
+    limits = {vm.uuid: records.VMSpec(vm=vm.uuid, vcpus=vm.vcpus, sla=vm.sla).limit_pct
+              for vm in scenario.vms}
+    knobs = [(vm.uuid, None if limits[vm.uuid] >= 100.0 * max(1, vm.vcpus) - 1e-9
+              else round(limits[vm.uuid], 2)) for vm in scenario.vms]
+    tally = {uuid: [0, 0.0, float("inf")] for uuid in limits}
+    series = {"t_s": [], "cap_pct": {vm.name: [] for vm in scenario.vms}}
+    for i in range(1, scenario.intervals + 1):
+        t = i * scenario.interval_s
+        host.advance_to(t)
+        if i == 1:
+            for uuid, cap in knobs:
+                host.set_knobs(uuid, cap, market_mod.market.BASE_WEIGHT)
+        for uuid, cap in limits.items():
+            rec = tally[uuid]
+            rec[0] += 1
+            rec[1] += cap
+            rec[2] = min(rec[2], cap)
+        if i % every == 0:
+            series["t_s"].append(round(t, 9))
+            for vm in scenario.vms:
+                series["cap_pct"][vm.name].append(limits[vm.uuid])
+    vm_results, latencies = _vm_results(scenario, host, tally)
+    return RunResult(scenario=scenario.name, policy="none", policy_kwargs={},
+                     vms=vm_results, series=series, epochs=[], latencies_us=latencies,
+                     interval_s=scenario.interval_s, intervals_per_epoch=ipe,
+                     series_every=every, wall_s=time.monotonic() - started)
+
+
+def _vm_results(scenario, host, tally):
+    """Each VM's :class:`VMResult` and latency samples at the end of a run."""
     results = host.results()
     vm_results = {}
     latencies = {}
@@ -189,7 +260,4 @@ def run(scenario, policy_name, model=None, series_every=None, **policy_kwargs):
             cap_mean_pct=(cap_sum / n) if n else None, cap_min_pct=cap_min if n else None,
             dropped=r["dropped"])
         latencies[vm.name] = r["latencies_us"]
-    return RunResult(scenario=scenario.name, policy=policy.name, policy_kwargs=policy_kwargs,
-                     vms=vm_results, series=series, epochs=epochs, latencies_us=latencies,
-                     interval_s=scenario.interval_s, intervals_per_epoch=ipe,
-                     series_every=every, wall_s=time.monotonic() - started)
+    return vm_results, latencies

@@ -81,3 +81,18 @@ class SchedulingTest(unittest.TestCase):
         self.assertEqual(len(paper.SWEEP), len(bisections))
         # Without waiting for the runs of the policies, which nothing waits for.
         self.assertLess(min(bisections), max(policies))
+
+
+class StaticCapSweepTest(unittest.TestCase):
+
+    def test_the_sweep_runs_without_the_market_and_gets_the_none_policy_run(self):
+        from resex_libvirt.sim import runner
+        from resex_libvirt.sim import scenario
+        sc = paper.with_limit(scenario.load("paper_64k_vs_2m").with_duration(0.1), "vm2m", 30.0)
+        want = runner.run(sc, "none")
+        ev = paper.Evaluation(duration_s=0.1)
+        in_process = ev.capped_result("paper_64k_vs_2m", "vm2m", 30.0)
+        in_worker = paper._run(0.1, "paper_64k_vs_2m", "none", ("vm2m", 30.0))
+        for res in (in_process, in_worker):
+            self.assertEqual([], res.epochs)       # no market
+            self.assertEqual(want.vms, res.vms)

@@ -133,3 +133,33 @@ class LinkArraysTest(unittest.TestCase):
         with mock.patch.object(link, "VECTOR_FROM", 2):
             arrays = _digest(runner.run(sc, "io_shares"))
         self.assertEqual(loop, arrays)
+
+
+class StaticRunTest(unittest.TestCase):
+    """run_static: the ``none`` policy's run without the market, to the last bit."""
+
+    def _limited(self, name, vm_name, cap_pct, duration_s=0.3):
+        import dataclasses
+        sc = scenario.load(name).with_duration(duration_s)
+        vms = tuple(dataclasses.replace(v, sla=dataclasses.replace(v.sla, limit_pct=cap_pct))
+                    if v.name == vm_name else v for v in sc.vms)
+        return dataclasses.replace(sc, vms=vms)
+
+    def test_the_vms_and_latencies_are_those_of_the_none_policy(self):
+        for sc in (self._limited("paper_64k_vs_2m", "vm2m", 27.5),
+                   self._limited("paper_64k_vs_128k", "vm128k", 5.0),
+                   self._limited("paper_64k_vs_512k", "vm512k", 99.99),
+                   scenario.load("paper_64k_vs_64k").with_duration(0.3)):
+            full = runner.run(sc, "none")
+            static = runner.run_static(sc)
+            self.assertEqual(full.vms, static.vms, sc.name)
+            self.assertEqual(full.latencies_us, static.latencies_us, sc.name)
+            self.assertEqual(full.series["t_s"], static.series["t_s"], sc.name)
+            self.assertEqual(full.series["cap_pct"], static.series["cap_pct"], sc.name)
+            self.assertEqual([], static.epochs)
+
+    def test_vms_starting_or_stopping_mid_run_need_the_controller(self):
+        sc = scenario.loads(STAGGERED)
+        self.assertFalse(runner.static_applies(sc))
+        self.assertRaises(ValueError, runner.run_static, sc)
+        self.assertTrue(runner.static_applies(scenario.load("paper_64k_vs_2m")))
