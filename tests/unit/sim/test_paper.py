@@ -96,3 +96,14 @@ class StaticCapSweepTest(unittest.TestCase):
         for res in (in_process, in_worker):
             self.assertEqual([], res.epochs)       # no market
             self.assertEqual(want.vms, res.vms)
+
+    def test_the_uncontrolled_runs_of_the_figures_run_without_the_market_too(self):
+        from resex_libvirt.sim import runner
+        from resex_libvirt.sim import scenario
+        want = runner.run(scenario.load("paper_64k_vs_64k").with_duration(0.1), "none")
+        got = paper.Evaluation(duration_s=0.1).result("paper_64k_vs_64k", "none")
+        self.assertEqual([], got.epochs)
+        self.assertEqual(want.vms, got.vms)
+        self.assertEqual(want.series["cap_pct"], got.series["cap_pct"])
+        # Fig. 8 reads the caps of the uncontrolled run from that series.
+        self.assertEqual(paper._late_cap_min(want), paper._late_cap_min(got))
