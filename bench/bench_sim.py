@@ -15,16 +15,21 @@
 * ``model``: simulated seconds per wall second of the bare testbed (no
   market), for the paper's 2-VM scenario and for 8 and 32 VMs (copies of
   the 64 KB server and the 2 MB interferer sharing the link);
+* ``static``: the same run uncontrolled without the market
+  (``resex_libvirt.sim.runner.run_static``, as the paper's static-cap sweep
+  and uncontrolled runs make it);
 * ``runner``: the same with the market in the loop at the paper's 1 ms
   interval (``resex_libvirt.sim.runner.run`` under IOShares), and the wall
   time per control interval;
-* ``paper``: the wall time of the whole ``resex-sim paper`` evaluation.
+* ``paper``: the wall time of the whole ``resex-sim paper`` evaluation, with
+  one worker process per CPU as the command makes it (``--jobs``).
 
 Figures only; nothing is asserted.
 """
 
 import argparse
 import dataclasses
+import os
 import time
 
 from resex_libvirt.sim import host as host_mod
@@ -53,6 +58,13 @@ def bench_model(sc, seconds):
     return seconds / (time.perf_counter() - t0)
 
 
+def bench_static(sc, seconds):
+    sc = sc.with_duration(seconds)
+    t0 = time.perf_counter()
+    runner.run_static(sc)
+    return seconds / (time.perf_counter() - t0)
+
+
 def bench_runner(sc, seconds):
     sc = sc.with_duration(seconds)
     res = runner.run(sc, "io_shares")
@@ -63,19 +75,24 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="bench_sim")
     parser.add_argument("--seconds", type=float, default=2.0, help="simulated seconds per run")
     parser.add_argument("--skip-paper", action="store_true")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                        help="worker processes for the paper (default: one per CPU)")
     args = parser.parse_args(argv)
-    print("%-28s %14s %16s %14s" % ("scenario", "model sim-s/s", "runner sim-s/s",
-                                    "us/interval"))
+    print("%-28s %14s %15s %16s %14s" % ("scenario", "model sim-s/s", "static sim-s/s",
+                                         "runner sim-s/s", "us/interval"))
     for sc in (scenario_mod.load("paper_64k_vs_2m"), widened(8), widened(32)):
         model_rate = bench_model(sc, args.seconds)
+        static_rate = bench_static(sc, args.seconds)
         runner_rate, per_interval = bench_runner(sc, args.seconds)
-        print("%-28s %14.2f %16.2f %14.1f" % (sc.name, model_rate, runner_rate, per_interval))
+        print("%-28s %14.2f %15.2f %16.2f %14.1f" % (sc.name, model_rate, static_rate,
+                                                     runner_rate, per_interval))
     if not args.skip_paper:
         t0 = time.perf_counter()
-        ev = paper.Evaluation()
+        ev = paper.Evaluation(jobs=args.jobs)
         data = ev.evaluate()
         elapsed = time.perf_counter() - t0
-        print("resex-sim paper: %d runs in %.1f s" % (len(data["runs"]), elapsed))
+        print("resex-sim paper: %d runs in %.1f s (%d jobs)"
+              % (len(data["runs"]), elapsed, args.jobs))
     return 0
 
 

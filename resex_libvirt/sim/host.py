@@ -94,9 +94,13 @@ class SimClock:
 
 
 class SimHost(hyp_base.Hypervisor, fabric_base.FabricMonitor):
-    """A scenario running on the simulated testbed (see the module docstring)."""
+    """A scenario running on the simulated testbed (see the module docstring).
 
-    def __init__(self, scenario, model=None, window_size=64, freshness_s=0.05):
+    ``reports=False`` makes a host without latency reports (:meth:`windows`
+    is always empty): for a run that no market reads.
+    """
+
+    def __init__(self, scenario, model=None, window_size=64, freshness_s=0.05, reports=True):
         self.scenario = scenario
         self.testbed = testbed_mod.Testbed(scenario.link_bytes_per_s, seed=scenario.seed,
                                            model=model)
@@ -113,12 +117,12 @@ class SimHost(hyp_base.Hypervisor, fabric_base.FabricMonitor):
                                 stop_ns=stop)
             self._defs[vm.uuid] = vm
             self._by_name[vm.name] = vm.uuid
-            if vm.sla.sensitive:
+            if reports and vm.sla.sensitive:
                 # Only a VM with a latency SLA has windows: only its reports are kept.
                 self._buffers[vm.uuid] = latency.LatencyBuffer(window_size,
                                                                max_age=freshness_s)
                 self._seen[vm.uuid] = 0
-        self._sensitive = [vm.uuid for vm in scenario.vms if vm.sla.sensitive]
+        self._sensitive = list(self._buffers)
         self._windows = {}      # uuid -> (window, values added, oldest value's time)
         self._infos = {}
         self._infos_at = None

@@ -211,7 +211,7 @@ def run_static(scenario, model=None, series_every=None):
     if not static_applies(scenario):
         raise ValueError("scenario %s has VMs starting or stopping mid-run" % scenario.name)
     started = time.monotonic()
-    host = host_mod.SimHost(scenario, model=model)
+    host = host_mod.SimHost(scenario, model=model, reports=False)   # no market reads them
     ipe = scenario.intervals_per_epoch
     every = series_every or max(1, ipe // 100)
     # What the market decides under ``none`` and what the controller writes of it.

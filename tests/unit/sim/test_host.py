@@ -144,6 +144,15 @@ class SimHostTest(unittest.TestCase):
         self.assertEqual([self.early], list(self.host._buffers))
         self.assertTrue(self.host.results()["late"]["latencies_us"])
 
+    def test_a_host_without_reports_keeps_none_and_runs_the_same(self):
+        quiet = host_mod.SimHost(scenario.loads(LIFETIMES), reports=False)
+        for host in (self.host, quiet):
+            host.advance_to(0.15)
+        self.assertEqual({}, quiet.windows())
+        self.assertEqual({}, quiet._buffers)
+        self.assertTrue(self.host.windows())
+        self.assertEqual(self.host.results(), quiet.results())
+
     def test_a_cached_window_is_the_window_computed_afresh(self):
         host = host_mod.SimHost(scenario.loads(LIFETIMES), freshness_s=0.01)
         early = host.uuid_of("early")
