@@ -112,7 +112,11 @@ class Sampler:
             rx = [io_counters.get(vm) for vm in names]
             tx = np.array([0 if c is None else c.tx_bytes for c in rx], dtype=np.int64)
         l_ns, l_tx, l_rx = self._ns, self._tx, self._rx
-        seen = present & self._has if dt > 0 else np.zeros(n, dtype=bool)
+        if not dt > 0:
+            seen = np.zeros(n, dtype=bool)
+        else:
+            # Every VM read (``_all``): seen where read last time (never written).
+            seen = self._has if present is self._all else present & self._has
         self._has, self._ns, self._tx, self._rx = present, ns, tx, rx
         d_cpu = _delta(ns, l_ns)
         d_tx = _delta(tx, l_tx)
@@ -156,10 +160,13 @@ def _rx_bytes(readings):
     return np.array([0 if c is None else c.rx_bytes for c in readings], dtype=np.int64)
 
 
+_ZERO = table_mod.IZERO
+
+
 def _delta(now, last):
     """``now - last``, or ``now`` where the counter went backwards (a reset)."""
     d = now - last
-    back = d < 0
+    back = d < _ZERO
     if np.count_nonzero(back):
         np.copyto(d, now, where=back)
     return d
@@ -202,7 +209,11 @@ class SampleBatch(collections.abc.Mapping):
         return self._rx
 
     def columns_for(self, version):
-        """``(seen, cpu_pct, tx_mtus, tx_bytes)`` if aligned with table ``version``, else None."""
+        """``(seen, cpu_pct, tx_mtus, tx_bytes)`` if aligned with table ``version``, else None.
+
+        None of them is ever below zero (a counter that went back counts
+        from zero), which the market relies on: it does not clamp them.
+        """
         if version != self.version:
             return None
         return self.seen, self.cpu_pct, self.tx_mtus, self.tx_bytes

@@ -196,7 +196,7 @@ def _demands(t):
     """Each VM's I/O demand: its recent MTU rate scaled up by how far its cap holds it down."""
     rate, cap, limit = t.mtu_rate, t.cap, t.limit
     held = cap < limit
-    held &= cap > 0.0
+    held &= cap > table_mod.ZERO
     # A rate of zero stays zero either way.
     return np.divide(rate * limit, cap, out=rate.copy(), where=held)
 
@@ -338,6 +338,8 @@ class IOShares(free_market.FreeMarket):
             raise ValueError("protect must be in (0, 1]")
         if protect_speedup < 1.0:
             raise ValueError("protect_speedup must be >= 1")
+        if not max_rate >= 1.0:
+            raise ValueError("max_rate must be >= 1 (the base rate)")
         self.decay_half_life = decay_half_life
         self.heavier = heavier
         self.max_rate = max_rate
@@ -346,6 +348,7 @@ class IOShares(free_market.FreeMarket):
         self.protect = protect
         self.protect_speedup = protect_speedup
         self._taxes = []
+        self._names = None
 
     def _smooth(self, view):
         """Each reporting sensitive VM's interference, averaged over ``smoothing`` of an epoch.
@@ -353,18 +356,15 @@ class IOShares(free_market.FreeMarket):
         Updates the ``smooth_intf`` column (the paper's percentage: the
         larger of the mean's and the deviation's increase) and
         ``smooth_mean`` (the mean's increase alone), each a moving average,
-        for the VMs that reported this interval (``view.win_rows``).
+        for the VMs that reported this interval (``view.win_rows``), and
+        returns their new ``smooth_mean`` (aligned with those rows).
         """
         t = view.t
         rows = view.win_rows
         if not len(rows):
-            return
+            return np.zeros(0)
         alpha = 1.0 / max(1.0, self.smoothing * view.intervals_per_epoch)
-        intf = t.intf[rows]
-        base = t.sla_us[rows]
-        mean = t.win_mean[rows] - base
-        mean *= 100.0
-        mean /= base
+        intf, mean = view.win_intf, view.win_mean_pct
         old_intf, old_mean = t.smooth_intf[rows], t.smooth_mean[rows]
         fresh = np.isnan(old_intf)
         new_intf = old_intf + alpha * (intf - old_intf)
@@ -374,6 +374,7 @@ class IOShares(free_market.FreeMarket):
             np.copyto(new_mean, mean, where=fresh)
         t.smooth_intf[rows] = new_intf
         t.smooth_mean[rows] = new_mean
+        return new_mean
 
     def may_cut(self, view, rows):
         taxed = ~np.isnan(view.t.tax_rate[rows])   # the tax alone sets its cap
@@ -384,10 +385,10 @@ class IOShares(free_market.FreeMarket):
     def decide_slots(self, view):
         self._taxes = ()
         t = view.t
-        self._smooth(view)
+        mean = self._smooth(view)
         named = protected = None
         reported = view.win_rows
-        victims = reported[t.smooth_mean[reported] > t.threshold[reported]]
+        victims = reported[mean > t.threshold[reported]]
         if len(victims):
             named, protected = self._tax(view, victims)
         taxed = (~np.isnan(t.tax_rate)).nonzero()[0]
@@ -417,11 +418,12 @@ class IOShares(free_market.FreeMarket):
             decayed[decayed < 1.0 + 1e-6] = 1.0
             np.copyto(rate, decayed, where=decaying)
         limit = t.limit[rows]
-        done = rate == 1.0
+        done = rate == table_mod.ONE
         caps = limit / rate
         np.minimum(caps, limit, out=caps)       # the clamp of SlotView.clamp
         np.maximum(caps, t.floor[rows], out=caps)
-        if np.count_nonzero(done):
+        freed = np.count_nonzero(done)
+        if freed:
             np.copyto(caps, limit, where=done)
             t.tax_rate[rows] = table_mod.pick(done, np.nan, rate)
         else:
@@ -433,7 +435,8 @@ class IOShares(free_market.FreeMarket):
         if named is not None:
             np.copyto(kind, _TAXED, where=named[rows])
             np.copyto(kind, _PROTECTED, where=protected[rows])
-        np.copyto(kind, _FREE, where=done)
+        if freed:
+            np.copyto(kind, _FREE, where=done)
         moved = kind != t.tax_kind[rows]
         if np.count_nonzero(moved):
             t.tax_kind[rows] = kind
@@ -469,42 +472,48 @@ class IOShares(free_market.FreeMarket):
         intfs[1:] = smooth[victims]
         sums = np.add.accumulate(intfs)
         # How many victims each VM interferes with: a prefix of the ranking.
-        k = owns.searchsorted(demands / self.heavier, side="right")
+        reach = demands / self.heavier
+        k = owns.searchsorted(reach, side="right")
         summed = sums[k]
-        # Never its own victim: a victim inside its own prefix takes itself out.
-        position = table_mod.filled(n, m, np.intp)
-        position[victims] = np.arange(m)
-        itself = position < k
-        own = np.zeros(n)
-        own[victims] = intfs[1:]
-        summed -= own * itself
-        count = k - itself
+        # Never its own victim: a victim is inside its own prefix exactly when
+        # its demand is within its own reach (the prefix is every victim whose
+        # demand is), and then takes itself out.
+        itself = owns <= reach[victims]
+        summed[victims] -= intfs[1:] * itself
+        count = k.copy()
+        count[victims] -= itself
         # Its own inflation this interval (only VMs with an SLA report one).
         mine = np.zeros(n)
         np.copyto(mine, smooth, where=t.win)
         guard = mine > self.protect * t.threshold
-        valid = demands > 0.0
-        valid &= count > 0
+        valid = demands > table_mod.ZERO
+        valid &= count > table_mod.IZERO
         protected = guard & valid
         summed -= count * mine
         ioshare = t.mtu_rate / total
         increase = ioshare * summed
-        increase /= 100.0
-        named = increase > 0.0
+        increase /= table_mod.HUNDRED
+        named = increase > table_mod.ZERO
         named &= valid
-        named &= ~guard
+        np.greater(named, guard, out=named)     # and not guarded
         rows = named.nonzero()[0]
         if not len(rows):
             return named, protected
-        rate = t.tax_rate[rows]
-        rate[np.isnan(rate)] = 1.0
-        rate += increase[rows]
+        # An untaxed VM (NaN) starts from the base rate, 1; a taxed one is above it.
+        rate = np.fmax(t.tax_rate[rows], table_mod.ONE)
+        increase = increase[rows]
+        rate += increase
         np.minimum(rate, self.max_rate, out=rate)
         t.tax_rate[rows] = rate
-        # The names as they are now: rows move when a VM leaves.
-        self._taxes = Taxes(list(t.names), victims, intfs[1:], rows, k[rows], ioshare[rows],
-                            increase[rows], rate)
+        self._taxes = Taxes(self._names_now(t), victims, intfs[1:], rows, k[rows],
+                            ioshare[rows], increase, rate)
         return named, protected
+
+    def _names_now(self, t):
+        """The VMs' names as they are now (a copy kept until one joins or leaves)."""
+        if self._names is None or self._names[0] != t.version:
+            self._names = (t.version, list(t.names))
+        return self._names[1]
 
     def _decay_factor(self, view):
         intervals = max(1e-9, self.decay_half_life * view.intervals_per_epoch)

@@ -53,6 +53,8 @@ from resex_libvirt.market import table as table_mod
 BASE_WEIGHT = 256
 #: How fast a VM's learned base latency deviation rises (:class:`latency.BaselineTracker`).
 STD_RISE = latency.DEFAULT_RISE
+_STD_RISE = table_mod.number(STD_RISE)
+_TWO = table_mod.number(2, np.int64)
 #: How many of an epoch's taxes its summary keeps (the last ones).
 TAXES_KEPT = 50
 
@@ -332,7 +334,9 @@ class Market:
         # if it is among the last TAXES_KEPT of the epoch).
         self._taxes = collections.deque(maxlen=TAXES_KEPT)
         n = mtu_ewma_intervals or max(1.0, params.intervals_per_epoch / 20.0)
-        self._alpha = 1.0 / n
+        self._alpha = table_mod.number(1.0 / n)
+        self._cpu_price = table_mod.number(params.cpu_price)
+        self._io_price = table_mod.number(params.io_price)
         self._interference = None
         self._win_layout = None
         self._odd_base = False
@@ -404,6 +408,8 @@ class Market:
                 self.params.interval_s, self.params.intervals_per_epoch):
             raise ValueError("the interval and the epoch cannot change in a running market")
         self.params = params
+        self._cpu_price = table_mod.number(params.cpu_price)
+        self._io_price = table_mod.number(params.io_price)
         self.view.min_cap_pct = params.min_cap_pct
         self.ledger.set_supply(params.cpu_supply, params.io_supply)
         t = self.table
@@ -533,9 +539,11 @@ class Market:
                 mtus[k] = s.tx_mtus
                 tx[k] = s.tx_bytes
         t.seen = np.array(seen, dtype=bool)
-        t.cpu_pct = np.array(cpu, dtype=np.float64)
-        t.tx_mtus = np.array(mtus, dtype=np.int64)
-        t.tx_bytes = np.array(tx, dtype=np.int64)
+        # A sample below zero counts as zero (a batch's never is: its deltas
+        # count a reset from zero).
+        t.cpu_pct = np.fmax(np.array(cpu, dtype=np.float64), 0.0)
+        t.tx_mtus = np.maximum(np.array(mtus, dtype=np.int64), 0)
+        t.tx_bytes = np.maximum(np.array(tx, dtype=np.int64), 0)
 
     def _charge(self):
         """Charge every sampled VM at its rate (paper Alg. 1 lines 4-7), update the tallies.
@@ -546,21 +554,20 @@ class Market:
         recent MTU rate decays.
         """
         t, p = self.table, self.params
-        cpu = np.fmax(t.cpu_pct, 0.0)
-        mtus = np.maximum(t.tx_mtus, 0)
+        cpu, mtus = t.cpu_pct, t.tx_mtus      # never below zero (_take_samples)
         rate = t.rate
-        cpu_resos = cpu * p.cpu_price
+        cpu_resos = cpu * self._cpu_price
         cpu_resos *= rate
-        io_resos = mtus * p.io_price
+        io_resos = mtus * self._io_price
         io_resos *= rate
         t.spent_cpu += cpu_resos
         t.spent_io += io_resos
         left = t.balance - cpu_resos
         left -= io_resos
-        t.balance = np.maximum(left, 0.0, out=left)
+        t.balance = np.maximum(left, table_mod.ZERO, out=left)
         t.t_cpu += cpu
         t.t_mtus += mtus
-        t.t_bytes += np.maximum(t.tx_bytes, 0)
+        t.t_bytes += t.tx_bytes
         r = t.mtu_rate
         # r + alpha x (0 - r) is exactly r - alpha x r: one rule for every row.
         t.mtu_rate = r + self._alpha * (mtus - r)
@@ -583,55 +590,61 @@ class Market:
             t.win_count.fill(0)
             t.win_mean.fill(np.nan)
             t.intf.fill(np.nan)
-            layout = self._win_layout = (t.version, keys) + self._window_rows(windows)
-            t.win[layout[2]] = True
+            rows, select, others = self._window_rows(windows)
+            # Their SLAs, read once: a changed SLA (``add``) drops the layout.
+            layout = self._win_layout = (t.version, keys, rows, select, others,
+                                         t.sla_us[rows], t.threshold[rows])
+            t.win[rows] = True
         # else the same VMs reported as in the last step: the same rows, and
         # the rows of the others are clear already.
-        rows, select, others = layout[2], layout[3], layout[4]
+        _version, _keys, rows, select, others, base, threshold = layout
         wins = list(windows.values()) if windows else []
         if others:
             self.other_windows = [(k, wins[i]) for i, k in others]
         if select is not None:
             wins = [wins[i] for i in select]
-        self.view.win_rows = rows
+        view = self.view
+        view.win_rows = rows
         n = len(rows)
         if not n:
+            view.win_intf = view.win_mean_pct = np.zeros(0)
             return
         count = np.fromiter(map(_COUNT, wins), np.int64, n)
         mean = np.fromiter(map(_MEAN, wins), np.float64, n)
         std = np.fromiter(map(_STD, wins), np.float64, n)
-        base = t.sla_us[rows]
         mean_inc = mean - base
-        mean_inc *= 100.0
+        mean_inc *= table_mod.HUNDRED
         mean_inc /= base
         learned = t.base_std[rows]
-        calm = count >= 2
-        calm &= mean_inc <= t.threshold[rows]
+        calm = count >= _TWO
+        calm &= mean_inc <= threshold
         if np.count_nonzero(calm):
-            lower = np.isnan(learned)
-            lower |= std < learned
+            # Up by STD_RISE of the way to a higher deviation, down to a lower
+            # one at once: the smaller of the two (STD_RISE < 1), and this
+            # one where none is learned yet (fmin ignores the NaN).
             rise = std - learned
-            rise *= STD_RISE
+            rise *= _STD_RISE
             rise += learned
-            np.copyto(rise, std, where=lower)
+            np.fmin(rise, std, out=rise)
             np.copyto(learned, rise, where=calm)
             t.base_std[rows] = learned
         std_inc = std - learned
-        std_inc *= 100.0
+        std_inc *= table_mod.HUNDRED
         std_inc /= base
         # The larger increase (fmax ignores the NaN of a deviation not learned yet).
         value = np.fmax(mean_inc, std_inc)
-        np.maximum(value, 0.0, out=value)
-        void = count == 0
-        if self._odd_base:
-            void |= ~(base > 0.0)
-        if np.count_nonzero(void):
+        np.maximum(value, table_mod.ZERO, out=value)
+        if self._odd_base or np.count_nonzero(count) != n:
+            void = count == 0
+            if self._odd_base:
+                void |= ~(base > 0.0)
             np.copyto(value, 0.0, where=void)
         t.win_count[rows] = count
         t.win_mean[rows] = mean
         t.intf[rows] = value
+        view.win_intf, view.win_mean_pct = value, mean_inc
         t.t_intf_sum[rows] += value
-        t.t_intf_n[rows] += 1
+        t.t_intf_n += t.win           # the rows of this layout (as ``rows``)
 
     def _window_rows(self, windows):
         """``(rows, select, others)`` of the windows, in their order.
@@ -716,13 +729,14 @@ class Market:
         # min then max is "limit if cap >= limit else floor if cap <= floor",
         # since floor <= limit.
         caps = np.maximum(np.minimum(caps, t.limit[rows]), t.floor[rows])
-        rates = np.maximum(rates, 0.0)
+        rates = np.maximum(rates, table_mod.ZERO)
         old = t.cap[rows]
         moved = caps != old
         moved |= rates != t.rate[rows]
-        if not np.count_nonzero(moved):
+        changed = np.count_nonzero(moved)
+        if not changed:
             return
-        if np.count_nonzero(moved) != len(rows):
+        if changed != len(rows):
             rows, caps, rates, old = rows[moved], caps[moved], rates[moved], old[moved]
         # The old cap was in force up to the interval just charged.
         tick = self.tick + 1

@@ -127,6 +127,9 @@ class SlotView:
         self.tick = 0
         #: The rows of the sensitive VMs that reported a latency window this interval.
         self.win_rows = np.zeros(0, dtype=np.intp)
+        #: Aligned with ``win_rows``: each one's interference percentage (``intf``)
+        #: and its mean's increase over its SLA alone, in percent of the SLA.
+        self.win_intf = self.win_mean_pct = np.zeros(0)
         #: This interval's answers: ``[(rows, caps, rates), ...]``.
         self.answers = []
 

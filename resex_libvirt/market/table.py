@@ -106,6 +106,26 @@ class Table:
         return {self.names[i]: values[i] for i in np.flatnonzero(mask).tolist()}
 
 
+def number(value, dtype=np.float64):
+    """``value`` as a read-only 0-d array: a constant of the per-interval rules.
+
+    numpy applies an array operand faster than it converts a Python number,
+    which it does on every operation (about 0.26 against 0.41 us on 64 rows).
+    ``dtype`` is the one the Python number takes against the column
+    (float64, or int64 for an integer column), so the results are the same
+    to the last bit.
+    """
+    out = np.array(value, dtype=dtype)
+    out.flags.writeable = False
+    return out
+
+
+ZERO = number(0.0)
+ONE = number(1.0)
+HUNDRED = number(100.0)
+IZERO = number(0, np.int64)
+
+
 def seqsum(values):
     """The sum of ``values`` added left to right, as Python's ``sum`` does.
 

@@ -106,6 +106,12 @@ class IOSharesRulesTest(unittest.TestCase):
                {"victim": window(240.0)})
         self.assertLess(m.decision("bulk").cap_pct, 100.0)
 
+    def test_bad_parameters_are_refused(self):
+        for kwargs in ({"decay_half_life": 0.0}, {"heavier": 0.9}, {"smoothing": 1.5},
+                       {"protect": 0.0}, {"protect_speedup": 0.5}, {"max_rate": 0.5}):
+            with self.assertRaises(ValueError, msg=kwargs):
+                io_shares.IOShares(**kwargs)
+
     def test_the_credit_floor_never_stacks_on_a_tax(self):
         # The interferer runs out of Resos while taxed: its cap is the tax cap alone.
         ipe = 100

@@ -89,6 +89,14 @@ class MarketTest(unittest.TestCase):
         self.m.step({"a": records.Sample("a", 0.0, 42.0, tx_mtus=1000)})
         self.assertAlmostEqual(before - 1042.0, self.m.ledger.balance("a"))
 
+    def test_a_sample_below_zero_counts_as_zero(self):
+        self.m.add(records.VMSpec("a"))
+        before = self.m.ledger.balance("a")
+        self.m.step({"a": records.Sample("a", 0.0, -42.0, tx_bytes=-4096, tx_mtus=-4)})
+        self.assertEqual(before, self.m.ledger.balance("a"))
+        vm = self.m.end_epoch().vms[0]
+        self.assertEqual(("a", 0.0, 0, 0), (vm.vm, vm.cpu_pct_mean, vm.tx_mtus, vm.tx_bytes))
+
     def test_weight_follows_shares_on_xens_scale(self):
         self.m.add(records.VMSpec("a", sla=sla.SLA(shares=200)))
         d = self.m.step({})

@@ -180,6 +180,17 @@ class MarketRowsTest(unittest.TestCase):
             market_mod.EpochSummary(epoch=0, intervals=1)
 
 
+class NumberTest(unittest.TestCase):
+
+    def test_a_rule_constant_gives_the_bits_of_the_number_and_cannot_change(self):
+        rows = np.array([0.1, 2.5, np.nan, -0.0])
+        self.assertEqual((rows * 100.0).tobytes(), (rows * table.HUNDRED).tobytes())
+        with self.assertRaises(ValueError):
+            table.HUNDRED[()] = 1.0
+        with self.assertRaises(ValueError):
+            table.ONE += 1.0
+
+
 class NameRankTest(unittest.TestCase):
 
     @settings(max_examples=100, deadline=None)
