@@ -553,7 +553,7 @@ class Market:
         is charged nothing (its row of the interval's usage is zero) and its
         recent MTU rate decays.
         """
-        t, p = self.table, self.params
+        t = self.table
         cpu, mtus = t.cpu_pct, t.tx_mtus      # never below zero (_take_samples)
         rate = t.rate
         cpu_resos = cpu * self._cpu_price
