@@ -21,6 +21,7 @@ Everything after the first option is passed to each named benchmark's
 ``main(argv)``; with no name given, all run with their defaults.
 """
 
+import gc
 import importlib
 import pathlib
 import sys
@@ -44,6 +45,11 @@ def main(argv=None):
             print("unknown benchmark %r; known: %s" % (name, ", ".join(names)), file=sys.stderr)
             return 2
         print("== bench_%s ==" % name, flush=True)
+        # Objects an earlier benchmark left alive (bench_board's 10,000-host
+        # boards, say) would otherwise be walked by every GC pass charged to
+        # the ones after it: each benchmark starts with them frozen.
+        gc.collect()
+        gc.freeze()
         rc = importlib.import_module("bench.bench_%s" % name).main(list(flags))
         if rc:
             return rc
