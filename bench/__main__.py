@@ -48,9 +48,13 @@ def main(argv=None):
         # Objects an earlier benchmark left alive (bench_board's 10,000-host
         # boards, say) would otherwise be walked by every GC pass charged to
         # the ones after it: each benchmark starts with them frozen.
+        # Thawed afterwards, so that what becomes garbage can still be collected.
         gc.collect()
         gc.freeze()
-        rc = importlib.import_module("bench.bench_%s" % name).main(list(flags))
+        try:
+            rc = importlib.import_module("bench.bench_%s" % name).main(list(flags))
+        finally:
+            gc.unfreeze()
         if rc:
             return rc
         print(flush=True)

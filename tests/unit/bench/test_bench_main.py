@@ -39,3 +39,20 @@ def test_flags_without_a_name_are_an_error(capsys):
 def test_an_unknown_benchmark_is_an_error(capsys):
     assert bench_main.main(["nosuch"]) == 2
     assert "unknown benchmark" in capsys.readouterr().err
+
+
+def test_each_benchmark_runs_with_what_came_before_it_frozen(monkeypatch):
+    """A benchmark's GC passes do not walk objects an earlier one left alive."""
+    import gc
+    import types
+
+    seen = []
+
+    def fake_import(name):
+        return types.SimpleNamespace(main=lambda argv: seen.append(gc.get_freeze_count()) or 0)
+
+    monkeypatch.setattr(bench_main.importlib, "import_module", fake_import)
+    left_alive = [[i] for i in range(1000)]
+    assert bench_main.main(["market", "nova"]) == 0
+    assert len(seen) == 2 and all(n >= len(left_alive) for n in seen)
+    assert gc.get_freeze_count() == 0
