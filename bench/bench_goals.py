@@ -15,7 +15,9 @@
     python -m bench goals            # make bench prints this table first
     python -m bench goals --quick    # shorter runs (rough figures)
 
-Rows (medians of ``--runs`` runs; nothing is asserted, the machine is shared):
+First the machine's pace (a Python loop and a small numpy add: the absolute
+targets belong to the machine they were set on), then the rows (medians of
+``--runs`` runs; nothing is asserted, the machine is shared):
 
 * agent work per interval at 64 VMs, the scope of ``bench_market`` (sample +
   charge + decide on synthetic cumulative counters): FreeMarket, IOShares
@@ -27,7 +29,7 @@ Rows (medians of ``--runs`` runs; nothing is asserted, the machine is shared):
   (``log(t1024 / t64) / log(16)``: 1 is linear, 0 constant);
 * epoch work at 1024 VMs: the agent's ``run_epoch`` (market epoch, host
   report, summary line; no board);
-* ``resex-sim paper``: simulated seconds per wall second over its 22 runs;
+* ``resex-sim paper``: simulated seconds per wall second over all its runs;
 * the scheduler: ResEx filter + weigher over nova's ComputeFilter +
   RAMWeigher, 10,000 hosts, a latency-sensitive request (``bench_nova``).
 """
@@ -136,6 +138,22 @@ def scheduler_ratio():
     return None
 
 
+def machine_pace():
+    """This machine's pace, to compare tables printed on different machines.
+
+    The best of 3: a 10**6-step Python loop (ms) and numpy's add of two
+    64-float arrays (us), the two kinds of work the per-interval rows do.
+    """
+    import timeit
+
+    import numpy as np
+    loop_ms = min(timeit.repeat("for i in r: x += i", "x = 0; r = range(10 ** 6)",
+                                number=1, repeat=3)) * 1000.0
+    a = np.ones(64)
+    add_us = min(timeit.repeat(lambda: a + a, number=100000, repeat=3)) * 10.0
+    return loop_ms, add_us
+
+
 def _median(fn, runs):
     values = [fn() for _ in range(runs)]
     return statistics.median(values), values
@@ -159,6 +177,9 @@ def main(argv=None):
         rows.append((measure, shown, goal))
         print("%-62s %16s   goal %s" % (measure, shown, goal), flush=True)
 
+    loop_ms, add_us = machine_pace()
+    print("machine pace: 10**6-step Python loop %.0f ms, numpy add of 64 floats %.2f us"
+          % (loop_ms, add_us))
     print("%-62s %16s   %s" % ("measure (median of %d)" % args.runs, "now", "goal"))
     for label, policy, interfered, goal in (
             ("FreeMarket", "free_market", True, "<= 50 us"),
