@@ -89,10 +89,9 @@ def main(argv=None):
     if not args.skip_paper:
         t0 = time.perf_counter()
         ev = paper.Evaluation(jobs=args.jobs)
-        data = ev.evaluate()
+        ev.evaluate()
         elapsed = time.perf_counter() - t0
-        print("resex-sim paper: %d runs in %.1f s (%d jobs)"
-              % (len(data["runs"]), elapsed, args.jobs))
+        print("resex-sim paper: %s, %d jobs" % (paper.format_run_count(ev, elapsed), args.jobs))
     return 0
 
 

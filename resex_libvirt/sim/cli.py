@@ -263,7 +263,7 @@ def cmd_paper(args):
         print(json.dumps({"runs": data["runs"]}, indent=1, sort_keys=True))
     else:
         print(paper.format_tables(data))
-        print("\n%d runs in %.1f s" % (len(data["runs"]), data["wall_s"]))
+        print("\n" + paper.format_run_count(ev, data["wall_s"]))
     if args.out:
         _prepare_out(args.out)
         report.write_json(os.path.join(args.out, "paper.json"), data)

@@ -363,6 +363,16 @@ class Evaluation:
         return list(seen.values())
 
 
+def format_run_count(evaluation, wall_s):
+    """The closing line: every distinct run made, those under a policy and those capped."""
+    made = len(evaluation.distinct_runs())
+    policy_runs = len(evaluation.runs)
+    if made == policy_runs:
+        return "%d runs in %.1f s" % (made, wall_s)
+    return ("%d runs in %.1f s (%d under a policy, %d at a static cap)"
+            % (made, wall_s, policy_runs, made - policy_runs))
+
+
 def with_limit(sc, vm_name, cap_pct):
     """``sc`` with ``vm_name``'s ``cpu_limit_pct`` set to ``cap_pct`` (a fixed cap)."""
     vms = tuple(dataclasses.replace(v, sla=dataclasses.replace(v.sla, limit_pct=float(cap_pct)))

@@ -42,6 +42,7 @@ class PaperCommandTest(unittest.TestCase):
                      "64KB-2MB-nointf", "128KB", "2MB"):
             self.assertIn(case, text)
         self.assertEqual(22, len(data["runs"]))
+        self.assertRegex(text, r"\n22 runs in [0-9.]+ s\n")
         self.assertEqual(10, len(data["fig6"]["rows"]))
         self.assertEqual(["base", "interfered", "FreeMarket", "IOShares"],
                          [r["case"] for r in data["fig5_7"]])
@@ -81,6 +82,13 @@ class FrontierTest(unittest.TestCase):
         for label in ("IOS paper", "LatencyTarget", "frontier MB/s"):
             self.assertIn(label, text)
         rows = data["frontier"]
+        # The closing line counts every run made: the frontier's capped runs too,
+        # each cap below 100% once (100% is the uncontrolled run).
+        capped = len({(r["interferer"], p["cap_pct"]) for r in rows for p in r["sweep"]
+                      if p["cap_pct"] < 100.0})
+        policy_runs = len(data["runs"])
+        self.assertIn("\n%d runs in " % (policy_runs + capped), text)
+        self.assertIn(" s (%d under a policy, %d at a static cap)\n" % (policy_runs, capped), text)
         self.assertEqual(["128KB", "256KB", "512KB", "1MB", "2MB"],
                          [r["interferer"] for r in rows])
         for r in rows:
