@@ -30,12 +30,16 @@ Reusable building blocks (the ResEx experiment builds on them):
   recorded so teardown can stop it even when libvirtd is dead.
 * :class:`Lab` - all of the above with one ``teardown()`` that stops every
   process by PID and removes every domain and bridge, also on failure.
+* :class:`LabLock` - the machine-wide lock (``/tmp/resex-lab.lock``) that
+  every user of the system libvirtd, guests or a cloud holds while it runs:
+  one machine, one lab at a time.
 
 doc/source/lab.rst gives the facts this relies on: ``/dev/kvm`` here cannot boot
 a stock kernel (hence TCG), libvirtd without systemd needs ``user = "root"``,
 ``security_driver = "none"`` and ``stdio_handler = "file"``.
 """
 
+import fcntl
 import glob
 import logging
 import os
@@ -58,6 +62,8 @@ libvirt.registerErrorHandler(lambda ctx, err: None, None)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CACHE = os.environ.get("RESEX_LAB_CACHE", "/var/tmp/resex-lab")
 URI = "qemu:///system"
+#: Held (flock) by whatever starts the system libvirtd, guests or a cloud.
+LOCK_PATH = os.environ.get("RESEX_LAB_LOCK", "/tmp/resex-lab.lock")
 
 PACKAGES = ("libvirt-daemon", "libvirt-daemon-driver-qemu", "libvirt-clients",
             "qemu-system-x86", "busybox-static", "cpio", "iproute2")
@@ -492,12 +498,64 @@ class SetUpTearDown:
         self.teardown()
 
 
+class LabLock:
+    """The machine-wide lab lock: ``flock(LOCK_PATH)``, exclusive, blocking.
+
+    Re-entrant within one object (a nested ``acquire`` counts); released
+    when the count falls to zero, or when the process dies (the kernel
+    drops an flock with its file).
+    """
+
+    def __init__(self, path=LOCK_PATH):
+        self.path = path
+        self._fd = None
+        self._depth = 0
+
+    def acquire(self):
+        if self._depth == 0:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+            started = time.monotonic()
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                LOG.info("waiting for the lab lock %s (another lab is running)", self.path)
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                LOG.info("lab lock taken after %.1f s", time.monotonic() - started)
+            self._fd = fd
+        self._depth += 1
+        return self
+
+    def release(self):
+        if self._depth == 0:
+            return
+        self._depth -= 1
+        if self._depth == 0:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+    @property
+    def held(self):
+        return self._depth > 0
+
+    def __enter__(self):
+        return self.acquire()
+
+    def __exit__(self, *exc):
+        self.release()
+
+
 class Lab(SetUpTearDown):
-    """A libvirtd, a bridge and guests, torn down together by PID."""
+    """A libvirtd, a bridge and guests, torn down together by PID.
+
+    Holds the machine-wide :class:`LabLock` from :meth:`setup` to the end
+    of :meth:`teardown`.
+    """
 
     def __init__(self, workdir=None, install=True):
         self.workdir = workdir or tempfile.mkdtemp(prefix="resex-lab-")
         self.install = install
+        self.lock = LabLock()
         self.libvirtd = Libvirtd(os.path.join(self.workdir, "libvirtd.log"))
         self.bridges = []
         self.guests = []
@@ -505,6 +563,7 @@ class Lab(SetUpTearDown):
         self.modules_dir = None
 
     def setup(self):
+        self.lock.acquire()
         if self.install:
             install_packages()
         self.kernel, self.modules_dir = guest_kernel()
@@ -532,6 +591,14 @@ class Lab(SetUpTearDown):
         return guest
 
     def teardown(self):
+        self.lock.acquire()
+        try:
+            self._teardown()
+        finally:
+            while self.lock.held:
+                self.lock.release()
+
+    def _teardown(self):
         conn = None
         if self.libvirtd.proc is None:
             try:
