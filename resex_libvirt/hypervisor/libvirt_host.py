@@ -75,7 +75,6 @@ SLA
     lower layer's value applies.
 """
 
-import collections
 import dataclasses
 import logging
 import threading
@@ -87,6 +86,7 @@ import libvirt
 from resex_libvirt import exceptions
 from resex_libvirt.hypervisor import base
 from resex_libvirt.hypervisor import connection as connection_mod
+from resex_libvirt.hypervisor import domains as domains_mod
 from resex_libvirt.hypervisor import knobs as knobs_mod
 from resex_libvirt.hypervisor import metadata as metadata_mod
 from resex_libvirt.hypervisor import nova_metadata
@@ -99,10 +99,6 @@ XEN_URI = "xen:///system"
 
 #: Which VMs get the latency channel hot-plugged.
 HOTPLUG_CHOICES = ("sensitive", "all", "none")
-
-#: Values the agent wrote recently, per knob: a tunable event names the value
-#: in force when it was sent, which may be one of the agent's earlier writes.
-_HISTORY = 8
 
 #: Tunable event parameter -> scheduler parameter.
 _TUNABLE = {"cputune.shares": "cpu_shares"}
@@ -129,29 +125,6 @@ class OriginalsUpdate:
     originals: dict | None
     reason: str
     reassert: bool = False
-
-
-@dataclasses.dataclass
-class _Adopted:
-    """What the agent knows about one running domain."""
-
-    info: base.VMInfo
-    facts: metadata_mod.DomainFacts
-    mapping: knobs_mod.KnobMapping | None
-    written: dict
-    adopted_at: float
-    dom_id: int = -1
-    originals: dict = dataclasses.field(default_factory=dict)
-    ours: dict = dataclasses.field(default_factory=dict)   # name -> deque of agent writes
-    overrides: dict = dataclasses.field(default_factory=dict)  # originals an operator set
-
-    def agent_wrote(self, name, value):
-        history = self.ours.get(name)
-        return history is not None and value in history
-
-    def record(self, params):
-        for name, value in params.items():
-            self.ours.setdefault(name, collections.deque(maxlen=_HISTORY)).append(value)
 
 
 class LibvirtHypervisor(base.Hypervisor):
@@ -193,8 +166,7 @@ class LibvirtHypervisor(base.Hypervisor):
         self._conn = connection_mod.Connection(
             uri, backoff_min=backoff_min, backoff_max=backoff_max, events=events, clock=clock)
         self._lock = threading.Lock()
-        self._vms = {}
-        self._infos = {}
+        self._vms = domains_mod.DomainCache()
         self._stale = set()
         self._started = {}        # uuid -> clock() of its last start event
         self._tunables = []
@@ -206,8 +178,6 @@ class LibvirtHypervisor(base.Hypervisor):
         self._sweep = {}
         self._per_domain_cpu_stats = True
         self._pcpus = None
-        #: Grows whenever :meth:`vms` returns something different.
-        self.generation = 0
         #: Seconds from the last start event to the channel being attached, per VM.
         self.attach_delays = {}
         self._conn.on_domain_event(libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE, self._on_lifecycle)
@@ -221,6 +191,11 @@ class LibvirtHypervisor(base.Hypervisor):
     @property
     def connection(self):
         return self._conn
+
+    @property
+    def generation(self):
+        """Grows whenever :meth:`vms` returns something different."""
+        return self._vms.generation
 
     # -- events (libvirt's event thread: short, under the lock) -----------------------
 
@@ -362,8 +337,8 @@ class LibvirtHypervisor(base.Hypervisor):
             sla_source=source, latency_channel=facts.latency_channel,
             interfaces=facts.interfaces, hostdevs=facts.hostdevs, latency_problem=problem)
         live = mapping.read(params) if mapping is not None else {}
-        vm = _Adopted(info=info, facts=facts, mapping=mapping, written=dict(live),
-                      adopted_at=self._clock(), dom_id=dom_id, originals=originals)
+        vm = domains_mod.Adopted(info=info, facts=facts, mapping=mapping, written=dict(live),
+                                 adopted_at=self._clock(), dom_id=dom_id, originals=originals)
         if previous is not None:
             self._follow(previous, vm, live)
         return vm
@@ -455,8 +430,7 @@ class LibvirtHypervisor(base.Hypervisor):
             found = {u: d for u, d in looked.items() if d is not None}
             gone = {u for u, d in looked.items() if d is None and u in self._vms}
         else:
-            return self._infos
-        changed = bool(gone)
+            return self._vms.infos()
         for uuid, dom in found.items():
             vm = self._vms.get(uuid)
             if not (vm is None or everything or uuid in stale
@@ -480,20 +454,16 @@ class LibvirtHypervisor(base.Hypervisor):
                 LOG.debug("adopted VM %s (%s): %d vCPU, knobs %s, SLA from %s",
                           fresh.info.name, uuid, fresh.info.vcpus,
                           fresh.info.knobs.driver, fresh.info.sla_source)
-            self._vms[uuid] = fresh
-            changed = changed or vm is None or vm.info != fresh.info
+            self._vms.put(uuid, fresh)
         for uuid in gone:
-            vm = self._vms.pop(uuid, None)
+            vm = self._vms.pop(uuid)
             if vm is None:
                 continue
             LOG.info("VM %s (%s) is gone", vm.info.name, uuid)
             self.attach_delays.pop(uuid, None)
             if vm.mapping is not None:
                 self._queue(uuid, None, "stopped")
-        if changed:
-            self.generation += 1
-            self._infos = {uuid: vm.info for uuid, vm in self._vms.items()}
-        return self._infos
+        return self._vms.infos()
 
     def latency_problems(self):
         """``{uuid: why}`` of the running VMs that should report latency and cannot."""
@@ -581,7 +551,7 @@ class LibvirtHypervisor(base.Hypervisor):
             return self._adopt(conn.lookupByUUIDString(uuid))
 
         vm = self._conn.call("look up VM %s" % uuid, adopt)
-        self._vms[uuid] = vm
+        self._vms.put(uuid, vm)
         return vm
 
     def _domain_call(self, uuid, what, fn):

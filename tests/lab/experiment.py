@@ -445,10 +445,14 @@ class Experiment(harness.SetUpTearDown):
         self.originals = {}
         self._procs = []
         self.runs = []
+        self._locked = False
 
     # -- setup/teardown ------------------------------------------------------
     def setup(self, sla_us=1000.0, threshold_pct=10.0, wait_s=0.0):
         """Bring the lab up; first wait up to ``wait_s`` for another lab's libvirtd to go."""
+        if not self._locked:     # another lab (a test, a cloud) finishes first
+            self.lab.lock.acquire()
+            self._locked = True
         if not wait_for_free_libvirtd(wait_s):
             raise RuntimeError("another lab's libvirtd (pid %s) is still running after %.0f s"
                                % (harness.Libvirtd.running_pid(), wait_s))
@@ -510,6 +514,9 @@ class Experiment(harness.SetUpTearDown):
             self.lab.teardown()
         finally:
             self.net.teardown()
+            if self._locked:
+                self._locked = False
+                self.lab.lock.release()
 
     # -- SLA ------------------------------------------------------------------
     def set_sla(self, latency_sla_us, threshold_pct):

@@ -556,6 +556,7 @@ class Lab(SetUpTearDown):
         self.workdir = workdir or tempfile.mkdtemp(prefix="resex-lab-")
         self.install = install
         self.lock = LabLock()
+        self._holding = False
         self.libvirtd = Libvirtd(os.path.join(self.workdir, "libvirtd.log"))
         self.bridges = []
         self.guests = []
@@ -563,7 +564,9 @@ class Lab(SetUpTearDown):
         self.modules_dir = None
 
     def setup(self):
-        self.lock.acquire()
+        if not self._holding:
+            self.lock.acquire()
+            self._holding = True
         if self.install:
             install_packages()
         self.kernel, self.modules_dir = guest_kernel()
@@ -595,7 +598,9 @@ class Lab(SetUpTearDown):
         try:
             self._teardown()
         finally:
-            while self.lock.held:
+            self.lock.release()
+            if self._holding:
+                self._holding = False
                 self.lock.release()
 
     def _teardown(self):

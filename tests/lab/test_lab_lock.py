@@ -64,7 +64,8 @@ class LabLockTest(unittest.TestCase):
         lab.lock = harness.LabLock(self.path)
         lab.libvirtd.proc = object()   # teardown must not start a libvirtd here
         lab.libvirtd.stop = lambda: None
-        lab.lock.acquire()
+        lab.lock.acquire()          # as setup() does
+        lab._holding = True
         self.assertFalse(self.other_process_can_lock())
         lab.teardown()
         self.assertTrue(self.other_process_can_lock())

@@ -180,6 +180,30 @@ class MonitorOnlyTest(TestDriverCase):
             self.hyp.restore_knobs(PLAIN, {"global_quota": -1})
 
 
+class OneRecordOfAdoptedVMsTest(TestDriverCase):
+    """Whatever adopts a VM first, the control loop sees it (the restart-blind defect)."""
+
+    def test_vms_adopted_by_a_journal_restore_before_the_first_list_are_listed(self):
+        # The journal's reconcile at start reaches every VM it holds through
+        # the knob calls before the loop ever lists the domains; here it
+        # holds them all, so the first listing finds nothing new.
+        everything = {SENSITIVE, BULK, BROKEN, PLAIN}
+        for uuid in everything:
+            self.hyp.original_knobs(uuid)
+        self.assertEqual(everything, set(self.hyp.vms()))
+
+    def test_every_later_sweep_still_lists_the_vms_adopted_early(self):
+        for uuid in (SENSITIVE, BULK, BROKEN, PLAIN):
+            self.hyp.get_knobs(uuid)
+        for _ in range(3):
+            self.assertEqual({SENSITIVE, BULK, BROKEN, PLAIN}, set(self.hyp.vms()))
+
+    def test_an_early_adoption_moves_the_generation(self):
+        generation = self.hyp.generation
+        self.hyp.original_knobs(BULK)
+        self.assertGreater(self.hyp.generation, generation)
+
+
 class ChurnTest(TestDriverCase):
 
     def _start(self, name, uuid):

@@ -1,0 +1,153 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Lab smoke test: the real agent, killed with -9 while it caps a real guest, controls again.
+
+A CPU-burning TCG guest declares ``resex:cpu_limit_pct`` in its metadata, so
+the agent holds it under a cap for as long as it runs. The agent is killed
+with SIGKILL while capping (its journal holds the guest's originals) and
+started again: it reconciles from the journal (restores Nova's values) and
+must then list the guests and cap the guest again, which before the fix it
+never did (every epoch said ``0 VMs``). The caps are read from libvirt and
+from the guest's cgroup, not from the agent. The restart's timeline
+(restore, first cap after the restart) is printed, not asserted.
+"""
+
+import os
+import shutil
+import signal
+import tempfile
+import time
+import unittest
+
+import libvirt
+
+from tests.lab import experiment
+from tests.lab import harness
+
+LIMIT_PCT = 20
+
+
+def wait_for(predicate, timeout, step=0.02):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(step)
+    return predicate()
+
+
+@unittest.skipUnless(harness.is_root(),
+                     "the lab needs root (libvirtd, cgroups); this runner is not root")
+@unittest.skipUnless(os.path.exists("/usr/bin/apt-get"),
+                     "the lab installs its QEMU and libvirt from Debian packages (no apt-get)")
+class KillNineRestartTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.workdir = tempfile.mkdtemp(prefix="resex-lab-restart-")
+        cls.lab = harness.Lab(workdir=cls.workdir)
+        cls.agent = None
+        cls.conn = None
+        try:
+            cls.lab.setup()
+            initrd = cls.lab.initramfs()
+            cls.bulk = cls.lab.guest("resex-restart-bulk", initrd, role="burn",
+                                     sla={"resex:cpu_limit_pct": LIMIT_PCT})
+            cls.idle = cls.lab.guest("resex-restart-idle", initrd, role="idle")
+            cls.conn = libvirt.open(harness.URI)
+            cls.original = cls.knobs(cls.bulk)
+            cls.agent = experiment.AgentProcess(cls.workdir, "restart", "io_shares", 1.0)
+            cls.run_restart()
+        except BaseException:
+            cls._teardown()
+            raise
+
+    @classmethod
+    def knobs(cls, guest):
+        params = cls.conn.lookupByUUIDString(guest.uuid).schedulerParameters()
+        return {k: params[k] for k in ("global_period", "global_quota", "cpu_shares")}
+
+    @classmethod
+    def capped(cls):
+        return cls.knobs(cls.bulk)["global_quota"] > 0
+
+    @classmethod
+    def run_restart(cls):
+        cls.agent.start(vms=2)
+        cls.capped_first = wait_for(cls.capped, 30.0)
+        cls.before_kill = cls.knobs(cls.bulk)
+        cls.agent.proc.send_signal(signal.SIGKILL)
+        cls.agent.proc.wait(30)
+        cls.agent.proc = None
+        cls.journal_at_kill = cls.agent.journal_left()
+        cls.after_kill = cls.knobs(cls.bulk)   # the kernel keeps the dead agent's cap
+        with open(cls.agent.log_path, "a") as f:
+            f.write("---- restarted after kill -9 ----\n")
+        started = time.monotonic()
+        cls.agent.start(vms=2)
+        restored = wait_for(lambda: not cls.capped(), 15.0, step=0.005)
+        cls.restored_s = time.monotonic() - started if restored else None
+        cls.recapped = wait_for(cls.capped, 30.0, step=0.005)
+        cls.recapped_s = time.monotonic() - started if cls.recapped else None
+        cls.cgroup_recapped = harness.cgroup_cpu_quota(cls.bulk)
+        time.sleep(2.5)    # two more epochs
+        cls.log_after_restart = cls.agent.log().split("---- restarted after kill -9 ----")[-1]
+        cls.exit_code = cls.agent.stop()
+        cls.after_stop = cls.knobs(cls.bulk)
+        print("\nkill -9 restart on the real libvirtd: start -> originals restored %s, "
+              "-> capped again %s (limit %d%%)" % (
+                  "%.0f ms" % (1000 * cls.restored_s) if cls.restored_s is not None else "never",
+                  "%.0f ms" % (1000 * cls.recapped_s) if cls.recapped_s is not None else "never",
+                  LIMIT_PCT))
+
+    @classmethod
+    def _teardown(cls):
+        if cls.agent is not None and cls.agent.proc is not None:
+            harness.stop_pid(cls.agent.proc.pid)
+        if cls.conn is not None:
+            cls.conn.close()
+        cls.lab.teardown()
+        shutil.rmtree(cls.workdir, ignore_errors=True)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls._teardown()
+        super().tearDownClass()
+
+    def test_the_agent_capped_the_guest_before_it_was_killed(self):
+        self.assertTrue(self.capped_first, self.agent.log())
+        self.assertIn(self.bulk.uuid, self.journal_at_kill)
+        self.assertTrue(self.after_kill["global_quota"] > 0, self.after_kill)
+
+    def test_after_the_restart_the_agent_caps_the_guest_again_in_libvirt_and_the_cgroup(self):
+        self.assertTrue(self.recapped, self.log_after_restart)
+        cap = 100.0 * self.cgroup_recapped[1] / self.cgroup_recapped[0]
+        self.assertLessEqual(cap, LIMIT_PCT + 0.5, self.cgroup_recapped)
+
+    def test_after_the_restart_every_epoch_counts_both_guests(self):
+        epochs = [line for line in self.log_after_restart.splitlines() if " epoch " in line
+                  or line.startswith("epoch ")]
+        self.assertTrue(epochs, self.log_after_restart)
+        for line in epochs:
+            self.assertNotIn(" 0 VMs", line)
+
+    def test_sigterm_after_the_restart_restores_the_originals(self):
+        self.assertEqual(0, self.exit_code)
+        self.assertEqual(self.original, self.after_stop)
+        self.assertEqual({}, self.agent.journal_left())
+
+
+if __name__ == "__main__":
+    unittest.main()
