@@ -40,6 +40,7 @@ import numpy as np
 
 from agent import publisher as publisher_mod
 import resex_libvirt
+from resex_libvirt.board import evidence as evidence_mod
 from resex_libvirt.board import report as report_mod
 from resex_libvirt import control
 from resex_libvirt import exceptions
@@ -160,6 +161,7 @@ class Agent:
         self.shutdown_timeout_s = shutdown_timeout_s
         self.last_report = None
         self._publisher = None
+        self.run_delays = evidence_mod.RunDelayMeter()
 
     @property
     def vms(self):
@@ -271,7 +273,8 @@ class Agent:
         try:
             report = report_mod.HostReport.from_summary(
                 self.settings.host, now, summary, self.link().capacity_bytes_per_s,
-                self.version, taxes_interferers=self.market.policy.taxes_interferers)
+                self.version, taxes_interferers=self.market.policy.taxes_interferers,
+                run_delays=self._epoch_run_delays())
         except Exception:
             LOG.exception("could not build the host report of epoch %d", summary.epoch)
             report = None
@@ -298,6 +301,15 @@ class Agent:
                     intervals=self.ticks, health=self.health()))
             except Exception:
                 LOG.exception("metrics update failed")
+
+    def _epoch_run_delays(self):
+        """The epoch's vCPU run delays (evidence for the report); ``{}`` when none can be read."""
+        try:
+            readings = self.hypervisor.vcpu_times()
+        except exceptions.ResexError as exc:
+            LOG.warning("no vCPU run delays this epoch: %s", exc)
+            readings = {}
+        return self.run_delays.epoch(self.clock.now(), readings)
 
     def health(self):
         """The :class:`Health` counters now (cheap: a few attribute reads)."""

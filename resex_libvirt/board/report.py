@@ -120,6 +120,7 @@ import math
 
 import numpy as np
 
+from resex_libvirt.board import evidence as evidence_mod
 from resex_libvirt import exceptions
 
 #: The schema version this module writes: ``"major.minor"``.
@@ -275,6 +276,33 @@ def robust_inflation_pct(values, model_pct):
     return votes[(len(votes) - 1) // 2]
 
 
+def claim_evidence_pct(columns, claiming, link_utilisation, fractions, run_delays):
+    """What the host's evidence supports for each claiming VM (rows ``claiming``), in percent.
+
+    The larger of two observations no tenant can forge: the queueing model
+    of the *other* VMs' untaxable load on the link (``fractions``:
+    :func:`untaxable_fractions`; the sender mix: a VM's own traffic never
+    counts for it) and its vCPUs' run-queue delay (``run_delays``,
+    :func:`~resex_libvirt.board.evidence.cpu_evidence_pct`), counted only
+    while the VM's cap stayed at its full size (a cap's throttling is run
+    delay too).
+    """
+    mtus = np.maximum(columns["tx_mtus"], 0)
+    host_mtus = float(mtus.sum())
+    untaxed = mtus * fractions
+    total = float(untaxed.sum())
+    names, cap_min = columns["vm"], columns["cap_min"]
+    out = []
+    for k in np.flatnonzero(claiming).tolist():
+        others = (link_utilisation * min(1.0, max(0.0, total - untaxed[k]) / host_mtus)
+                  if host_mtus else 0.0)
+        delay = run_delays.get(names[k])
+        capped = delay is not None and cap_min[k] < 100.0 * delay.vcpus - 1e-6
+        out.append(max(queueing_inflation_pct(others),
+                       evidence_mod.cpu_evidence_pct(delay, capped)))
+    return out
+
+
 def congestion_index(report):
     """Expected latency inflation (percent) of a new sensitive VM on the host.
 
@@ -353,12 +381,14 @@ class HostReport:
     # -- building ---------------------------------------------------------------
     @classmethod
     def from_summary(cls, host, ts, summary, link_capacity_bytes_per_s, agent_version,
-                     taxes_interferers=True):
+                     taxes_interferers=True, run_delays=None):
         """Build the report of ``summary`` (a market ``EpochSummary``) closed at ``ts``.
 
         ``taxes_interferers`` says whether the host's policy taxes
         interferers (IOShares does; FreeMarket and no control do not): when
-        it does not, all load is untaxable.
+        it does not, all load is untaxable. ``run_delays`` (``{vm:
+        RunDelay}`` of the epoch, :class:`~resex_libvirt.board.evidence.RunDelayMeter`)
+        is the host's evidence of CPU contention (:func:`claim_evidence_pct`).
         """
         columns = summary.columns
         mtus = np.maximum(columns["tx_mtus"], 0)
@@ -370,15 +400,22 @@ class HostReport:
         def share(group):
             return (int(mtus[group].sum()) / host_mtus) if host_mtus else 0.0
 
+        fractions = untaxable_fractions(columns, taxes_interferers)
         if host_mtus:
             # Added in row order, as a sum over the VMs.
-            untaxed = float(np.add.accumulate(
-                mtus * untaxable_fractions(columns, taxes_interferers))[-1])
+            untaxed = float(np.add.accumulate(mtus * fractions)[-1])
             untaxable = util * min(1.0, untaxed / host_mtus)
         else:
             untaxable = util if not taxes_interferers else 0.0
         inflation = columns["interference_pct"]
-        claims = inflation[sensitive & np.isfinite(inflation)].tolist()
+        claiming = sensitive & np.isfinite(inflation)
+        claims = inflation[claiming].tolist()
+        model = queueing_inflation_pct(untaxable)
+        published = robust_inflation_pct(claims, model)
+        if claims:
+            published = evidence_mod.heard_inflation_pct(
+                claims, claim_evidence_pct(columns, claiming, util, fractions,
+                                           run_delays or {}), published)
         return cls(
             host=host,
             ts=float(ts),
@@ -388,8 +425,7 @@ class HostReport:
             untaxable_utilisation=min(util, untaxable),
             cpu_price=float(summary.cpu_price),
             io_price=float(summary.io_price),
-            latency_inflation_pct=robust_inflation_pct(
-                claims, queueing_inflation_pct(untaxable)),
+            latency_inflation_pct=published,
             inflation_reporters=len(claims),
             vms=len(mtus),
             sensitive_vms=int(np.count_nonzero(sensitive)),

@@ -19,6 +19,7 @@ exceptions (:mod:`resex_libvirt.exceptions`).
 
 import abc
 import dataclasses
+import typing
 
 from resex_libvirt import sla as sla_mod
 
@@ -41,6 +42,21 @@ class Knobs:
 
 
 MONITOR_ONLY = Knobs(driver="none", cap=False, weight=False)
+
+
+class VcpuTimes(typing.NamedTuple):
+    """A VM's cumulative vCPU times, summed over its vCPUs (ns).
+
+    ``delay_ns``: time its vCPU threads sat runnable in the host's run queue
+    (libvirt's ``vcpu.<n>.delay``, the kernel's schedstat run delay: the
+    guest's steal time); ``run_ns``: time they ran (``vcpu.<n>.time``);
+    ``vcpus``: how many vCPUs were read. Host-side evidence no guest can
+    forge (:mod:`resex_libvirt.board.evidence`).
+    """
+
+    delay_ns: int
+    run_ns: int
+    vcpus: int = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,6 +121,10 @@ class Hypervisor(abc.ABC):
     def pcpus(self):
         """Physical CPUs the VMs share."""
         return 1
+
+    def vcpu_times(self):
+        """``{uuid: VcpuTimes}`` of the last CPU-time sweep; ``{}``: the driver has none."""
+        return {}
 
     def close(self):
         """Release the connection."""

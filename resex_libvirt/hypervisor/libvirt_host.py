@@ -55,9 +55,11 @@ Original knobs
     handed out once by :meth:`LibvirtHypervisor.original_updates`.
 
 CPU time and interface counters
-    One ``virConnectGetAllDomainStats(CPU_TOTAL | INTERFACE)`` per sweep
-    where the driver offers ``cpu.time`` (QEMU): CPU times for the market and
-    ``net.*`` for the interface monitor (:meth:`domain_stats`), in one call.
+    One ``virConnectGetAllDomainStats(CPU_TOTAL | INTERFACE | VCPU)`` per
+    sweep where the driver offers ``cpu.time`` (QEMU): CPU times for the
+    market, ``net.*`` for the interface monitor (:meth:`domain_stats`) and
+    each vCPU's run-queue delay for the host report's evidence
+    (:meth:`vcpu_times`), in one call.
     Otherwise, per domain, ``virDomainGetCPUStats(total)`` and then
     ``virDomainGetInfo`` (libxl has no bulk stats; the test driver's bulk
     stats carry only ``state.*``).
@@ -90,6 +92,7 @@ from resex_libvirt.hypervisor import domains as domains_mod
 from resex_libvirt.hypervisor import knobs as knobs_mod
 from resex_libvirt.hypervisor import metadata as metadata_mod
 from resex_libvirt.hypervisor import nova_metadata
+from resex_libvirt.hypervisor import vcpu_stats
 from resex_libvirt import sla as sla_mod
 
 LOG = logging.getLogger(__name__)
@@ -109,6 +112,7 @@ NO_CONTROLLER = ("no virtio-serial controller, so no latency channel can be hot-
 
 _INACTIVE = getattr(libvirt, "VIR_DOMAIN_XML_INACTIVE", 2)
 _STATS_INTERFACE = getattr(libvirt, "VIR_DOMAIN_STATS_INTERFACE", 16)
+_STATS_VCPU = getattr(libvirt, "VIR_DOMAIN_STATS_VCPU", 8)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -475,7 +479,7 @@ class LibvirtHypervisor(base.Hypervisor):
     def _bulk(self, conn):
         try:
             stats = conn.getAllDomainStats(
-                libvirt.VIR_DOMAIN_STATS_CPU_TOTAL | _STATS_INTERFACE,
+                libvirt.VIR_DOMAIN_STATS_CPU_TOTAL | _STATS_INTERFACE | _STATS_VCPU,
                 libvirt.VIR_CONNECT_GET_ALL_DOMAINS_STATS_ACTIVE)
         except libvirt.libvirtError as exc:
             if exc.get_error_code() in (libvirt.VIR_ERR_NO_SUPPORT,
@@ -534,6 +538,10 @@ class LibvirtHypervisor(base.Hypervisor):
         has no bulk stats.
         """
         return self._sweep
+
+    def vcpu_times(self):
+        """``{uuid: VcpuTimes}`` (run-queue delay) of the last :meth:`cpu_times` sweep."""
+        return vcpu_stats.from_sweep(self._sweep)
 
     def pcpus(self):
         if self._pcpus is None:

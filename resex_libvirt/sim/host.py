@@ -19,7 +19,8 @@ fast runner) drive it exactly as they drive libvirt:
 
 * :class:`~resex_libvirt.hypervisor.base.Hypervisor`: the scenario's VMs
   that are alive now (each on its own pCPU, as in the paper), their
-  cumulative CPU time, and a Xen-like ``cap``/``weight`` knob;
+  cumulative CPU time and run delay (:meth:`SimHost.vcpu_times`), and a
+  Xen-like ``cap``/``weight`` knob;
 * :class:`~resex_libvirt.fabric.base.FabricMonitor`: cumulative transmit
   counters per VM (bytes and MTU-sized packets) and the link;
 * a latency source (``sync(vms)``, ``windows()``): every completed request's
@@ -191,6 +192,12 @@ class SimHost(hyp_base.Hypervisor, fabric_base.FabricMonitor):
         with self._lock:
             return {uuid: vm.cpu_ns for uuid, vm in self.testbed.vms.items() if vm.active}
 
+    def vcpu_times(self):
+        """``{uuid: VcpuTimes}``: each running VM's run delay (parked by its cap, with work)."""
+        with self._lock:
+            return {uuid: hyp_base.VcpuTimes(vm.delay_ns, vm.cpu_ns, 1)
+                    for uuid, vm in self.testbed.vms.items() if vm.active}
+
     def _row_vms(self, rows):
         """The model's VMs in the order of ``rows`` (None: unknown), cached per rows version."""
         key = (id(rows), rows.version)
@@ -337,6 +344,7 @@ class SimHost(hyp_base.Hypervisor, fabric_base.FabricMonitor):
                     "dropped": vm.server.dropped,
                     "tx_bytes": int(vm.tx_bytes),
                     "cpu_ns": vm.cpu_ns,
+                    "delay_ns": vm.delay_ns,
                     "alive_s": alive_s,
                     "throughput_mb_s": (vm.tx_bytes / alive_s / 1e6) if alive_s > 0 else 0.0,
                     "cpu_pct": (100.0 * vm.cpu_ns / (alive_s * _NS)) if alive_s > 0 else 0.0,

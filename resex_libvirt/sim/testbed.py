@@ -38,7 +38,10 @@ CPU accounting follows the paper's Fig. 2: a VM's CPU time counts its
 compute *and* its busy polling while its transfer is in flight (an RDMA
 server spins on its completion queue), so an uncapped busy server shows
 about 100% CPU; a server with an empty queue is idle. Transmitted bytes are
-counted as the link carries them.
+counted as the link carries them. A VM that has work (computing or polling)
+while its cap has parked it accumulates *run delay* (``delay_ns``): the time
+a Linux host counts in the vCPU thread's schedstat run delay when a CFS
+quota throttles it, and libvirt reports as ``vcpu.<n>.delay``.
 """
 
 import heapq
@@ -71,6 +74,8 @@ class SimVM:
         self.order = 0           # position among the testbed's VMs
         self.synced_ns = 0       # CPU time is accounted up to here
         self.on_cpu = False      # running since synced_ns (until its next event)
+        self.parked = False      # has work but no budget since synced_ns (run delay)
+        self.delay_ns = 0        # cumulative run delay: runnable, not running
         self.next_ns = None      # its next event (the heap may hold stale ones)
 
     @property
@@ -158,11 +163,14 @@ class Testbed:
                     # Testbed._sync, inline.
                     srv = vm.server
                     dt = now - vm.synced_ns
-                    if dt > 0 and vm.on_cpu:
-                        vm.cpu_ns += dt
-                        vm.sched.used_ns += dt
-                        if srv.state == COMPUTE:
-                            srv.compute_left -= dt
+                    if dt > 0:
+                        if vm.on_cpu:
+                            vm.cpu_ns += dt
+                            vm.sched.used_ns += dt
+                            if srv.state == COMPUTE:
+                                srv.compute_left -= dt
+                        elif vm.parked:
+                            vm.delay_ns += dt
                     vm.synced_ns = now
                     state = vm.state
                     if state == "pending" and vm.start_ns <= now:
@@ -175,7 +183,7 @@ class Testbed:
                         self.changes += 1
                     # Testbed._schedule, inline: the VM's next event.
                     t = None
-                    vm.on_cpu = False
+                    vm.on_cpu = vm.parked = False
                     if state == "active":
                         while True:
                             # Server.admit_due, called only when an arrival is due.
@@ -226,6 +234,8 @@ class Testbed:
                                     parked = now + max(1, ceil(budget))
                                     if t is None or parked < t:
                                         t = parked
+                            else:
+                                vm.parked = True
                     elif state == "pending":
                         t = vm.start_ns
                     if t != vm.next_ns:
@@ -293,11 +303,14 @@ class Testbed:
                 srv = vm.server
                 if vm.state == "active" and srv.transfer is transfer:
                     dt = now - vm.synced_ns
-                    if dt > 0 and vm.on_cpu:
-                        vm.cpu_ns += dt
-                        vm.sched.used_ns += dt
-                        if srv.state == COMPUTE:
-                            srv.compute_left -= dt
+                    if dt > 0:
+                        if vm.on_cpu:
+                            vm.cpu_ns += dt
+                            vm.sched.used_ns += dt
+                            if srv.state == COMPUTE:
+                                srv.compute_left -= dt
+                        elif vm.parked:
+                            vm.delay_ns += dt
                     vm.synced_ns = now
                     # Server.transfer_done, inline.
                     req = srv.current
@@ -329,16 +342,19 @@ class Testbed:
     def _sync(self, vm, now):
         """Account the CPU ``vm`` used since it was last brought up to date."""
         dt = now - vm.synced_ns
-        if dt > 0 and vm.on_cpu:
-            vm.cpu_ns += dt
-            vm.sched.used_ns += dt
-            vm.server.run(dt)
+        if dt > 0:
+            if vm.on_cpu:
+                vm.cpu_ns += dt
+                vm.sched.used_ns += dt
+                vm.server.run(dt)
+            elif vm.parked:
+                vm.delay_ns += dt
         vm.synced_ns = now
 
     def _schedule(self, vm, now):
         """Find ``vm``'s next event after ``now`` (its state settled at ``now``)."""
         t = None
-        vm.on_cpu = False
+        vm.on_cpu = vm.parked = False
         state = vm.state
         if state == "active":
             t = vm.stop_ns
@@ -370,6 +386,8 @@ class Testbed:
                         parked = now + max(1, math.ceil(budget))
                         if t is None or parked < t:
                             t = parked
+                else:
+                    vm.parked = True
         elif state == "pending":
             t = vm.start_ns
         if t != vm.next_ns:

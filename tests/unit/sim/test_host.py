@@ -119,6 +119,17 @@ class SimHostTest(unittest.TestCase):
         self.host.advance_to(0.2)
         self.assertLessEqual(self.host.cpu_times()[self.late] - before, 0.1 * 0.1e9 + 1)
 
+    def test_a_capped_vm_reports_its_parked_time_as_vcpu_run_delay(self):
+        self.host.advance_to(0.1)
+        self.host.set_knobs(self.late, 10.0, 256)
+        before = self.host.vcpu_times()[self.late]
+        self.host.advance_to(0.2)
+        after = self.host.vcpu_times()[self.late]
+        # Busy all along: 10 % run, 90 % waiting runnable.
+        self.assertAlmostEqual(0.09e9, after.delay_ns - before.delay_ns, delta=1e3)
+        self.assertAlmostEqual(0.01e9, after.run_ns - before.run_ns, delta=1e3)
+        self.assertNotIn(self.early, self.host.vcpu_times())
+
     def test_windows_summarise_fresh_latencies_of_running_vms(self):
         self.host.advance_to(0.05)
         win = self.host.windows()[self.early]

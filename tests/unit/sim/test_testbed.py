@@ -131,6 +131,24 @@ class TestbedTest(unittest.TestCase):
         tb.run_until(100 * PERIOD)
         self.assertAlmostEqual(0.125, vm.cpu_ns / (100 * PERIOD), delta=1e-6)
 
+    def test_a_capped_busy_vm_waits_the_rest_of_each_period_as_run_delay(self):
+        tb = testbed_mod.Testbed(GIB)
+        vm = tb.add_vm("a", server("2M"))
+        tb.set_cap("a", 12.5)
+        tb.run_until(100 * PERIOD)
+        # Always wanting the CPU: every ns is run or run delay.
+        self.assertAlmostEqual(0.875, vm.delay_ns / (100 * PERIOD), delta=1e-6)
+        self.assertEqual(100 * PERIOD, vm.cpu_ns + vm.delay_ns)
+
+    def test_an_uncapped_or_idle_vm_has_no_run_delay(self):
+        tb = testbed_mod.Testbed(GIB)
+        busy = tb.add_vm("a", server("2M"))
+        idle = tb.add_vm("b", server(arrival_rate_per_s=1e-3))
+        tb.set_cap("b", 5.0)
+        tb.run_until(100 * PERIOD)
+        self.assertEqual(0, busy.delay_ns)
+        self.assertEqual(0, idle.delay_ns)
+
     def test_a_parked_vm_posts_nothing(self):
         """Transfers start only while the VM runs: never in the parked part of a period."""
         tb = testbed_mod.Testbed(GIB)
