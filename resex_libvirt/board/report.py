@@ -55,12 +55,14 @@ Fields (version 1.1)
     Resos actually charged per MTU sent, averaged the same way. Above the
     base price means IOShares (Algorithm 2) is taxing an interferer.
 ``latency_inflation_pct``
-    The latency inflation the host's latency-sensitive VMs observe, as a
-    statistic no single VM can drive (:func:`robust_inflation_pct`): the
-    lower median of the VMs' epoch interference percentages (paper
-    Algorithm 2 line 6) with the queueing model of the untaxable load as one
-    more voter; 0 when no sensitive VM reported. Version 1.0 agents published
-    the largest VM's value.
+    The latency inflation the host's latency-sensitive VMs observe, weighed
+    by evidence: the larger of the tenants' consensus
+    (:func:`robust_inflation_pct`: the lower median of the VMs' epoch
+    interference percentages, paper Algorithm 2 line 6, with the queueing
+    model of the untaxable load as one more voter) and each VM's claim up to
+    what the host observes for it (:func:`claim_evidence_pct`,
+    :mod:`~resex_libvirt.board.evidence`); 0 when no sensitive VM reported.
+    Version 1.0 agents published the largest VM's value.
 ``inflation_reporters`` (1.1; default 0)
     How many sensitive VMs' reports went into ``latency_inflation_pct``.
 ``vms``
