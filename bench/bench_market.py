@@ -58,7 +58,7 @@ def one_run(n_vms, policy, intervals, seed=1, interfered=True):
             tx[n] += rng.randrange(0, 1_000_000)
         io = {n: fabric_base.IOCounters(tx[n]) for n in names}
         t0 = time.perf_counter_ns()
-        samples = sampler.sample_rows(k * 0.001, cpu, io, 1024, market.table)
+        samples = sampler.sample_rows(k * 0.001, cpu, io, 1024, market.layout)
         market.step(samples, windows)
         costs.append(time.perf_counter_ns() - t0)
         if market.tick == params.intervals_per_epoch:

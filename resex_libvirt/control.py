@@ -33,20 +33,20 @@ import numpy as np
 from resex_libvirt import exceptions
 from resex_libvirt.fabric import base as fabric_base
 from resex_libvirt.market import records
+from resex_libvirt.market import table as table_mod
 from resex_libvirt import sampling
 
 LOG = logging.getLogger(__name__)
 
 #: The run's tallies of each VM: :class:`VMRecord`'s fields, kept as columns
-#: ``run_<field>`` of the market's table.
+#: of the controller's own table, aligned with the market's rows.
 _RUN_FIELDS = ("ticks", "cap_sum", "cap_min", "cpu_sum", "tx_bytes", "lat_n", "lat_sum",
                "intf_sum", "intf_n")
-_RUN_COLUMNS = {"run_ticks": (0, np.int64), "run_cap_sum": (0.0, np.float64),
-                "run_cap_min": (np.inf, np.float64), "run_cpu_sum": (0.0, np.float64),
-                "run_tx_bytes": (0, np.int64), "run_tx_mtus": (0, np.int64),
-                "run_lat_n": (0, np.int64),
-                "run_lat_sum": (0.0, np.float64), "run_intf_sum": (0.0, np.float64),
-                "run_intf_n": (0, np.int64)}
+_RUN_COLUMNS = {"ticks": (0, np.int64), "cap_sum": (0.0, np.float64),
+                "cap_min": (np.inf, np.float64), "cpu_sum": (0.0, np.float64),
+                "tx_bytes": (0, np.int64), "tx_mtus": (0, np.int64),
+                "lat_n": (0, np.int64), "lat_sum": (0.0, np.float64),
+                "intf_sum": (0.0, np.float64), "intf_n": (0, np.int64)}
 
 #: The link assumed when no fabric monitor is configured: the paper's.
 DEFAULT_LINK = fabric_base.LinkInfo("none", float(1 << 30), 1024)
@@ -122,10 +122,12 @@ class Controller:
         self._retry = {}
         self._generation = None
         self._sent_names = None
-        # The run's tallies of every VM, as columns of the market's table
-        # (doc/source/performance.rst): the VM's row goes when it leaves.
+        # The run's tallies of every VM, as columns aligned with the market's
+        # rows (doc/source/performance.rst): the VM's row goes when it leaves.
+        self._tallies = table_mod.Table()
+        self._tallied = None
         for name, (fill, dtype) in _RUN_COLUMNS.items():
-            market.table.column(name, fill, dtype)
+            self._tallies.column(name, fill, dtype)
 
     def link(self):
         """The shared link (read once from the fabric monitor)."""
@@ -143,7 +145,7 @@ class Controller:
         try:
             vms = self.discover()
             cpu, io = self._readings(vms)
-            self.sampler.sample_rows(now, cpu, io, self.link().mtu, self.market.table)
+            self.sampler.sample_rows(now, cpu, io, self.link().mtu, self.market.layout)
         except exceptions.ResexError as exc:
             LOG.debug("first readings failed: %s", exc)
 
@@ -151,11 +153,11 @@ class Controller:
         """This sweep's CPU times and I/O counters, by rows when the adapters can.
 
         An adapter with ``cpu_times_rows(rows)`` / ``counters_rows(rows)``
-        (``rows``: the market's table, its ``names`` and ``version``) fills
+        (``rows``: the market's layout, its ``names`` and ``version``) fills
         arrays aligned with the market's rows (the simulated host does); the
         others return mappings, which the sampler aligns.
         """
-        table = self.market.table
+        table = self.market.layout
         by_rows = getattr(self.hypervisor, "cpu_times_rows", None)
         cpu = by_rows(table) if by_rows is not None else self.hypervisor.cpu_times()
         if self.fabric is None:
@@ -168,7 +170,7 @@ class Controller:
         try:
             vms = self.discover()
             cpu, io = self._readings(vms)
-            samples = self.sampler.sample_rows(now, cpu, io, self.link().mtu, self.market.table)
+            samples = self.sampler.sample_rows(now, cpu, io, self.link().mtu, self.market.layout)
         except exceptions.HypervisorUnavailable as exc:
             if not self._down_logged:
                 LOG.warning("hypervisor unavailable, holding knobs: %s", exc)
@@ -202,7 +204,7 @@ class Controller:
             windows = {vm: w for vm, w in windows.items() if vm in specs}
         decisions = self.market.step(samples, windows)
         self.actuate(decisions, self.market.changed)
-        self._tally()
+        self._tally(samples, decisions, self.market.windows_seen)
         self.last = Interval(samples, windows, decisions)
         return self.last
 
@@ -326,41 +328,54 @@ class Controller:
                 LOG.exception("unexpected error setting knobs of VM %s", rec.info.name)
                 self._retry[uuid] = None
 
-    def _tally(self):
-        """Add this interval to every VM's run tallies (whole columns, one pass)."""
-        t = self.market.table
-        t.run_ticks += 1
-        cap = t.cap
-        t.run_cap_sum += cap
-        np.minimum(t.run_cap_min, cap, out=t.run_cap_min)
+    def _aligned_tallies(self):
+        """The tally table, its rows made the market's (a VM joined or left)."""
+        layout = self.market.layout
+        if layout is not self._tallied:
+            self._tallies.align(layout.names)
+            self._tallied = layout
+        return self._tallies
+
+    def _tally(self, samples, decisions, seen):
+        """Add this interval to every VM's run tallies (whole columns, one pass).
+
+        ``samples`` is the step's :class:`~resex_libvirt.market.records.SampleBatch`,
+        ``decisions`` the market's answer, ``seen`` the windows it took: all
+        aligned with the market's rows.
+        """
+        t = self._aligned_tallies()
+        t.ticks += 1
+        cap = decisions.caps
+        t.cap_sum += cap
+        np.minimum(t.cap_min, cap, out=t.cap_min)
         # A VM without a sample has a zero row of usage.
-        t.run_cpu_sum += t.cpu_pct
-        t.run_tx_bytes += t.tx_bytes
-        t.run_tx_mtus += t.tx_mtus
-        rows = self.market.view.win_rows
+        t.cpu_sum += samples.cpu_pct
+        t.tx_bytes += samples.tx_bytes
+        t.tx_mtus += samples.tx_mtus
+        rows = seen.rows
         if len(rows):
-            t.run_intf_sum[rows] += t.intf[rows]
-            t.run_intf_n[rows] += 1
-            got = rows[t.win_count[rows] > 0]
-            t.run_lat_sum[got] += t.win_mean[got]
-            t.run_lat_n[got] += 1
-        for k, w in self.market.other_windows:
-            # Windows of VMs without a latency SLA: not the market's, still the table's.
+            t.intf_sum[rows] += seen.intf
+            t.intf_n[rows] += 1
+            got = seen.count > 0
+            t.lat_sum[rows[got]] += seen.mean_us[got]
+            t.lat_n[rows[got]] += 1
+        for k, w in seen.others:
+            # Windows of VMs without a latency SLA: not the market's, still tallied.
             if w.count:
-                t.run_lat_n[k] += 1
-                t.run_lat_sum[k] += w.mean_us
+                t.lat_n[k] += 1
+                t.lat_sum[k] += w.mean_us
 
     def sent(self):
         """``(uuids, mtus, bytes)``: what each VM sent since it was adopted (copies)."""
-        t = self.market.table
+        t = self._aligned_tallies()
         if self._sent_names is None or self._sent_names[0] != t.version:
             self._sent_names = (t.version, tuple(t.names))
-        return self._sent_names[1], t.run_tx_mtus.copy(), t.run_tx_bytes.copy()
+        return self._sent_names[1], t.tx_mtus.copy(), t.tx_bytes.copy()
 
     def _records(self):
         """The VM records with their tallies brought up to date from the columns."""
-        t = self.market.table
-        cols = {name: getattr(t, "run_" + name).tolist() for name in _RUN_FIELDS}
+        t = self._aligned_tallies()
+        cols = {name: getattr(t, name).tolist() for name in _RUN_FIELDS}
         slots = t.slots
         for uuid, rec in self.vms.items():
             k = slots.get(uuid)

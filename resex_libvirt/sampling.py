@@ -71,23 +71,24 @@ class Sampler:
             rows.add(vm)
         return dict(self.sample_rows(ts, cpu_times, io_counters, mtu, rows))
 
-    def sample_rows(self, ts, cpu_times, io_counters, mtu, table):
-        """This sweep's samples as a :class:`SampleBatch` aligned with ``table``'s rows.
+    def sample_rows(self, ts, cpu_times, io_counters, mtu, rows):
+        """This sweep's samples as a :class:`SampleBatch` aligned with ``rows``.
 
-        ``table`` is the market's :class:`~resex_libvirt.market.table.Table`
-        (only its ``names`` and ``version`` are read): the batch covers its
-        VMs, in its order, so that the market reads whole columns. An adapter
-        that reads by rows passes arrays aligned with the table instead of
-        the mappings: ``cpu_times`` an int64 array (-1: not running),
-        ``io_counters`` a tuple ``(tx_bytes, rx_bytes)`` of int64 arrays. A VM
-        needs a reading in this sweep and the last to have a sample, and a
-        reading below the last one counts from zero (a reset).
+        ``rows`` is the market's :attr:`~resex_libvirt.market.market.Market.layout`
+        (or any table: only its ``names`` and ``version`` are read): the
+        batch covers its VMs, in its order, so that the market reads whole
+        columns. An adapter that reads by rows passes arrays aligned with
+        them instead of the mappings: ``cpu_times`` an int64 array (-1: not
+        running), ``io_counters`` a tuple ``(tx_bytes, rx_bytes)`` of int64
+        arrays. A VM needs a reading in this sweep and the last to have a
+        sample, and a reading below the last one counts from zero (a reset).
         """
-        names, version = table.names, table.version
+        names, version = rows.names, rows.version
         n = len(names)
-        if version != self._version or table is not self._table:
+        if version != self._version or rows is not self._table:
             self._realign(names, version)
-            self._table = table
+            self._table = rows
+        names = self._names          # a list (a layout's are a tuple)
         last_ts, self._rows_ts = self._rows_ts, ts
         dt = (ts - last_ts) if last_ts is not None else 0.0
         if isinstance(cpu_times, np.ndarray):

@@ -243,6 +243,27 @@ class EpochSummary:
         return len(self._vms) if self._vms is not None else len(self._columns["vm"])
 
 
+class WindowsSeen(typing.NamedTuple):
+    """The latency windows a step took, for the caller's tallies (read, never written).
+
+    ``rows`` are the rows (of :attr:`Market.layout`) of the VMs with a
+    latency SLA that reported; ``count``, ``mean_us`` and ``intf`` (their
+    interference percentage) are aligned with them. ``others`` is
+    ``[(row, LatencyWindow)]`` of the VMs without an SLA that reported:
+    the market has no use for them, a caller may.
+    """
+
+    rows: np.ndarray
+    count: np.ndarray
+    mean_us: np.ndarray
+    intf: np.ndarray
+    others: list
+
+
+_NO_WINDOWS = WindowsSeen(np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.int64),
+                          np.zeros(0), np.zeros(0), [])
+
+
 class Decisions(collections.abc.Mapping):
     """VM -> :class:`Decision` in force after a step.
 
@@ -256,6 +277,11 @@ class Decisions(collections.abc.Mapping):
     def __init__(self, names, slots, cap, weight, rate):
         self._names, self._slots = names, slots
         self._cap, self._weight, self._rate = cap, weight, rate
+
+    @property
+    def caps(self):
+        """Every VM's cap in force, aligned with the rows of the step's layout (read only)."""
+        return self._cap
 
     def __getitem__(self, vm):
         k = self._slots[vm]
@@ -307,8 +333,10 @@ class Market:
     is a few operations on whole columns, whatever the number of VMs.
     """
 
-    def __init__(self, params, policy, mtu_ewma_intervals=None):
+    def __init__(self, params, policy, mtu_ewma_intervals=None, guard=False):
         self.params = params
+        # Hand the policy its declared columns only (policy.ReadOnlyColumns).
+        self._guard = guard
         self.table = t = table_mod.Table()
         for name, (fill, dtype) in _COLUMNS.items():
             t.column(name, fill, dtype)
@@ -341,11 +369,15 @@ class Market:
         self._win_layout = None
         self._odd_base = False
         self._boosted = set()
-        #: ``[(row, LatencyWindow)]``: the last step's windows of VMs without a
-        #: latency SLA (the market has no use for them; a caller may).
-        self.other_windows = ()
+        #: The latency windows the last step took (:class:`WindowsSeen`).
+        self.windows_seen = _NO_WINDOWS
         self.policy = None
         self._install(policy if policy is not None else policy_mod.NoControl())
+
+    @property
+    def layout(self):
+        """The market's rows (:class:`~.table.Layout`): what samples are aligned with."""
+        return self.table.layout()
 
     def _install(self, policy):
         old = self.policy
@@ -357,6 +389,8 @@ class Market:
             self.table.drop(name)
             self.table.column(name, fill, dtype)
         self.policy = policy
+        if self._guard:
+            self.view.t = policy_mod.ReadOnlyColumns(self.table, policy.columns)
 
     # -- membership -----------------------------------------------------------
     def _bounds_of(self, spec):
@@ -582,7 +616,6 @@ class Market:
         from calm windows only.
         """
         t = self.table
-        self.other_windows = ()
         keys = tuple(windows) if windows else ()
         layout = self._win_layout
         if layout is None or layout[0] != t.version or layout[1] != keys:
@@ -599,8 +632,7 @@ class Market:
         # the rows of the others are clear already.
         _version, _keys, rows, select, others, base, threshold = layout
         wins = list(windows.values()) if windows else []
-        if others:
-            self.other_windows = [(k, wins[i]) for i, k in others]
+        other = [(k, wins[i]) for i, k in others] if others else []
         if select is not None:
             wins = [wins[i] for i in select]
         view = self.view
@@ -608,6 +640,7 @@ class Market:
         n = len(rows)
         if not n:
             view.win_intf = view.win_mean_pct = np.zeros(0)
+            self.windows_seen = _NO_WINDOWS._replace(others=other) if other else _NO_WINDOWS
             return
         count = np.fromiter(map(_COUNT, wins), np.int64, n)
         mean = np.fromiter(map(_MEAN, wins), np.float64, n)
@@ -643,6 +676,7 @@ class Market:
         t.win_mean[rows] = mean
         t.intf[rows] = value
         view.win_intf, view.win_mean_pct = value, mean_inc
+        self.windows_seen = WindowsSeen(rows, count, mean, value, other)
         t.t_intf_sum[rows] += value
         t.t_intf_n += t.win           # the rows of this layout (as ``rows``)
 

@@ -100,6 +100,64 @@ class MarketView:
         return self.bounds[vm][1]
 
 
+#: The market's columns a policy reads (:class:`SlotView`); it writes only its own
+#: (:attr:`Policy.columns`).
+READABLE = frozenset((
+    "floor", "limit", "cap", "rate", "mtu_rate", "shares", "sensitive", "sla_us", "threshold",
+    "balance", "allocation", "seen", "cpu_pct", "tx_mtus", "win", "win_mean", "win_count",
+    "intf"))
+
+
+class ReadOnlyColumns:
+    """The market's table as a policy may touch it: :data:`READABLE` read only, its own written.
+
+    What a market built with ``guard=True`` hands its policy (the tests
+    do, to hold every policy to its declaration); otherwise the policy
+    gets the table itself, the same columns without the checks.
+    """
+
+    __slots__ = ("_t", "_own")
+
+    def __init__(self, table, own):
+        object.__setattr__(self, "_t", table)
+        object.__setattr__(self, "_own", frozenset(own))
+
+    def __len__(self):
+        return len(self._t)
+
+    @property
+    def names(self):
+        return tuple(self._t.names)
+
+    @property
+    def slots(self):
+        return types.MappingProxyType(self._t.slots)
+
+    @property
+    def version(self):
+        return self._t.version
+
+    def name_rank(self):
+        rank = self._t.name_rank().view()
+        rank.flags.writeable = False
+        return rank
+
+    def __getattr__(self, name):
+        if name in self._own:
+            return getattr(self._t, name)
+        if name not in READABLE:
+            raise AttributeError("a policy reads only the market's declared columns, "
+                                 "not %r" % name)
+        col = getattr(self._t, name).view()
+        col.flags.writeable = False
+        return col
+
+    def __setattr__(self, name, value):
+        if name not in self._own:
+            raise AttributeError("a policy writes only the columns it declares, not %r" % name)
+        setattr(self._t, name, value)
+
+
 class SlotView:
     """The market's columns, as the built-in policies read them (one per market).
 

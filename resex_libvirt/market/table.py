@@ -26,7 +26,16 @@ membership may cost O(VMs) while an interval stays a few column operations.
 holding slot-aligned arrays (the sampler) knows when to realign them.
 """
 
+import typing
+
 import numpy as np
+
+
+class Layout(typing.NamedTuple):
+    """The rows of a table at one version: row ``i`` is the VM ``names[i]``."""
+
+    names: tuple
+    version: int
 
 
 class Table:
@@ -41,6 +50,7 @@ class Table:
         self.version = 0
         self._fill = {}
         self._rank = None
+        self._layout = None
 
     def __len__(self):
         return len(self.names)
@@ -88,6 +98,29 @@ class Table:
             self.slots[other] = later
         self.version += 1
         return slot
+
+    def layout(self):
+        """The rows as they are now (:class:`Layout`: the same object until a join or leave)."""
+        if self._layout is None or self._layout.version != self.version:
+            self._layout = Layout(tuple(self.names), self.version)
+        return self._layout
+
+    def align(self, names):
+        """Make the rows those of ``names``, in its order: rows kept by VM, new ones filled."""
+        if self.names == list(names):
+            return
+        keep = set(names)
+        for vm in [vm for vm in self.names if vm not in keep]:
+            self.remove(vm)
+        for vm in names:
+            self.add(vm)
+        if self.names != list(names):
+            order = np.array([self.slots[vm] for vm in names], dtype=np.intp)
+            for name in self._fill:
+                setattr(self, name, getattr(self, name)[order])
+            self.names = list(names)
+            self.slots = {vm: k for k, vm in enumerate(self.names)}
+            self.version += 1
 
     def name_rank(self):
         """Each row's position in the VMs' names sorted (cached until the next join or leave)."""

@@ -207,16 +207,16 @@ class OneMoreIntervalTest(unittest.TestCase):
 
     def test_what_each_vm_sent_is_the_controllers_run_tally(self):
         families = scrape(self.metrics)
-        t = self.agent.market.table
+        uuids, mtus, sent = self.agent.controller.sent()
         for uuid, name in self.names.items():
-            k = t.slots[uuid]
-            self.assertGreater(t.run_tx_mtus[k], 0)
-            self.assertEqual(t.run_tx_mtus[k], value(families, "resex_vm_transmit_mtus",
-                                                     "resex_vm_transmit_mtus_total",
-                                                     vm=name, uuid=uuid))
-            self.assertEqual(t.run_tx_bytes[k], value(families, "resex_vm_transmit_bytes",
-                                                      "resex_vm_transmit_bytes_total",
-                                                      vm=name, uuid=uuid))
+            k = uuids.index(uuid)
+            self.assertGreater(mtus[k], 0)
+            self.assertEqual(mtus[k], value(families, "resex_vm_transmit_mtus",
+                                            "resex_vm_transmit_mtus_total",
+                                            vm=name, uuid=uuid))
+            self.assertEqual(sent[k], value(families, "resex_vm_transmit_bytes",
+                                            "resex_vm_transmit_bytes_total",
+                                            vm=name, uuid=uuid))
 
     def test_a_vm_that_left_disappears_from_the_endpoint(self):
         (gone, gone_name), (kept, kept_name) = sorted(self.names.items())
