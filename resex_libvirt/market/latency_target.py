@@ -79,6 +79,7 @@ import numpy as np
 from resex_libvirt.market import free_market
 from resex_libvirt.market import io_shares
 from resex_libvirt.market import policy
+from resex_libvirt.market import response
 
 
 class LatencyTarget(free_market.FreeMarket):
@@ -90,10 +91,11 @@ class LatencyTarget(free_market.FreeMarket):
     #: ``lt_sum`` and ``lt_n``: this period's window means.
     columns = {**free_market.FreeMarket.columns, "lt_cap": (np.nan, np.float64),
                "lt_lat": (np.nan, np.float64), "lt_sum": (0.0, np.float64),
-               "lt_n": (0, np.int64)}
+               "lt_n": (0, np.int64), **response.COLUMNS}
 
     def __init__(self, gain=0.3, smoothing=0.5, target=0.85, additive=0.02, max_step=0.25,
-                 period=0.01, heavier=0.0, boost=1.0, use_balance=False, **kwargs):
+                 period=0.01, heavier=0.0, boost=1.0, use_balance=False, check_response=True,
+                 **kwargs):
         super().__init__(**kwargs)
         self.use_balance = use_balance
         checks = (("gain", gain, 0.0, 1.0), ("smoothing", smoothing, 0.0, 0.99),
@@ -117,6 +119,7 @@ class LatencyTarget(free_market.FreeMarket):
         self.period = period
         self.heavier = heavier
         self.boost = boost
+        self.check = response.ResponseCheck() if check_response else None
         self._since = 0
         self._weights = {}
 
@@ -155,14 +158,22 @@ class LatencyTarget(free_market.FreeMarket):
         t = view.t
         ratios = self.ratios(view)
         demands = io_shares._demands(t)
-        # Each VM's signal: the worst ratio among the victims it interferes with.
+        check = self.check
+        # Each VM's signal: the worst ratio among the victims it interferes
+        # with; ``worst``: that victim's latency over its target.
         signal = np.full(len(t), np.inf)
+        worst = np.full(len(t), -np.inf)
+        load = t.lt_lat / (t.sla_us * (1.0 + self.target * t.threshold / 100.0))
         sending = demands > 0.0
+        if check is not None:
+            sending &= ~response.resting(t)   # left alone: cutting it did not help
+            response.tick(t)
         for victim in (~np.isnan(ratios)).nonzero()[0].tolist():
             floor = self.heavier * demands[victim]
             hit = sending & (demands >= floor)
             hit[victim] = False
             signal = np.where(hit & (ratios[victim] < signal), ratios[victim], signal)
+            worst = np.where(hit & (load[victim] > worst), load[victim], worst)
         has = signal != np.inf
         own = np.where(np.isnan(ratios), 2.0, ratios)
         # Its own latency is over its target: never lowered, it grows back as
@@ -181,8 +192,16 @@ class LatencyTarget(free_market.FreeMarket):
         new = (1.0 - g) * w + g * ratio * w + self.additive * shares
         new = np.minimum(w * (1.0 + step), np.maximum(w * (1.0 - step), new))
         new = np.where(new >= limit, limit, np.where(new <= floor, floor, new))
-        free = new >= limit
         guarded = protected[rows]
+        futile = np.zeros(len(rows), dtype=bool)
+        if check is not None:
+            cut = has[rows] & ~guarded & (new < limit)
+            if cut.any():
+                futile[cut] = response.judge(check, t, rows[cut], np.isnan(held[rows[cut]]),
+                                             worst[rows[cut]], w[cut], new[cut])
+                new = np.where(futile, limit, new)
+            response.settled(t, rows[(new >= limit) & ~futile])
+        free = new >= limit
         names, reasons = t.names, self._reasons
         back = rows[free]
         held[back] = np.nan
@@ -192,8 +211,10 @@ class LatencyTarget(free_market.FreeMarket):
         held[kept] = new[~free]
         t.credit_cap[kept] = np.nan      # no credit cap under the controller
         view.answer(kept, new[~free], limit[~free] / new[~free])
-        for k, is_free, is_guarded in zip(rows.tolist(), free.tolist(), guarded.tolist()):
+        for k, is_free, is_guarded, is_futile in zip(rows.tolist(), free.tolist(),
+                                                     guarded.tolist(), futile.tolist()):
             reasons[names[k]] = (policy.PROTECTED if is_guarded else
+                                 policy.NO_RESPONSE if is_futile else
                                  policy.UNCAPPED if is_free else policy.TARGET)
 
     # -- the policy interface --------------------------------------------------

@@ -50,8 +50,10 @@ DECAY = "decay"
 PROTECTED = "protected"
 #: Capped by the latency-target controller.
 TARGET = "target"
+#: Released: its victim's latency did not respond to its cap (:mod:`.response`).
+NO_RESPONSE = "no_response"
 #: Every reason a policy may give, in order of display.
-REASONS = (UNCAPPED, CREDIT, TAX, DECAY, PROTECTED, TARGET)
+REASONS = (UNCAPPED, CREDIT, TAX, DECAY, PROTECTED, TARGET, NO_RESPONSE)
 
 #: The fields of one taxation record: ``taxes()`` gives tuples in this order.
 TAX_FIELDS = ("victim", "interferer", "interference_pct", "io_share", "rate_increase", "rate")

@@ -216,6 +216,38 @@ class LatencyTargetTest(unittest.TestCase):
         m.step({"victim": sample("victim", 0), "bulk": sample("bulk", 2048)}, {})
         self.assertEqual(256, m.decision("victim").weight)
 
+    def run_deaf(self, intervals=4000, **kwargs):
+        """A victim at 2x its SLA whatever the interferer's cap (its base is over its SLA)."""
+        pol = latency_target.LatencyTarget(**kwargs)
+        m = make_market(pol, [("victim", SENSITIVE), ("bulk", sla.SLA())])
+        caps, reasons = [], []
+        for _ in range(intervals):
+            m.step({"victim": sample("victim", 64), "bulk": sample("bulk", 2048)},
+                   {"victim": window(400.0)})
+            caps.append(m.decision("bulk").cap_pct)
+            reasons.append(pol.reasons().get("bulk", policy.UNCAPPED))
+        return caps, reasons
+
+    def test_a_cap_the_victim_does_not_respond_to_is_released_and_says_so(self):
+        caps, reasons = self.run_deaf()
+        self.assertIn(policy.NO_RESPONSE, set(reasons))
+        first = reasons.index(policy.NO_RESPONSE)
+        self.assertLess(min(caps[:first]), 50.0)        # it was cut deep first ...
+        self.assertEqual(100.0, caps[first])            # ... then released
+        # Most of the time it is left alone: tries get rarer (backoff doubles).
+        self.assertGreater(sum(c == 100.0 for c in caps) / len(caps), 0.6)
+        self.assertGreater(sum(caps[-300:]) / 300, 80.0)
+
+    def test_without_the_check_a_deaf_victim_holds_its_neighbour_at_the_floor(self):
+        caps, reasons = self.run_deaf(check_response=False)
+        self.assertNotIn(policy.NO_RESPONSE, set(reasons))
+        self.assertLess(max(caps[-300:]), 5.0)
+
+    def test_a_victim_that_responds_keeps_its_interferer_controlled(self):
+        pol, caps = self.run_loop()
+        self.assertNotIn(policy.NO_RESPONSE, pol.reasons().values())
+        self.assertLess(max(caps[len(caps) // 2:]), 50.0)
+
     def test_bad_parameters_are_refused(self):
         for kwargs in ({"gain": 0.0}, {"target": 1.5}, {"max_step": 0.0}, {"boost": 0.5},
                        {"additive": -1.0}):
