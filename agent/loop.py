@@ -71,7 +71,9 @@ class IntervalRecord:
     :data:`resex_libvirt.market.policy.REASONS`). ``sent`` is
     ``(uuids, mtus, bytes)``: what each VM sent since it was adopted, a copy
     of the controller's run tallies (:meth:`Controller.sent`); a record
-    without it leaves the last one in force.
+    without it leaves the last one in force. ``min_cap_pct`` is the market's
+    ``[market] min_cap_pct`` in force (with each VM's reservation and limit,
+    the lowest cap the policy may set).
     """
 
     samples: dict
@@ -83,6 +85,7 @@ class IntervalRecord:
     balance: object
     reason: object = None
     sent: tuple | None = None
+    min_cap_pct: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,6 +117,8 @@ class EpochRecord:
     congestion_index_pct: float
     intervals: int
     health: Health
+    host: str = ""
+    epoch_s: float = 0.0
 
 
 @dataclasses.dataclass
@@ -258,7 +263,8 @@ class Agent:
             self.metrics.observe_interval(IntervalRecord(
                 interval.samples, interval.decisions, interval.windows,
                 self.market.last_interference, self.settings.interval_s, self.controller.vms,
-                self.market.balance_reader(), self.reason, self.controller.sent()))
+                self.market.balance_reader(), self.reason, self.controller.sent(),
+                self.market.params.min_cap_pct))
         except Exception:
             LOG.exception("metrics update failed")
 
@@ -298,7 +304,8 @@ class Agent:
                     epoch=summary.epoch, ts=now, summary=summary, report=report,
                     congestion_index_pct=(report_mod.congestion_index(report)
                                           if report is not None else 0.0),
-                    intervals=self.ticks, health=self.health()))
+                    intervals=self.ticks, health=self.health(), host=self.settings.host,
+                    epoch_s=self.settings.interval_s * self.settings.intervals_per_epoch))
             except Exception:
                 LOG.exception("metrics update failed")
 

@@ -46,6 +46,13 @@ Per VM, from the last control interval (the balance as the ledger holds it at sc
 ``resex_vm_interference_ratio``
     The window's interference over the VM's base (Algorithm 2 line 6), as a
     fraction (0.1 = 10 %); only latency-sensitive VMs with a window.
+``resex_vm_latency_sla_seconds`` / ``resex_vm_interference_threshold_ratio``
+    The VM's SLA (``resex:latency_sla_us`` and
+    ``resex:interference_threshold_pct``); only latency-sensitive VMs. The
+    VM is over its SLA while its interference ratio is above its threshold.
+``resex_vm_cpu_cap_floor_ratio``
+    The lowest cap the policy may set, in pCPUs: the VM's reservation, or
+    ``[market] min_cap_pct`` within its limit.
 ``resex_vm_info``
     Always 1; labels ``sla_source``, ``knobs``, ``io_class``, ``monitor_only``.
 ``resex_vm_cap_reason``
@@ -63,7 +70,10 @@ epoch), ``resex_link_utilisation_ratio``, ``resex_latency_inflation_ratio``,
 ``resex_congestion_index`` (the board's index, in percent like nova.conf's
 ``[resex] congestion_threshold``, computed by
 :func:`resex_libvirt.board.report.congestion_index`), ``resex_vms``,
-``resex_epochs_total``, ``resex_intervals_total``, ``resex_loop_late_total``.
+``resex_epochs_total``, ``resex_intervals_total``, ``resex_loop_late_total``,
+``resex_last_epoch_timestamp_seconds``, ``resex_epoch_length_seconds`` and
+``resex_agent_info{host}`` (always 1: the name the host publishes under on
+the board, which ``resex-board`` shows).
 
 What went wrong, from the :class:`agent.loop.Health` of the last epoch:
 ``resex_intake_rejected_total{reason}``, ``resex_loop_skipped_intervals_total``,
@@ -110,7 +120,18 @@ _VM_GAUGES = (
     ("resex_vm_latency_mean_seconds", "Mean of the VM's latency window"),
     ("resex_vm_latency_p99_seconds", "99th percentile of the VM's latency window"),
     ("resex_vm_interference_ratio", "Latency interference over the VM's base (0.1 = 10 %)"),
+    ("resex_vm_latency_sla_seconds", "The VM's latency SLA (resex:latency_sla_us)"),
+    ("resex_vm_interference_threshold_ratio",
+     "Interference the VM's SLA allows (resex:interference_threshold_pct, 0.1 = 10 %)"),
+    ("resex_vm_cpu_cap_floor_ratio", "Lowest cap the policy may set, in pCPUs"),
 )
+
+
+def cap_floor_pct(info, min_cap_pct):
+    """The lowest cap the market gives ``info``'s VM (as :meth:`Market._bounds_of`)."""
+    sla = info.sla
+    return max(sla.effective_reservation(info.vcpus),
+               min(min_cap_pct, sla.effective_limit(info.vcpus)))
 
 
 class _VMCollector:
@@ -183,6 +204,13 @@ class _VMCollector:
                     sent.add_metric(key, total[1])
                 if rec is not None:
                     i = rec.info
+                    gauges["resex_vm_cpu_cap_floor_ratio"].add_metric(
+                        key, cap_floor_pct(i, last.min_cap_pct) / 100.0)
+                    if i.sla.sensitive:
+                        gauges["resex_vm_latency_sla_seconds"].add_metric(
+                            key, i.sla.latency_sla_us / 1e6)
+                        gauges["resex_vm_interference_threshold_ratio"].add_metric(
+                            key, i.sla.interference_threshold_pct / 100.0)
                     info.add_metric(key + [i.sla_source, i.knobs.driver, i.sla.io_class,
                                            "true" if rec.monitor_only else "false"], 1)
         yield from gauges.values()
@@ -260,6 +288,7 @@ class PrometheusMetrics:
         self._health = None
         self._sent = None
         self._last_late = 0
+        self._host = None
         r = self.registry
         r.register(_VMCollector(self))
         r.register(_HealthCollector(self))
@@ -279,6 +308,11 @@ class PrometheusMetrics:
         self.vms = G("resex_vms", "VMs the market holds", registry=r)
         self.last_epoch = G("resex_last_epoch_timestamp_seconds",
                             "Unix time the last epoch closed", registry=r)
+        self.epoch_length = G("resex_epoch_length_seconds",
+                              "Length of the agent's epoch (its report interval)", registry=r)
+        self.agent_info = prometheus_client.Info(
+            "resex_agent", "The host name the agent publishes under on the board",
+            registry=r)
         self.epochs = C("resex_epochs", "Epochs closed", registry=r)
         self.intervals = C("resex_intervals", "Control intervals run", registry=r)
         self.late = C("resex_loop_late", "Times the control loop missed its deadline",
@@ -348,6 +382,11 @@ class PrometheusMetrics:
         summary = record.summary
         self.epochs.inc()
         self.last_epoch.set(record.ts)
+        if record.epoch_s:
+            self.epoch_length.set(record.epoch_s)
+        if record.host and record.host != self._host:
+            self._host = record.host
+            self.agent_info.info({"host": record.host})
         self.cpu_price.set(summary.cpu_price)
         self.io_price.set(summary.io_price)
         self.link_util.set(summary.link_utilisation)

@@ -145,6 +145,33 @@ class ScrapedAgentTest(unittest.TestCase):
             self.assertEqual(1, value(self.families, "resex_vm_cap_reason", vm=name, uuid=uuid,
                                       reason=reason))
 
+    def test_sensitive_vms_carry_their_sla_and_every_vm_its_cap_floor(self):
+        sensitive = 0
+        for uuid, name in self.uuids().items():
+            info = self.agent.vms[uuid].info
+            floor = max(info.sla.effective_reservation(info.vcpus),
+                        min(self.agent.market.params.min_cap_pct,
+                            info.sla.effective_limit(info.vcpus)))
+            self.assertAlmostEqual(floor / 100.0, value(
+                self.families, "resex_vm_cpu_cap_floor_ratio", vm=name, uuid=uuid))
+            sla = [s for s in self.families["resex_vm_latency_sla_seconds"].samples
+                   if s.labels["uuid"] == uuid]
+            if not info.sla.sensitive:
+                self.assertEqual([], sla)
+                continue
+            sensitive += 1
+            self.assertAlmostEqual(info.sla.latency_sla_us / 1e6, sla[0].value)
+            self.assertAlmostEqual(info.sla.interference_threshold_pct / 100.0, value(
+                self.families, "resex_vm_interference_threshold_ratio", vm=name, uuid=uuid))
+        self.assertEqual(1, sensitive)
+
+    def test_agent_info_names_the_host_and_epoch_length_is_exported(self):
+        self.assertEqual(1, value(self.families, "resex_agent_info",
+                                  host=self.agent.settings.host))
+        settings = self.agent.settings
+        self.assertAlmostEqual(settings.interval_s * settings.intervals_per_epoch,
+                               value(self.families, "resex_epoch_length_seconds"))
+
     def test_names_follow_prometheus_conventions(self):
         for name, fam in self.families.items():
             self.assertTrue(name.startswith("resex_"), name)
