@@ -15,28 +15,45 @@
 ::
 
     resex-board [--url URL] [--max-age S] [--json] [--prefix P] [--timeout S]
+                [--threshold PCT] [--sort host|congestion]
+                [--watch SECONDS [--count N]] [--host NAME]
 
 One line per host: the report's age, link utilisation (and its part the
 host's market cannot tax away), CPU and I/O prices,
-observed latency inflation, congestion index, the sensitive and heavy I/O
-VM counts; hosts whose report is older than ``--max-age`` (the scheduler's
-``[resex] max_age``) are marked ``STALE``: the scheduler treats them as
-unknown. Exit status: 0, or 1 when the board cannot be read.
+observed latency inflation, congestion index, whether the host admits
+latency-sensitive VMs (``ADMIT``: ``closed`` when its index is above
+``--threshold``, the scheduler's ``[resex] congestion_threshold``), the
+sensitive and heavy I/O VM counts; hosts whose report is older than
+``--max-age`` (the scheduler's ``[resex] max_age``) are marked ``STALE``:
+the scheduler treats them as unknown.
+
+``--watch SECONDS`` redraws the table in place every SECONDS, hosts sorted
+by congestion, until interrupted (or ``--count`` frames); the admission
+state follows each host's reports as the scheduler's does (smoothed over
+``--time-constant`` seconds, with ``--hysteresis``), and a board that
+cannot be read is said on the frame while the last table stays. ``--host
+NAME`` shows one host's report in full. Exit status: 0, or 1 when the board
+cannot be read (or ``--host`` names a host with no report).
 """
 
 import argparse
 import json
+import signal
 import sys
 import time
 
 from resex_libvirt import board as board_mod
+from resex_libvirt.board import admission as admission_mod
 from resex_libvirt import exceptions
 
 DEFAULT_URL = "sqlite:///var/lib/resex/board.sqlite"
 
 COLUMNS = (("HOST", "<"), ("AGE_S", ">"), ("UTIL_%", ">"), ("UNTAX_%", ">"), ("CPU_PRICE", ">"),
-           ("IO_PRICE", ">"), ("INFL_%", ">"), ("CI_%", ">"), ("SENS", ">"),
+           ("IO_PRICE", ">"), ("INFL_%", ">"), ("CI_%", ">"), ("ADMIT", "<"), ("SENS", ">"),
            ("HEAVY", ">"), ("VMS", ">"), ("STATE", "<"))
+
+#: ANSI: cursor home; erase to the end of the line; erase below the cursor.
+HOME, EOL, EOS = "\x1b[H", "\x1b[K", "\x1b[J"
 
 
 def _parser():
@@ -50,20 +67,58 @@ def _parser():
     p.add_argument("--timeout", type=float, default=5.0,
                    help="timeout of the board read, seconds (default %(default)s)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--threshold", type=float, default=10.0,
+                   help="congestion index (percent) above which a host refuses "
+                        "latency-sensitive VMs, as nova.conf's [resex] congestion_threshold "
+                        "(default %(default)s)")
+    p.add_argument("--time-constant", type=float, default=20.0,
+                   help="--watch: smoothing of the index, seconds, as [resex] "
+                        "admission_time_constant (default %(default)s)")
+    p.add_argument("--hysteresis", type=float, default=0.3,
+                   help="--watch: relative hysteresis of the admission state, as [resex] "
+                        "admission_hysteresis (default %(default)s)")
+    p.add_argument("--sort", choices=("host", "congestion"), default=None,
+                   help="order of the hosts (default: host; congestion with --watch)")
+    p.add_argument("--watch", type=float, default=None, metavar="SECONDS",
+                   help="redraw every SECONDS until interrupted")
+    p.add_argument("--count", type=int, default=0, metavar="N",
+                   help="--watch: stop after N frames (default: never)")
+    p.add_argument("--host", default=None, metavar="NAME",
+                   help="show this host's report in full")
     return p
 
 
-def rows(reports, now, max_age):
-    """One dict per host, sorted by host: the report, its age, index and staleness."""
+def rows(reports, now, max_age, threshold=10.0, states=None, sort="host"):
+    """One dict per host: the report, its age, index, admission and staleness.
+
+    ``states`` maps hosts to their :class:`~resex_libvirt.board.admission.Admission`
+    (``--watch`` keeps them from frame to frame); without it each host's
+    state starts at its own index. Sorted by host, or by congestion index
+    (highest first) with ``sort="congestion"``.
+    """
     out = []
     for host in sorted(reports):
         rec = reports[host]
         row = rec.to_dict()
-        row["age_s"] = round(rec.age(now), 3)
+        age = rec.age(now)
+        row["age_s"] = round(age, 3)
         row["congestion_index_pct"] = round(rec.congestion_index, 3)
-        row["stale"] = rec.age(now) > max_age
+        row["stale"] = age > max_age
+        state = states.get(host) if states is not None else None
+        if state is None or state.ts != rec.ts:
+            state = admission_mod.start(rec)
+        row["admission_index_pct"] = round(state.latched, 3)
+        row["admits_sensitive"] = None if row["stale"] else not state.refuses(threshold)
         out.append(row)
+    if sort == "congestion":
+        out.sort(key=lambda r: (-r["congestion_index_pct"], r["host"]))
     return out
+
+
+def _admit(row):
+    if row["admits_sensitive"] is None:
+        return "-"
+    return "open" if row["admits_sensitive"] else "closed"
 
 
 def table(data):
@@ -75,7 +130,7 @@ def table(data):
             "%.1f" % (100.0 * r["untaxable_utilisation"]),
             "%.3g" % r["cpu_price"], "%.3g" % r["io_price"],
             "%.1f" % r["latency_inflation_pct"], "%.1f" % r["congestion_index_pct"],
-            str(r["sensitive_vms"]), str(r["heavy_io_vms"]), str(r["vms"]),
+            _admit(r), str(r["sensitive_vms"]), str(r["heavy_io_vms"]), str(r["vms"]),
             "STALE" if r["stale"] else "ok"])
     widths = [max(len(line[i]) for line in lines) for i in range(len(COLUMNS))]
     return "\n".join(
@@ -84,28 +139,157 @@ def table(data):
         for line in lines)
 
 
+#: ``--host``: the report's fields in this order, with their meaning.
+DETAIL = (
+    ("host", "host", "%s"), ("epoch", "epoch", "%s"), ("ts", "published at (unix)", "%.3f"),
+    ("age_s", "age, s", "%.1f"), ("stale", "stale", "%s"),
+    ("congestion_index_pct", "congestion index, %", "%.2f"),
+    ("admits_sensitive", "admits latency-sensitive VMs", "%s"),
+    ("link_capacity_bytes_per_s", "link capacity, bytes/s", "%.0f"),
+    ("link_utilisation", "link utilisation", "%.4f"),
+    ("untaxable_utilisation", "untaxable utilisation", "%.4f"),
+    ("cpu_price", "CPU price, Resos per CPU %", "%.4g"),
+    ("io_price", "I/O price, Resos per MTU", "%.4g"),
+    ("latency_inflation_pct", "latency inflation seen, %", "%.2f"),
+    ("inflation_reporters", "sensitive VMs reporting inflation", "%s"),
+    ("vms", "VMs", "%s"), ("sensitive_vms", "latency-sensitive VMs", "%s"),
+    ("heavy_io_vms", "heavy I/O VMs", "%s"),
+    ("sensitive_io_share", "I/O share of sensitive VMs", "%.4f"),
+    ("heavy_io_share", "I/O share of heavy I/O VMs", "%.4f"),
+    ("agent_version", "agent version", "%s"), ("version", "report version", "%s"),
+)
+
+
+def detail(row, threshold, max_age):
+    """One host's report in full, one ``name: value`` line per field."""
+    lines = []
+    for key, label, fmt in DETAIL:
+        value = row.get(key)
+        if key == "stale":
+            text = "yes (older than %gs)" % max_age if value else "no"
+        elif key == "admits_sensitive":
+            text = ("unknown (stale)" if value is None else
+                    "%s (threshold %g%%)" % ("yes" if value else "no, closed", threshold))
+        elif value is None:
+            text = "-"
+        else:
+            text = fmt % value
+        lines.append((label, text))
+    width = max(len(label) for label, _ in lines)
+    return "\n".join("%-*s  %s" % (width + 1, label + ":", text) for label, text in lines)
+
+
+def _read(args, opts):
+    with board_mod.open_board(args.url, **opts) as board:
+        return board.snapshot()
+
+
+def _frame(args, reports, states, now):
+    """The text of one output (table or one host) from a snapshot; None if host unknown."""
+    sort = args.sort or ("congestion" if args.watch else "host")
+    data = rows(reports, now, args.max_age, args.threshold, states, sort)
+    url = board_mod.redact(args.url)
+    if args.host is not None:
+        found = [r for r in data if r["host"] == args.host]
+        if not found:
+            return None
+        if args.json:
+            return json.dumps(found[0], indent=2, sort_keys=True)
+        return detail(found[0], args.threshold, args.max_age)
+    if args.json:
+        return json.dumps({"url": url, "max_age_s": args.max_age,
+                           "threshold_pct": args.threshold, "hosts": data},
+                          indent=2, sort_keys=True)
+    stale = sum(1 for r in data if r["stale"])
+    closed = sum(1 for r in data if r["admits_sensitive"] is False)
+    return (table(data) + "\n%d hosts, %d stale (older than %gs), %d closed to "
+            "latency-sensitive VMs (index above %g%%) on %s"
+            % (len(data), stale, args.max_age, closed, args.threshold, url))
+
+
+def _not_found(args, reports):
+    return ("resex-board: no report from host %s on %s (hosts: %s)"
+            % (args.host, board_mod.redact(args.url), ", ".join(sorted(reports)) or "none"))
+
+
+def _advance(states, reports, now, args):
+    """Follow each host's admission state from frame to frame, as the scheduler does."""
+    for host, rec in reports.items():
+        state = states.get(host)
+        if state is not None and rec.age(now) > args.max_age:
+            state = None
+        if state is None or rec.ts > state.ts:
+            states[host] = admission_mod.advance(state, rec, args.time_constant,
+                                                 args.hysteresis)
+    for host in set(states) - set(reports):
+        del states[host]
+
+
+def watch(args, opts, out, clock=time.time, sleep=time.sleep):
+    """``--watch``: a frame every ``args.watch`` seconds, redrawn in place on a terminal."""
+    tty = out.isatty() if hasattr(out, "isatty") else False
+    states, reports, frames = {}, {}, 0
+    while True:
+        now = clock()
+        problem = None
+        try:
+            reports = _read(args, opts)
+            _advance(states, reports, now, args)
+        except exceptions.BoardUnavailable as exc:
+            problem = "board unavailable (showing the last read): %s" % exc
+        body = _frame(args, reports, states, now)
+        if body is None:
+            body = _not_found(args, reports)[len("resex-board: "):]
+        head = "resex-board every %gs on %s at %s (Ctrl-C to quit)" % (
+            args.watch, board_mod.redact(args.url),
+            time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now)))
+        lines = [head] + ([problem] if problem else []) + [""] + body.split("\n")
+        if tty:
+            out.write(HOME + "".join(line + EOL + "\n" for line in lines) + EOS)
+        else:
+            out.write("\n".join(lines) + "\n\n")
+        out.flush()
+        frames += 1
+        if args.count and frames >= args.count:
+            return 0
+        # Keep the cadence: the next frame is due one period after this one began.
+        sleep(max(0.0, now + args.watch - clock()))
+
+
 def main(argv=None, out=None):
     out = out or sys.stdout
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.watch is not None and args.watch <= 0:
+        parser.error("--watch needs a positive number of seconds")
+    if args.count < 0:
+        parser.error("--count must be >= 0")
     opts = {"timeout": args.timeout, "create": False}
     if args.prefix:
         opts["prefix"] = args.prefix
+    if args.watch is not None:
+        # SIGTERM ends the watch as Ctrl-C does: quietly, status 0.
+        previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+        try:
+            return watch(args, opts, out)
+        except KeyboardInterrupt:
+            out.write("\n")
+            return 0
+        except exceptions.ConfigError as exc:
+            print("resex-board: %s" % exc, file=sys.stderr)
+            return 1
+        finally:
+            signal.signal(signal.SIGTERM, previous)
     try:
-        with board_mod.open_board(args.url, **opts) as board:
-            reports = board.snapshot()
+        reports = _read(args, opts)
     except (exceptions.BoardUnavailable, exceptions.ConfigError) as exc:
         print("resex-board: %s" % exc, file=sys.stderr)
         return 1
-    data = rows(reports, time.time(), args.max_age)
-    if args.json:
-        json.dump({"url": board_mod.redact(args.url), "max_age_s": args.max_age,
-                   "hosts": data}, out, indent=2, sort_keys=True)
-        out.write("\n")
-    else:
-        out.write(table(data) + "\n")
-        stale = sum(1 for r in data if r["stale"])
-        out.write("%d hosts, %d stale (older than %gs) on %s\n"
-                  % (len(data), stale, args.max_age, board_mod.redact(args.url)))
+    text = _frame(args, reports, None, time.time())
+    if text is None:
+        print(_not_found(args, reports), file=sys.stderr)
+        return 1
+    out.write(text + "\n")
     return 0
 
 

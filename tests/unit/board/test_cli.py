@@ -16,6 +16,7 @@ import contextlib
 import io
 import json
 import os
+import signal
 import tempfile
 import time
 import unittest
@@ -48,12 +49,15 @@ class BoardCLITest(unittest.TestCase):
         self.assertEqual(0, code)
         header, c1, c2, summary = out.splitlines()
         self.assertEqual(["HOST", "AGE_S", "UTIL_%", "UNTAX_%", "CPU_PRICE", "IO_PRICE",
-                          "INFL_%", "CI_%", "SENS", "HEAVY", "VMS", "STATE"], header.split())
-        self.assertEqual(["c1", "50.0", "50.0", "1", "2.5", "0.0", "100.0", "2", "0", "4",
-                          "ok"],
+                          "INFL_%", "CI_%", "ADMIT", "SENS", "HEAVY", "VMS", "STATE"],
+                         header.split())
+        self.assertEqual(["c1", "50.0", "50.0", "1", "2.5", "0.0", "100.0", "closed", "2", "0",
+                          "4", "ok"],
                          c1.split()[:1] + c1.split()[2:])
         self.assertEqual("STALE", c2.split()[-1])
-        self.assertIn("2 hosts, 1 stale", summary)
+        self.assertEqual("-", c2.split()[8])
+        self.assertIn("2 hosts, 1 stale (older than 60s), 1 closed to latency-sensitive VMs",
+                      summary)
 
     def test_json_carries_the_report_fields_age_index_and_staleness(self):
         code, out, _ = self.run_cli("--url", self.url, "--json", "--max-age", "300")
@@ -75,3 +79,159 @@ class BoardCLITest(unittest.TestCase):
         code, _, err = self.run_cli("--url", "mysql://db")
         self.assertEqual(1, code)
         self.assertIn("unknown board URL scheme", err)
+
+
+class FakeTTY(io.StringIO):
+    def isatty(self):
+        return True
+
+
+class BoardCLIViewsTest(unittest.TestCase):
+    """--sort, --host and --watch on a SQLite board."""
+
+    def setUp(self):
+        tmp = tempfile.TemporaryDirectory(prefix="resex-cli-")
+        self.addCleanup(tmp.cleanup)
+        self.dir = tmp.name
+        self.path = os.path.join(tmp.name, "board.sqlite")
+        self.url = "sqlite://" + self.path
+        self.publish(reports.make("a-quiet", latency_inflation_pct=2.0, sensitive_vms=3),
+                     reports.make("b-busy", latency_inflation_pct=40.0, heavy_io_vms=2),
+                     reports.make("c-mid", latency_inflation_pct=12.0, vms=9))
+
+    def publish(self, *recs):
+        with open_board(self.url) as board:
+            for rec in recs:
+                board.publish(rec)
+
+    def run_cli(self, *argv):
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stderr(err):
+            code = cli.main(list(argv), out=out)
+        return code, out.getvalue(), err.getvalue()
+
+    def hosts_in(self, text):
+        return [line.split()[0] for line in text.splitlines()
+                if line.split() and line.split()[0] in ("a-quiet", "b-busy", "c-mid")]
+
+    def test_sort_by_congestion_puts_the_most_congested_host_first(self):
+        code, out, _ = self.run_cli("--url", self.url, "--sort", "congestion")
+        self.assertEqual(0, code)
+        self.assertEqual(["b-busy", "c-mid", "a-quiet"], self.hosts_in(out))
+        code, out, _ = self.run_cli("--url", self.url)
+        self.assertEqual(["a-quiet", "b-busy", "c-mid"], self.hosts_in(out))
+
+    def test_admission_follows_the_threshold(self):
+        _, out, _ = self.run_cli("--url", self.url, "--threshold", "20")
+        admit = {line.split()[0]: line.split()[8] for line in out.splitlines()[1:-1]}
+        self.assertEqual({"a-quiet": "open", "b-busy": "closed", "c-mid": "open"}, admit)
+        self.assertIn("1 closed to latency-sensitive VMs (index above 20%)", out)
+
+    def test_host_shows_every_field_of_one_report(self):
+        code, out, _ = self.run_cli("--url", self.url, "--host", "c-mid")
+        self.assertEqual(0, code)
+        fields = dict(line.split(":  ", 1) for line in out.splitlines())
+        fields = {k.strip(): v.strip() for k, v in fields.items()}
+        self.assertEqual(len(cli.DETAIL), len(fields))
+        self.assertEqual("c-mid", fields["host"])
+        self.assertEqual("12.00", fields["congestion index, %"])
+        self.assertEqual("no, closed (threshold 10%)", fields["admits latency-sensitive VMs"])
+        self.assertEqual("9", fields["VMs"])
+        self.assertEqual("7", fields["epoch"])
+        self.assertEqual("test", fields["agent version"])
+
+    def test_host_as_json_is_the_report_with_its_age_and_admission(self):
+        code, out, _ = self.run_cli("--url", self.url, "--host", "a-quiet", "--json")
+        self.assertEqual(0, code)
+        doc = json.loads(out)
+        self.assertEqual("a-quiet", doc["host"])
+        self.assertEqual(3, doc["sensitive_vms"])
+        self.assertIs(True, doc["admits_sensitive"])
+
+    def test_an_unknown_host_is_an_error_naming_the_hosts_there(self):
+        code, out, err = self.run_cli("--url", self.url, "--host", "nope")
+        self.assertEqual(1, code)
+        self.assertEqual("", out)
+        self.assertIn("no report from host nope", err)
+        self.assertIn("(hosts: a-quiet, b-busy, c-mid)", err)
+
+    def watch(self, *argv, out=None, between=None):
+        """Run --watch with a fake sleep that calls ``between(frame)`` instead of sleeping."""
+        args = cli._parser().parse_args(["--url", self.url] + list(argv))
+        out = out if out is not None else io.StringIO()
+        frames = []
+
+        def sleep(seconds):
+            self.assertLessEqual(seconds, args.watch)
+            frames.append(seconds)
+            if between is not None:
+                between(len(frames))
+
+        code = cli.watch(args, {"timeout": 5, "create": False}, out, sleep=sleep)
+        return code, out.getvalue()
+
+    def test_watch_draws_frames_sorted_by_congestion_until_count(self):
+        code, out = self.watch("--watch", "2", "--count", "3")
+        self.assertEqual(0, code)
+        frames = out.split("resex-board every 2s on ")[1:]
+        self.assertEqual(3, len(frames))
+        for frame in frames:
+            self.assertEqual(["b-busy", "c-mid", "a-quiet"], self.hosts_in(frame))
+            self.assertIn("\nHOST ", frame)
+
+    def test_watch_shows_new_reports_and_admission_with_hysteresis(self):
+        # No smoothing: the latched index follows each report, down only
+        # once it fell 30 % below it (the scheduler's hysteresis).
+        steps = {1: 8.0, 2: 6.0}
+
+        def between(frame):
+            if frame in steps:
+                self.publish(reports.make("c-mid", ts=time.time() + frame,
+                                          latency_inflation_pct=steps[frame], vms=9))
+
+        _, out = self.watch("--watch", "1", "--count", "3", "--time-constant", "0",
+                            between=between)
+        admit = [[line.split()[8] for line in frame.splitlines() if line.startswith("c-mid")]
+                 for frame in out.split("resex-board every")[1:]]
+        # 12 % closed; 8 % still closed (above 0.7 x 12); 6 % open again.
+        self.assertEqual([["closed"], ["closed"], ["open"]], admit)
+        # A single read of the 8 % report would have said "open".
+        code, once, _ = self.run_cli("--url", self.url, "--host", "c-mid")
+        self.assertIn("yes (threshold 10%)", once)
+
+    def test_watch_redraws_in_place_on_a_terminal(self):
+        _, out = self.watch("--watch", "1", "--count", "2", out=FakeTTY())
+        frames = out.split(cli.HOME)
+        self.assertEqual(["", out.split(cli.HOME)[1], out.split(cli.HOME)[2]], frames)
+        for frame in frames[1:]:
+            self.assertTrue(frame.endswith(cli.EOS))
+            body = frame[:-len(cli.EOS)]
+            self.assertTrue(all(line.endswith(cli.EOL) for line in body.splitlines()))
+
+    def test_watch_keeps_the_last_table_when_the_board_goes_away(self):
+        def between(frame):
+            os.rename(self.path, self.path + ".away")
+
+        _, out = self.watch("--watch", "1", "--count", "2", between=between)
+        first, second = out.split("resex-board every")[1:]
+        self.assertNotIn("board unavailable", first)
+        self.assertIn("board unavailable (showing the last read)", second)
+        self.assertEqual(["b-busy", "c-mid", "a-quiet"], self.hosts_in(second))
+
+    def test_watch_of_one_host(self):
+        _, out = self.watch("--watch", "1", "--count", "1", "--host", "b-busy")
+        self.assertIn("congestion index, %", out)
+        self.assertIn("40.00", out)
+
+    def test_main_watch_stops_after_count_and_restores_sigterm(self):
+        before = signal.getsignal(signal.SIGTERM)
+        code, out, _ = self.run_cli("--url", self.url, "--watch", "0.01", "--count", "2")
+        self.assertEqual(0, code)
+        self.assertEqual(2, out.count("resex-board every 0.01s"))
+        self.assertIs(before, signal.getsignal(signal.SIGTERM))
+
+    def test_watch_needs_a_positive_period(self):
+        with contextlib.redirect_stderr(io.StringIO()):
+            with self.assertRaises(SystemExit) as ctx:
+                cli.main(["--url", self.url, "--watch", "0"])
+        self.assertEqual(2, ctx.exception.code)
