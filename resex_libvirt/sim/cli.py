@@ -18,6 +18,7 @@ Commands::
     resex-sim run SCENARIO --policy POLICY [--json] [-v] [--out DIR]
     resex-sim paper [--json] [--out DIR] [--duration S] [--no-frontier] [--jobs N]
     resex-sim compare [SCENARIO ...] [--policies P1,P2] [--json] [--duration S]
+    resex-sim compare --peers [SCENARIO ...] [--jobs N] [--out DIR]   (against the peers)
     resex-sim calibrate [--json] [--duration S]
     resex-sim cluster SCENARIO [--json] [--out DIR]   (the fleet study)
 
@@ -39,7 +40,7 @@ import sys
 import time
 
 from resex_libvirt import exceptions
-from resex_libvirt.market import policy as policy_mod
+from resex_libvirt.sim import peers
 from resex_libvirt.sim import report
 
 
@@ -219,11 +220,16 @@ def format_compare(rows):
         "and the other VMs' MB/s", ["scenario", "policy", "SLA VMs", "others MB/s"], body)
 
 
+#: ``compare``'s policies, and those ``compare --peers`` sets against the peers.
+COMPARE_POLICIES = "none,io_shares_paper,free_market,io_shares,latency_target"
+PEERS_AGAINST = "free_market,io_shares,latency_target"
+
+
 def cmd_compare(args):
     from resex_libvirt.sim import scenario as scenario_mod
     names = args.scenario or [n for n in scenario_mod.names() if not n.startswith("paper_")]
-    policies = args.policies.split(",")
-    known = policy_mod.names()
+    policies = (args.policies or (PEERS_AGAINST if args.peers else COMPARE_POLICIES)).split(",")
+    known = peers.names()
     for policy in policies:
         if policy not in known:
             raise exceptions.ConfigError("unknown policy %r; known: %s"
@@ -231,6 +237,12 @@ def cmd_compare(args):
 
     def progress(msg):
         print("  ran " + msg, file=sys.stderr, flush=True)
+    if args.peers:
+        from resex_libvirt.sim.peers import compare
+        if args.out:
+            _prepare_out(args.out)
+        return compare.cmd(args, [p for p in policies if p != "none"],
+                           None if args.json else progress)
     rows = compare_rows(names, policies, args.duration, None if args.json else progress)
     if args.json:
         print(json.dumps(rows, indent=1, sort_keys=True))
@@ -294,7 +306,8 @@ def build_parser():
 
     p = sub.add_parser("run", help="run one scenario under one policy")
     p.add_argument("scenario", help="packaged scenario name or TOML file")
-    p.add_argument("--policy", required=True, choices=policy_mod.names())
+    p.add_argument("--policy", required=True, choices=peers.names(),
+                   help="an installed policy, or a peer (%s)" % ", ".join(peers.NAMES))
     p.add_argument("--policy-arg", action="append", type=_policy_arg, metavar="KEY=VALUE",
                    help="a policy parameter, e.g. decay_half_life=0.2 (repeatable)")
     p.add_argument("--duration", type=float, help="override the run length (s)")
@@ -323,10 +336,20 @@ def build_parser():
                                        "each SLA VM against its SLA")
     p.add_argument("scenario", nargs="*",
                    help="scenario names or files (default: every packaged scenario "
-                        "beyond the paper's)")
-    p.add_argument("--policies", default="none,io_shares_paper,free_market,io_shares,"
-                                         "latency_target",
-                   help="comma-separated policy names (default: %(default)s)")
+                        "beyond the paper's; with --peers, every packaged scenario)")
+    p.add_argument("--policies",
+                   help="comma-separated policy names (default: %s; with --peers, the "
+                        "project's policies set against the peers: %s)"
+                        % (COMPARE_POLICIES, PEERS_AGAINST))
+    p.add_argument("--peers", action="store_true",
+                   help="also run uncontrolled, at the static-cap frontier and under the "
+                        "peers (%s): one table with the time to protect and the cap swing"
+                        % ", ".join(peers.NAMES))
+    p.add_argument("--jobs", type=_positive_int, default=os.cpu_count() or 1,
+                   help="with --peers: runs made at once, in worker processes (default: "
+                        "one per CPU); the tables are the same whatever the number")
+    p.add_argument("--out", metavar="DIR",
+                   help="with --peers: write peers.json and a plot per scenario family")
     p.add_argument("--duration", type=float, help="override every run's length (s)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=cmd_compare)

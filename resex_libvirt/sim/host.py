@@ -340,6 +340,9 @@ class SimHost(hyp_base.Hypervisor, fabric_base.FabricMonitor):
                 out[d.name] = {
                     "uuid": uuid,
                     "latencies_us": samples,
+                    # Every request, warm-up included: (completion time s, latency us).
+                    "latency_log": [(done / _NS, lat / 1000.0)
+                                    for done, lat in vm.server.latencies],
                     "completed": vm.server.completed,
                     "dropped": vm.server.dropped,
                     "tx_bytes": int(vm.tx_bytes),

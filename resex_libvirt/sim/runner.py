@@ -33,6 +33,7 @@ from resex_libvirt import market as market_mod
 from resex_libvirt.market import policy as policy_mod
 from resex_libvirt.market import records
 from resex_libvirt.sim import host as host_mod
+from resex_libvirt.sim import peers
 from resex_libvirt.sim import report
 
 
@@ -69,7 +70,9 @@ class RunResult:
     minimum, the charging rate, the interference percentage (sensitive VMs),
     the Resos left, and ``reason``, the reason (:data:`policy.REASONS`) that
     held the cap for most of the epoch (``reasons``: intervals per reason).
-    ``latencies_us`` keeps every VM's latency samples.
+    ``latencies_us`` keeps every VM's latency samples; ``latency_log``, each
+    latency-sensitive VM's requests from the start, warm-up included, as
+    ``(completion time s, latency us)`` (what :mod:`.protect` reads).
     """
 
     scenario: str
@@ -83,6 +86,7 @@ class RunResult:
     intervals_per_epoch: int
     series_every: int
     wall_s: float
+    latency_log: dict = dataclasses.field(default_factory=dict)
 
     def vm(self, name):
         return self.vms[name]
@@ -110,9 +114,9 @@ def _main_reason(counts):
 
 
 def run(scenario, policy_name, model=None, series_every=None, **policy_kwargs):
-    """Run ``scenario`` under the policy registered as ``policy_name``."""
+    """Run ``scenario`` under the policy registered as ``policy_name`` (or a peer's)."""
     started = time.monotonic()
-    policy = policy_mod.load(policy_name, **policy_kwargs)
+    policy = peers.load(policy_name, **policy_kwargs)
     host = host_mod.SimHost(scenario, model=model)
     link = host.link()
     ipe = scenario.intervals_per_epoch
@@ -175,9 +179,10 @@ def run(scenario, policy_name, model=None, series_every=None, **policy_kwargs):
                         for v in summary.vms}})
             reason_counts = {uuid: {} for uuid in names}
 
-    vm_results, latencies = _vm_results(scenario, host, tally)
+    vm_results, latencies, log = _vm_results(scenario, host, tally)
     return RunResult(scenario=scenario.name, policy=policy.name, policy_kwargs=policy_kwargs,
                      vms=vm_results, series=series, epochs=epochs, latencies_us=latencies,
+                     latency_log=log,
                      interval_s=scenario.interval_s, intervals_per_epoch=ipe,
                      series_every=every, wall_s=time.monotonic() - started)
 
@@ -236,18 +241,20 @@ def run_static(scenario, model=None, series_every=None):
             series["t_s"].append(round(t, 9))
             for vm in scenario.vms:
                 series["cap_pct"][vm.name].append(limits[vm.uuid])
-    vm_results, latencies = _vm_results(scenario, host, tally)
+    vm_results, latencies, log = _vm_results(scenario, host, tally)
     return RunResult(scenario=scenario.name, policy="none", policy_kwargs={},
                      vms=vm_results, series=series, epochs=[], latencies_us=latencies,
+                     latency_log=log,
                      interval_s=scenario.interval_s, intervals_per_epoch=ipe,
                      series_every=every, wall_s=time.monotonic() - started)
 
 
 def _vm_results(scenario, host, tally):
-    """Each VM's :class:`VMResult` and latency samples at the end of a run."""
+    """Each VM's :class:`VMResult`, latency samples and (sensitive VMs) latency log."""
     results = host.results()
     vm_results = {}
     latencies = {}
+    log = {}
     for vm in scenario.vms:
         r = results[vm.name]
         stats = report.latency_stats(r["latencies_us"])
@@ -260,4 +267,6 @@ def _vm_results(scenario, host, tally):
             cap_mean_pct=(cap_sum / n) if n else None, cap_min_pct=cap_min if n else None,
             dropped=r["dropped"])
         latencies[vm.name] = r["latencies_us"]
-    return vm_results, latencies
+        if vm.sla.sensitive:
+            log[vm.name] = r["latency_log"]
+    return vm_results, latencies, log
