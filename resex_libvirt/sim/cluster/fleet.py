@@ -52,6 +52,7 @@ import uuid as uuid_mod
 from resex_libvirt import board as board_mod
 from resex_libvirt.board import reader as reader_mod
 from resex_libvirt.board import report as report_mod
+from resex_libvirt.sim.cluster import cortex
 from resex_libvirt.sim.cluster import scheduler as scheduler_mod
 from resex_libvirt.sim.cluster import spec as spec_mod
 from resex_libvirt.sim import report as sim_report
@@ -210,6 +211,11 @@ class _Run:
         bins = max(1, math.ceil(scenario.duration_s / TIMELINE_BIN_S))
         self.timeline = [0.0] * bins
         self.last_beat = 0.0
+        #: The cortex-like weigher's features (:mod:`.cortex`), when it is enabled.
+        self.features = None
+        if cortex.enabled(sched):
+            self.features = cortex.STORE = cortex.FeatureStore(
+                cortex.kind_cpu(scenario.model), scenario.host_vcpus)
 
     # -- plumbing -----------------------------------------------------------------
     def push(self, t, kind, data):
@@ -256,6 +262,9 @@ class _Run:
 
     def changed(self, h, t):
         h.outcome = self.sur.lookup(self.policy, h.n_s, h.n_b)
+        if self.features is not None:
+            self.features.update(h.name, [(vm.kind, vm.flavor.vcpus, vm.req.project)
+                                          for vm in h.vms.values()])
         if self.reads_board and not h.pending:
             h.pending = True
             self.push(t + self.sc.report_delay_s, PUBLISH, (h.name, None))
@@ -415,6 +424,8 @@ class _Run:
         finally:
             if self.board is not None:
                 self.board.close()
+            if self.features is not None:
+                cortex.STORE = None
 
     def _run(self):
         sc = self.sc

@@ -17,7 +17,8 @@ requests once, and runs each configuration on them
 (:func:`resex_libvirt.sim.cluster.fleet.run`), each with its own board.
 :func:`format_table` prints one row per configuration; :func:`goals`
 compares the configuration named ``e`` (placement and market) with ``a``
-(nova's defaults) and ``b`` (nova's IoOps pair) against the study's goals,
+(nova's defaults), ``b`` (nova's IoOps pair) and ``f`` (cortex-like CPU
+weighers, :mod:`.cortex`) against the study's goals,
 which are printed, never asserted.
 """
 
@@ -127,6 +128,11 @@ def goals(results):
         out.append(("(e) beats (b) on violation-seconds",
                     "%.0f vs %.0f" % (e.violation_s_total, b.violation_s_total),
                     e.violation_s_total < b.violation_s_total))
+    f = by.get("f")
+    if f is not None:
+        out.append(("(e) beats (f), the cortex-like weighers, on violation-seconds",
+                    "%.0f vs %.0f" % (e.violation_s_total, f.violation_s_total),
+                    e.violation_s_total < f.violation_s_total))
     return out
 
 

@@ -89,10 +89,12 @@ def test_each_configuration_enables_what_it_says(studied):
         assert "ResExCongestionFilter" in by[name].filters
         assert "ResExCongestionWeigher" in by[name].weighers
         assert by[name].reads_board and by[name].publishes > 0
-    for name in "abd":
+    for name in "abdf":
         assert not any(n.startswith("ResEx") for n in by[name].filters + by[name].weighers)
         assert not by[name].reads_board and by[name].publishes == 0
-    assert [by[n].host_policy for n in "abcde"] == ["none"] * 3 + ["io_shares"] * 2
+    assert [by[n].host_policy for n in "abcdef"] == ["none"] * 3 + ["io_shares"] * 2 + ["none"]
+    assert "CortexLikeWeigher" in by["f"].weighers
+    assert not by["f"].reads_board and by["f"].publishes == 0
 
 
 def test_every_configuration_lives_through_the_host_failure(studied):

@@ -27,7 +27,7 @@ def test_packaged_scenarios_load():
     assert {"cluster_default", "cluster_large", "cluster_small"} <= set(spec.names())
     for name in spec.names():
         sc = spec.load(name)
-        assert [c.name for c in sc.configurations] == ["a", "b", "c", "d", "e"]
+        assert [c.name for c in sc.configurations] == ["a", "b", "c", "d", "e", "f"]
 
 
 def test_default_scenario_is_a_few_hundred_hosts_for_a_day_and_large_is_5k():
