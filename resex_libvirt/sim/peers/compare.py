@@ -198,7 +198,9 @@ class Comparison:
         points = [dict(self._point(name, c)) for c in caps]
         points.append({"cap_pct": 100.0, "meets": none["meets"], "be_mb_s": none["be_mb_s"],
                        "run": none})
-        best = max((p for p in points if p["meets"]), key=lambda p: p["be_mb_s"], default=None)
+        # The most throughput meeting every SLA; among equals, the highest cap.
+        best = max((p for p in points if p["meets"]), key=lambda p: (p["be_mb_s"], p["cap_pct"]),
+                   default=None)
         sweep = [{"cap_pct": p["cap_pct"], "meets": p["meets"], "be_mb_s": p["be_mb_s"],
                   "vs_bound": max((v["vs_bound"] for v in p["run"]["sla_vms"].values()
                                    if v["vs_bound"] is not None), default=None)}
