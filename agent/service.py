@@ -17,7 +17,6 @@ loop sees interfaces.
 """
 
 import dataclasses
-import inspect
 import logging
 import os
 
@@ -51,30 +50,21 @@ def build_policy(conf):
     """The ``[market] policy``, from the ``resex.policies`` plugins installed.
 
     A name that is not installed is a :class:`ConfigError` listing those that
-    are. The policy receives the ``[market]`` tunables its constructor
-    accepts, so a third-party policy that takes, say, ``step`` gets the
-    configured one and one that takes none is built with none.
+    are. The policy is made with its own option group's values
+    (``[market_<policy>]``, :mod:`agent.conf.policies`): a third-party
+    policy is configured exactly as a built-in one; one that declares no
+    options is made with none.
     """
-    from agent.conf import market as market_conf
+    from agent.conf import policies as policies_conf
     name = conf.market.policy
     try:
         factory = policy_mod.factory(name)
     except (policy_mod.UnknownPolicy, policy_mod.PolicyLoadError) as exc:
         raise exceptions.ConfigError("[market] policy: %s" % exc) from exc
-    return factory(**_accepted(factory, market_conf.policy_kwargs(conf)))
-
-
-def _accepted(factory, kwargs):
-    """The part of ``kwargs`` that ``factory`` takes (all of it with ``**kwargs``)."""
     try:
-        params = inspect.signature(factory).parameters.values()
-    except (TypeError, ValueError):
-        return kwargs
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
-        return kwargs
-    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    names = {p.name for p in params if p.kind in named}
-    return {k: v for k, v in kwargs.items() if k in names}
+        return factory(**policies_conf.policy_options(conf, name, factory))
+    except ValueError as exc:
+        raise exceptions.ConfigError("[%s] %s" % (policies_conf.group_of(name), exc)) from exc
 
 
 class Parts:

@@ -25,9 +25,10 @@ from agent.conf import latency
 from agent.conf import market
 from agent.conf import metrics
 from agent.conf import nova
+from agent.conf import policies
 from agent.conf import sim
 
-_MODULES = (agent, market, hypervisor, nova, fabric, latency, board, metrics, sim)
+_MODULES = (agent, market, policies, hypervisor, nova, fabric, latency, board, metrics, sim)
 
 
 def register_opts(conf):

@@ -41,16 +41,16 @@ can add its own):
 * ``latency_target``: a PARDA-style controller that steers the interferers'
   caps to the largest that keeps the sensitive VMs' latency just inside
   their SLA, in bounded steps.
-* ``free_market_paper``, ``io_shares_paper``: Algorithms 1 and 2 exactly
-  as published (for comparison with the paper).
 
 Related options:
 
-* ``low_balance``, ``epoch_left``, ``step`` (the FreeMarket credit rule:
-  every policy but ``none``; ``io_shares`` and ``latency_target`` apply it
-  only with their ``use_balance`` parameter, off by default)
-* ``decay_half_life`` (``io_shares``, ``io_shares_paper``), ``heavier``
-  (``io_shares``)
+* ``[market_<policy>]``: each policy's own tunables (the credit rule's
+  ``low_balance``, ``epoch_left``, ``step``; ``io_shares``'
+  ``decay_half_life``, ``heavier``, ...; ``latency_target``'s ``gain``,
+  ``target``, ...), declared by the policy plugin itself. The paper's
+  Algorithms 1 and 2 exactly as published (``free_market_paper``,
+  ``io_shares_paper``) are research policies of ``resex-sim``, not
+  plugins of the agent.
 """),
     cfg.FloatOpt("cpu_price", default=1.0, min=0.0, mutable=True,
                  help="Resos per CPU percent per interval (paper VI-A: 1)."),
@@ -61,21 +61,6 @@ Related options:
 Lowest cap the market ever sets, percent of one pCPU, unless a VM's
 reservation is higher (a Xen cap of 0 means uncapped, so 0 is not a cap).
 """),
-    cfg.FloatOpt("low_balance", default=0.10, min=0.0, max=0.99, mutable=True,
-                 help="FreeMarket: a VM with less than this fraction of its Resos left "
-                      "starts losing CPU (paper: 10%)."),
-    cfg.FloatOpt("epoch_left", default=0.10, min=0.0, max=0.99, mutable=True,
-                 help="FreeMarket: ...but only while more than this fraction of the epoch "
-                      "is left (paper: 10%)."),
-    cfg.FloatOpt("step", default=0.10, min=0.0, max=0.99, mutable=True,
-                 help="FreeMarket: the cap falls by this fraction of its previous value "
-                      "each interval (paper: 10%)."),
-    cfg.FloatOpt("decay_half_life", default=0.05, min=0.001, max=100.0, mutable=True,
-                 help="IOShares: half-life, in epochs, of a tax once interference is gone."),
-    cfg.FloatOpt("heavier", default=1.1, min=1.0, max=1000.0, mutable=True,
-                 help="IOShares: an interferer must send at least this many times the "
-                      "victim's own MTU rate (equal senders are not taxed, paper Fig. 8). "
-                      "For io_shares only: io_shares_paper keeps its own 1.5."),
     cfg.IntOpt("pcpus", default=0, min=0, mutable=True,
                help="Physical CPUs whose time the VMs share (CPU supply); 0: as the host "
                     "reports."),
@@ -88,16 +73,3 @@ def register_opts(conf):
 
 def list_opts():
     return [(GROUP, OPTS)]
-
-
-def policy_kwargs(conf):
-    """Constructor arguments of the configured policy, from ``[market]``."""
-    grp = conf[GROUP]
-    if grp.policy == "none":
-        return {}
-    kwargs = {"low_balance": grp.low_balance, "epoch_left": grp.epoch_left, "step": grp.step}
-    if grp.policy == "io_shares":
-        kwargs.update(decay_half_life=grp.decay_half_life, heavier=grp.heavier)
-    elif grp.policy == "io_shares_paper":
-        kwargs.update(decay_half_life=grp.decay_half_life)
-    return kwargs

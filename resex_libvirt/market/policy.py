@@ -222,10 +222,73 @@ class SlotView:
         return mask
 
 
+@dataclasses.dataclass(frozen=True)
+class Option:
+    """One tunable of a policy, declared by the policy (no configuration read here).
+
+    The agent offers each as ``[market_<policy>] <name>`` (its type is the
+    default's: float, int or bool); the policy's constructor takes it as a
+    keyword argument, checked by :func:`configure`. ``min`` and ``max`` are
+    inclusive unless ``open_min`` / ``open_max``.
+    """
+
+    name: str
+    default: object
+    help: str
+    min: float | None = None
+    max: float | None = None
+    open_min: bool = False
+    open_max: bool = False
+
+    def check(self, value):
+        """``value`` if it is in range, else ValueError naming the option."""
+        if isinstance(self.default, bool):
+            if not isinstance(value, bool):
+                raise ValueError("%s must be true or false, got %r" % (self.name, value))
+            return value
+        lo, hi = self.min, self.max
+        bad = ((lo is not None and (value < lo or (self.open_min and value == lo))) or
+               (hi is not None and (value > hi or (self.open_max and value == hi))) or
+               value != value)
+        if bad:
+            raise ValueError("%s must be in %s%s, %s%s, got %r" % (
+                self.name, "(" if self.open_min else "[", "-inf" if lo is None else "%g" % lo,
+                "inf" if hi is None else "%g" % hi, ")" if self.open_max else "]", value))
+        return value
+
+
+def configure(options, given):
+    """The values of ``options`` (a policy's :attr:`Policy.options`): ``given``, else defaults.
+
+    A name not declared is a TypeError (as an unknown keyword argument is);
+    a value out of range a ValueError.
+    """
+    known = {o.name: o for o in options}
+    unknown = sorted(set(given) - set(known))
+    if unknown:
+        raise TypeError("unknown policy option(s): %s" % ", ".join(unknown))
+    return types.SimpleNamespace(**{name: o.check(given.get(name, o.default))
+                                    for name, o in known.items()})
+
+
+def options_of(factory):
+    """The options a policy class declares (none for a factory that is not a :class:`Policy`)."""
+    if isinstance(factory, type) and issubclass(factory, Policy):
+        return tuple(factory.options)
+    return ()
+
+
 class Policy:
-    """Base class: subclasses implement :meth:`decide` (or :meth:`decide_slots`)."""
+    """Base class: subclasses implement :meth:`decide_slots` (or :meth:`decide`).
+
+    A policy declares what it touches: :attr:`columns` (its per-VM state,
+    the only columns it writes) and :attr:`options` (its tunables).
+    """
 
     name = None
+    #: Its tunables (:class:`Option`): the keyword arguments its constructor
+    #: takes, and the agent's ``[market_<name>]`` option group.
+    options = ()
     #: Whether the policy caps the VMs that interfere with a latency-sensitive
     #: one. The host report counts the load of a host whose policy does not as
     #: load its market cannot tame (doc/source/scheduler.rst).

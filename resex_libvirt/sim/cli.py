@@ -41,6 +41,7 @@ import time
 
 from resex_libvirt import exceptions
 from resex_libvirt.sim import peers
+from resex_libvirt.sim import policies as sim_policies
 from resex_libvirt.sim import report
 
 
@@ -229,7 +230,7 @@ def cmd_compare(args):
     from resex_libvirt.sim import scenario as scenario_mod
     names = args.scenario or [n for n in scenario_mod.names() if not n.startswith("paper_")]
     policies = (args.policies or (PEERS_AGAINST if args.peers else COMPARE_POLICIES)).split(",")
-    known = peers.names()
+    known = sim_policies.names()
     for policy in policies:
         if policy not in known:
             raise exceptions.ConfigError("unknown policy %r; known: %s"
@@ -306,7 +307,7 @@ def build_parser():
 
     p = sub.add_parser("run", help="run one scenario under one policy")
     p.add_argument("scenario", help="packaged scenario name or TOML file")
-    p.add_argument("--policy", required=True, choices=peers.names(),
+    p.add_argument("--policy", required=True, choices=sim_policies.names(),
                    help="an installed policy, or a peer (%s)" % ", ".join(peers.NAMES))
     p.add_argument("--policy-arg", action="append", type=_policy_arg, metavar="KEY=VALUE",
                    help="a policy parameter, e.g. decay_half_life=0.2 (repeatable)")

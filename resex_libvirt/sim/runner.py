@@ -33,7 +33,7 @@ from resex_libvirt import market as market_mod
 from resex_libvirt.market import policy as policy_mod
 from resex_libvirt.market import records
 from resex_libvirt.sim import host as host_mod
-from resex_libvirt.sim import peers
+from resex_libvirt.sim import policies as sim_policies
 from resex_libvirt.sim import report
 
 
@@ -116,7 +116,7 @@ def _main_reason(counts):
 def run(scenario, policy_name, model=None, series_every=None, **policy_kwargs):
     """Run ``scenario`` under the policy registered as ``policy_name`` (or a peer's)."""
     started = time.monotonic()
-    policy = peers.load(policy_name, **policy_kwargs)
+    policy = sim_policies.load(policy_name, **policy_kwargs)
     host = host_mod.SimHost(scenario, model=model)
     link = host.link()
     ipe = scenario.intervals_per_epoch

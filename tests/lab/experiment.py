@@ -66,6 +66,8 @@ import libvirt
 
 from resex_libvirt.hypervisor import metadata as metadata_mod
 from resex_libvirt.market import latency as latency_mod
+from resex_libvirt.market import policy as policy_mod
+from resex_libvirt.sim import policies as sim_policies
 from tests.lab import harness
 from tests.lab import network
 
@@ -307,11 +309,39 @@ window_reports = %(window_reports)d
 
 [market]
 policy = %(policy)s
-decay_half_life = %(decay_half_life)g
-
+%(policy_group)s
 [board]
 url = sqlite:///%(board)s
 """
+
+
+def policy_group(policy, decay_half_life):
+    """The policy's own option group, with ``decay_half_life`` if it has that option."""
+    options = policy_mod.options_of(sim_policies.factory(policy))
+    if not any(o.name == "decay_half_life" for o in options):
+        return ""
+    return "\n[market_%s]\ndecay_half_life = %g\n" % (policy, decay_half_life)
+
+
+def research_install(directory):
+    """A distribution that registers the simulator's research policies as agent plugins.
+
+    The paper's variants are not plugins of the agent (``resex-sim``'s
+    only); the lab runs them on the real agent as any third-party policy
+    is installed: a ``*.dist-info`` with their entry points, on the
+    agent's ``PYTHONPATH``. Returns the environment to start it with.
+    """
+    info = os.path.join(directory, "resex_lab_research-1.0.dist-info")
+    os.makedirs(info, exist_ok=True)
+    with open(os.path.join(info, "METADATA"), "w") as f:
+        f.write("Metadata-Version: 2.1\nName: resex-lab-research\nVersion: 1.0\n")
+    with open(os.path.join(info, "entry_points.txt"), "w") as f:
+        f.write("[%s]\n" % policy_mod.NAMESPACE)
+        for name, cls in sorted(sim_policies.RESEARCH.items()):
+            f.write("%s = %s:%s\n" % (name, cls.__module__, cls.__name__))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (directory, env.get("PYTHONPATH")) if p)
+    return env
 
 
 def agent_command():
@@ -338,8 +368,11 @@ class AgentProcess:
             f.write(AGENT_CONF % {
                 "state_dir": self.state_dir, "uri": harness.URI, "link_gbps": link_gbps,
                 "probe_socket": self.probe_socket, "policy": policy,
-                "window_reports": window_reports, "decay_half_life": decay_half_life,
+                "window_reports": window_reports,
+                "policy_group": policy_group(policy, decay_half_life),
                 "period_us": period_us, "board": os.path.join(self.dir, "board.sqlite")})
+        self.env = (research_install(os.path.join(self.dir, "research"))
+                    if policy in sim_policies.RESEARCH else None)
         self.proc = None
         self.returncode = None
 
@@ -348,7 +381,7 @@ class AgentProcess:
             self.proc = subprocess.Popen(
                 agent_command() + ["--config-file", self.conf_path,
                                    "--log-file", self.log_path],
-                cwd=harness.ROOT, stdout=out, stderr=subprocess.STDOUT,
+                cwd=harness.ROOT, stdout=out, stderr=subprocess.STDOUT, env=self.env,
                 stdin=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

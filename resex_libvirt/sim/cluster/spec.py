@@ -32,8 +32,8 @@ import os
 import tomllib
 
 from resex_libvirt import exceptions
-from resex_libvirt.market import policy as policy_mod
 from resex_libvirt.sim.cluster import surrogate as surrogate_mod
+from resex_libvirt.sim import policies as sim_policies
 from resex_libvirt.sim import scenario as host_scenario
 from resex_libvirt import sla as sla_mod
 
@@ -336,9 +336,9 @@ def parse(data, source="<fleet scenario>", default_name="cluster"):
             raise c.error("name", "duplicate configuration %r" % cname)
         seen.add(cname)
         policy = c.text("host_policy", "none")
-        if policy not in policy_mod.names():
+        if policy not in sim_policies.names():
             raise c.error("host_policy", "must be one of %s, got %r"
-                          % (", ".join(policy_mod.names()), policy))
+                          % (", ".join(sim_policies.names()), policy))
         nova = {g: dict(o) for g, o in shared_nova.items()}
         for group, opts in _nova_sections(c.data.get("nova", {}),
                                           (source, c.path + ".nova")).items():

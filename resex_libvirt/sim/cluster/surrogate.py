@@ -63,8 +63,8 @@ from resex_libvirt.board import report as report_mod
 from resex_libvirt import control
 from resex_libvirt import exceptions
 from resex_libvirt import market as market_mod
-from resex_libvirt.market import policy as policy_mod
 from resex_libvirt.sim import host as host_mod
+from resex_libvirt.sim import policies as sim_policies
 from resex_libvirt.sim import scenario as scenario_mod
 
 #: Cache format; bump when the table's layout changes.
@@ -130,7 +130,7 @@ def measure(model, n_sensitive, n_bulk, policy_name, seed=None, duration_s=None)
     params = market_mod.MarketParams(
         interval_s=sc.interval_s, intervals_per_epoch=ipe, pcpus=host.pcpus(),
         link_bytes_per_s=link.capacity_bytes_per_s, mtu=link.mtu)
-    policy = policy_mod.load(policy_name)
+    policy = sim_policies.load(policy_name)
     market = market_mod.Market(params, policy)
     controller = control.Controller(market, host, host, [host])
     controller.prime(host.now())

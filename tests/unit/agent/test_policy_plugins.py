@@ -21,6 +21,7 @@ import importlib
 import io
 import os
 import sys
+import tempfile
 import textwrap
 import unittest
 
@@ -44,9 +45,11 @@ THIRD_PARTY = textwrap.dedent('''
         """Caps every VM at (1 - step) of its limit, whatever happens."""
 
         name = "flat_cap"
+        options = (policy.Option("step", 0.1, min=0.0, max=0.9,
+                                 help="How far below its limit flat_cap holds every VM."),)
 
-        def __init__(self, step=0.1):
-            self.step = step
+        def __init__(self, **options):
+            self.step = policy.configure(self.options, options).step
 
         def decide(self, view):
             return {vm: (view.clamp(vm, limit * (1.0 - self.step)), 1.0)
@@ -126,11 +129,12 @@ class ThirdPartyPolicyTest(unittest.TestCase):
         self.assertNotIn("flat_cap", policy_mod.names())
         with ThirdPartyPolicy("flat_cap"):
             self.assertIn("flat_cap", policy_mod.names())
-            conf = conf_helpers.conf_from_text("[market]\npolicy = flat_cap\nstep = 0.5\n")
+            conf = conf_helpers.conf_from_text(
+                "[market]\npolicy = flat_cap\n[market_flat_cap]\nstep = 0.5\n")
             policy = service.build_policy(conf)
             self.assertEqual("flat_cap", policy.name)
             self.assertEqual(sys.modules[MODULE].FlatCap, type(policy))
-            # It gets the [market] tunables its constructor takes, and only those.
+            # It gets its own option group's values, as a built-in policy does.
             self.assertEqual(0.5, policy.step)
             # And it runs the host: every VM capped at (1 - step) of its limit
             # (the default step, 0.1, in this agent).
@@ -139,6 +143,28 @@ class ThirdPartyPolicyTest(unittest.TestCase):
             for name in ("vm64k", "vm2m"):
                 self.assertEqual(90.0, agent.market.decision(sim.uuid_of(name)).cap_pct)
         self.assertNotIn("flat_cap", policy_mod.names())
+
+    def test_its_option_group_shows_in_the_generated_sample_config(self):
+        from oslo_config import generator
+        with tempfile.TemporaryDirectory() as tmp, ThirdPartyPolicy("flat_cap"):
+            out = os.path.join(tmp, "resex-agent.conf.sample")
+            generator.main(["--namespace", "resex.agent", "--output-file", out])
+            with open(out) as f:
+                text = f.read()
+        self.assertIn("[market_flat_cap]", text)
+        section = text[text.index("[market_flat_cap]"):]
+        self.assertIn("How far below its limit flat_cap holds every VM.", section)
+        self.assertIn("#step = 0.1", section)
+        # The built-in policies' groups come the same way.
+        for name in ("free_market", "io_shares", "latency_target"):
+            self.assertIn("[market_%s]" % name, text)
+
+    def test_a_value_the_policy_refuses_is_a_configuration_error(self):
+        conf = conf_helpers.conf_from_text(
+            "[market]\npolicy = latency_target\n[market_latency_target]\ngain = 0\n")
+        with self.assertRaises(exceptions.ConfigError) as ctx:
+            service.build_policy(conf)
+        self.assertIn("[market_latency_target] gain", str(ctx.exception))
 
     def test_check_accepts_an_installed_third_party_policy(self):
         with ThirdPartyPolicy("flat_cap"):
@@ -156,6 +182,27 @@ class ThirdPartyPolicyTest(unittest.TestCase):
                 service.build_policy(conf)
         self.assertIn("'broken'", str(ctx.exception))
         self.assertIn("resex_no_such_module_anywhere", str(ctx.exception))
+
+
+class BuiltinPolicyOptionsTest(unittest.TestCase):
+
+    def test_latency_target_takes_its_parameters_from_its_own_group(self):
+        conf = conf_helpers.conf_from_text(
+            "[market]\npolicy = latency_target\n"
+            "[market_latency_target]\ngain = 0.5\ntarget = 0.6\nboost = 2.0\n")
+        policy = service.build_policy(conf)
+        self.assertEqual((0.5, 0.6, 2.0),
+                         (policy.opts.gain, policy.opts.target, policy.opts.boost))
+
+    def test_a_tunable_set_in_market_before_the_groups_is_still_honoured(self):
+        conf = conf_helpers.conf_from_text(
+            "[market]\npolicy = io_shares\nheavier = 2.0\nstep = 0.2\n")
+        policy = service.build_policy(conf)
+        self.assertEqual((2.0, 0.2), (policy.opts.heavier, policy.opts.step))
+        # ...by the policies that read it there, not by the others.
+        conf = conf_helpers.conf_from_text(
+            "[market]\npolicy = latency_target\nheavier = 2.0\n")
+        self.assertEqual(0.0, service.build_policy(conf).opts.heavier)
 
 
 class ConfiguredPolicyValidationTest(unittest.TestCase):

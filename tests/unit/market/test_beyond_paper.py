@@ -20,6 +20,8 @@ from resex_libvirt.market import latency_target
 from resex_libvirt.market import market as market_mod
 from resex_libvirt.market import policy
 from resex_libvirt.market import records
+from resex_libvirt.sim import paper_policies
+from resex_libvirt.sim import policies as sim_policies
 from resex_libvirt import sla
 
 SENSITIVE = sla.SLA(latency_sla_us=200.0, interference_threshold_pct=10.0)
@@ -44,12 +46,16 @@ def sample(name, mtus, cpu=50.0):
 class PaperVariantsTest(unittest.TestCase):
 
     def test_the_paper_variants_are_registered_under_their_own_names(self):
-        self.assertIsInstance(policy.load("free_market_paper"), free_market.FreeMarketPaper)
-        self.assertIsInstance(policy.load("io_shares_paper"), io_shares.IOSharesPaper)
+        # The paper's variants are the simulator's, not the agent's plugins.
+        self.assertIsInstance(sim_policies.load("free_market_paper"),
+                              paper_policies.FreeMarketPaper)
+        self.assertIsInstance(sim_policies.load("io_shares_paper"), paper_policies.IOSharesPaper)
+        self.assertNotIn("free_market_paper", policy.names())
+        self.assertNotIn("io_shares_paper", policy.names())
         self.assertIsInstance(policy.load("latency_target"), latency_target.LatencyTarget)
 
     def test_the_paper_io_shares_taxes_only_the_largest_sender(self):
-        m = make_market(io_shares.IOSharesPaper(use_balance=False),
+        m = make_market(paper_policies.IOSharesPaper(use_balance=False),
                         [("victim", SENSITIVE), ("big", sla.SLA()), ("mid", sla.SLA())])
         d = m.step({"victim": sample("victim", 64), "big": sample("big", 2048),
                     "mid": sample("mid", 1024)}, {"victim": window(300.0)})
@@ -100,7 +106,7 @@ class IOSharesRulesTest(unittest.TestCase):
                        {"victim": window(mean)})
             self.assertEqual(100.0, d["bulk"].cap_pct)
         # The paper's rule taxes it for that one window.
-        m = make_market(io_shares.IOSharesPaper(use_balance=False),
+        m = make_market(paper_policies.IOSharesPaper(use_balance=False),
                         [("victim", SENSITIVE), ("bulk", sla.SLA())])
         m.step({"victim": sample("victim", 64), "bulk": sample("bulk", 2048)},
                {"victim": window(240.0)})
@@ -130,8 +136,8 @@ class IOSharesRulesTest(unittest.TestCase):
         self.assertAlmostEqual(100.0 / rate, d["bulk"].cap_pct, places=6)
         self.assertEqual(policy.TAX, m.policy.reasons()["bulk"])
         # Under the paper's rules the same VM ends at the credit floor.
-        m = make_market(io_shares.IOSharesPaper(), [("victim", SENSITIVE),
-                                                    ("bulk", sla.SLA())], ipe=ipe)
+        m = make_market(paper_policies.IOSharesPaper(),
+                        [("victim", SENSITIVE), ("bulk", sla.SLA())], ipe=ipe)
         for _ in range(ipe // 2):
             d = m.step({"victim": sample("victim", 64, cpu=10.0),
                         "bulk": sample("bulk", per, cpu=0.0)},
@@ -144,7 +150,7 @@ class FreeMarketProtectsTest(unittest.TestCase):
     def test_the_credit_rule_never_cuts_an_sla_vm_over_its_sla(self):
         ipe = 100
         for cls, protected in ((free_market.FreeMarket, True),
-                               (free_market.FreeMarketPaper, False)):
+                               (paper_policies.FreeMarketPaper, False)):
             m = make_market(cls(), [("heavy_sla", SENSITIVE)], ipe=ipe)
             per = int(m.ledger.allocation("heavy_sla") / ipe * 4)
             for _ in range(ipe // 2):
@@ -173,7 +179,7 @@ class LatencyTargetTest(unittest.TestCase):
 
     def test_the_cap_settles_where_the_latency_meets_its_target(self):
         pol, caps = self.run_loop()
-        goal = 200.0 * (1.0 + pol.target * 0.10)
+        goal = 200.0 * (1.0 + pol.opts.target * 0.10)
         settled = (goal / 200.0 - 1.0) / 0.3 * 100.0     # the cap where plant() = goal
         late = caps[len(caps) // 2:]
         self.assertLess(max(late) - min(late), 5.0)        # swing after settling
@@ -183,8 +189,8 @@ class LatencyTargetTest(unittest.TestCase):
     def test_every_step_is_bounded(self):
         pol, caps = self.run_loop(intervals=400)
         for before, after in zip([100.0] + caps, caps):
-            self.assertLessEqual(after, before * (1.0 + pol.max_step) + 1e-9)
-            self.assertGreaterEqual(after, before * (1.0 - pol.max_step) - 1e-9)
+            self.assertLessEqual(after, before * (1.0 + pol.opts.max_step) + 1e-9)
+            self.assertGreaterEqual(after, before * (1.0 - pol.opts.max_step) - 1e-9)
 
     def test_no_victim_over_its_target_no_cap(self):
         pol = latency_target.LatencyTarget()

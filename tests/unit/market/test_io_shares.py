@@ -14,15 +14,15 @@
 
 import unittest
 
-from resex_libvirt.market import io_shares
 from resex_libvirt.market import market as market_mod
 from resex_libvirt.market import records
+from resex_libvirt.sim import paper_policies
 from resex_libvirt import sla
 
 
 def make_market(policy=None, ipe=1000, interferer_sla=None):
     params = market_mod.MarketParams(interval_s=0.001, intervals_per_epoch=ipe, pcpus=2)
-    m = market_mod.Market(params, policy or io_shares.IOSharesPaper(use_balance=False),
+    m = market_mod.Market(params, policy or paper_policies.IOSharesPaper(use_balance=False),
                           mtu_ewma_intervals=1)
     m.add(records.VMSpec("victim", sla=sla.SLA(latency_sla_us=200.0,
                                                interference_threshold_pct=10.0)))
@@ -108,7 +108,7 @@ class IOSharesFormulaTest(unittest.TestCase):
 class IOSharesWithBalanceTest(unittest.TestCase):
 
     def test_cap_is_the_smaller_of_tax_and_freemarket_caps(self):
-        m = make_market(policy=io_shares.IOSharesPaper(use_balance=True), ipe=100)
+        m = make_market(policy=paper_policies.IOSharesPaper(use_balance=True), ipe=100)
         for _ in range(60):
             d = m.step(samples(bulk_mtus=60000), {"victim": window(200.0)})
         # No interference: rate 1, but the bulk VM spent its Resos early, so
