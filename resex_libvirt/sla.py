@@ -43,6 +43,11 @@ Keys
     ``normal``, ``bulk`` (a heavy I/O tenant the scheduler keeps away from
     latency-sensitive ones) or ``sensitive`` (implied by
     ``resex:latency_sla_us``).
+``resex:latency_statistic``
+    Which statistic of the VM's latency windows the SLA is on: ``mean`` (the
+    paper's, default) or ``p99`` (the tail). With ``p99``,
+    ``resex:latency_sla_us`` is the VM's base 99th percentile and the
+    interference percentage is the increase of the windows' p99 over it.
 """
 
 import dataclasses
@@ -53,6 +58,9 @@ from resex_libvirt import exceptions
 PREFIX = "resex:"
 
 IO_CLASSES = ("normal", "bulk", "sensitive")
+
+#: The latency statistics an SLA may be on: those every latency window carries.
+STATISTICS = ("mean", "p99")
 
 #: The largest CPU percentage accepted anywhere: 256 vCPUs of one pCPU each.
 MAX_CPU_PCT = 25600.0
@@ -131,8 +139,14 @@ IO_CLASS = Key(
     "normal, bulk (heavy I/O tenant) or sensitive (implied by resex:latency_sla_us).",
     choices=IO_CLASSES, default="normal")
 
+LATENCY_STATISTIC = Key(
+    "resex:latency_statistic", str,
+    "Statistic of the latency the SLA is on: mean (default) or p99 (the tail; "
+    "resex:latency_sla_us is then the base 99th percentile).",
+    choices=STATISTICS, default="mean")
+
 KEYS = {k.name: k for k in (LATENCY_SLA_US, INTERFERENCE_THRESHOLD_PCT, CPU_RESERVATION_PCT,
-                            CPU_LIMIT_PCT, SHARES, IO_CLASS)}
+                            CPU_LIMIT_PCT, SHARES, IO_CLASS, LATENCY_STATISTIC)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,6 +163,7 @@ class SLA:
     limit_pct: float | None = None
     shares: int = SHARES.default
     io_class: str = IO_CLASS.default
+    latency_statistic: str = LATENCY_STATISTIC.default
 
     def __post_init__(self):
         if self.latency_sla_us is not None and self.io_class != "sensitive":
@@ -180,6 +195,7 @@ _FIELD_OF_KEY = {
     CPU_LIMIT_PCT.name: "limit_pct",
     SHARES.name: "shares",
     IO_CLASS.name: "io_class",
+    LATENCY_STATISTIC.name: "latency_statistic",
 }
 
 

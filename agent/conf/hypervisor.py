@@ -203,6 +203,8 @@ SLA_OPTS = [
     _key_opt(sla_mod.SHARES, cfg.IntOpt, "shares"),
     _key_opt(sla_mod.IO_CLASS, cfg.StrOpt, "io_class",
              choices=list(sla_mod.IO_CLASSES)),
+    _key_opt(sla_mod.LATENCY_STATISTIC, cfg.StrOpt, "latency_statistic",
+             choices=list(sla_mod.STATISTICS)),
 ]
 
 #: ``[sla]`` option name -> ``resex:`` key.
@@ -213,6 +215,7 @@ SLA_KEY_OF_OPT = {
     "cpu_limit_pct": sla_mod.CPU_LIMIT_PCT.name,
     "shares": sla_mod.SHARES.name,
     "io_class": sla_mod.IO_CLASS.name,
+    "latency_statistic": sla_mod.LATENCY_STATISTIC.name,
 }
 
 

@@ -61,6 +61,7 @@ TAXES_KEPT = 50
 _COUNT = operator.attrgetter("count")
 _MEAN = operator.attrgetter("mean_us")
 _STD = operator.attrgetter("std_us")
+_P99 = operator.attrgetter("p99_us")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -311,6 +312,8 @@ _COLUMNS = {
     "dweight": (BASE_WEIGHT, np.int64),
     "sensitive": (False, bool), "sla_us": (np.nan, np.float64),
     "threshold": (np.nan, np.float64), "io_class": ("", object),
+    # The SLA is on the windows' p99 (``resex:latency_statistic``), not their mean.
+    "tail": (False, bool),
     # What is in force, and the recent I/O rate.
     "cap": (0.0, np.float64), "rate": (1.0, np.float64), "mtu_rate": (0.0, np.float64),
     # The learned base latency deviation (NaN: none yet).
@@ -429,8 +432,10 @@ class Market:
             self._odd_base = self._odd_base or odd
             t.sla_us[slot] = np.nan if odd else sla.latency_sla_us
             t.threshold[slot] = sla.interference_threshold_pct
+            t.tail[slot] = sla.latency_statistic == "p99"
         else:
             t.sla_us[slot] = t.threshold[slot] = t.base_std[slot] = np.nan
+            t.tail[slot] = False
         self._decide(slot)
 
     def set_params(self, params):
@@ -625,12 +630,14 @@ class Market:
             t.intf.fill(np.nan)
             rows, select, others = self._window_rows(windows)
             # Their SLAs, read once: a changed SLA (``add``) drops the layout.
+            tail = t.tail[rows]
             layout = self._win_layout = (t.version, keys, rows, select, others,
-                                         t.sla_us[rows], t.threshold[rows])
+                                         t.sla_us[rows], t.threshold[rows],
+                                         tail if tail.any() else None)
             t.win[rows] = True
         # else the same VMs reported as in the last step: the same rows, and
         # the rows of the others are clear already.
-        _version, _keys, rows, select, others, base, threshold = layout
+        _version, _keys, rows, select, others, base, threshold, tail = layout
         wins = list(windows.values()) if windows else []
         other = [(k, wins[i]) for i, k in others] if others else []
         if select is not None:
@@ -645,6 +652,11 @@ class Market:
         count = np.fromiter(map(_COUNT, wins), np.int64, n)
         mean = np.fromiter(map(_MEAN, wins), np.float64, n)
         std = np.fromiter(map(_STD, wins), np.float64, n)
+        if tail is not None:
+            # A tail SLA: the windows' p99 is the statistic, and the deviation
+            # rule (a mean's) does not apply to it.
+            mean = np.where(tail, np.fromiter(map(_P99, wins), np.float64, n), mean)
+            std = np.where(tail, np.nan, std)
         mean_inc = mean - base
         mean_inc *= table_mod.HUNDRED
         mean_inc /= base

@@ -35,6 +35,16 @@ class ParseTest(unittest.TestCase):
         # A latency SLA makes the VM sensitive whatever io_class says.
         self.assertEqual("sensitive", got.io_class)
 
+    def test_the_sla_statistic_is_the_mean_unless_a_flavor_says_p99(self):
+        self.assertEqual("mean", sla.parse({"resex:latency_sla_us": "209"}).latency_statistic)
+        got = sla.parse({"resex:latency_sla_us": "265", "resex:latency_statistic": " P99 "})
+        self.assertEqual("p99", got.latency_statistic)
+        self.assertEqual({"resex:latency_sla_us": 265.0, "resex:latency_statistic": "p99"},
+                         sla.to_specs(got))
+        with self.assertRaisesRegex(exceptions.SLAError,
+                                    "resex:latency_statistic=.*one of mean, p99"):
+            sla.parse({"resex:latency_statistic": "p95"})
+
     def test_keys_outside_the_namespace_are_ignored(self):
         self.assertEqual(sla.SLA(), sla.parse({"hw:cpu_policy": "dedicated"}))
 

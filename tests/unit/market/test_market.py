@@ -181,6 +181,29 @@ reports = st.lists(st.dictionaries(
     max_size=4), min_size=1, max_size=40)
 
 
+class TailSLATest(unittest.TestCase):
+    """``resex:latency_statistic=p99``: the interference is the windows' p99 over the SLA."""
+
+    def test_a_tail_sla_counts_the_p99_and_a_mean_sla_the_mean(self):
+        m = market_mod.Market(market_mod.MarketParams(pcpus=4), policy_mod.load("none"))
+        m.add(records.VMSpec("tail", sla=sla.SLA(latency_sla_us=250.0,
+                                                 latency_statistic="p99")))
+        m.add(records.VMSpec("mean", sla=sla.SLA(latency_sla_us=200.0)))
+        # At its mean SLA, 20 % over the tail SLA: only the tail VM complains.
+        window = records.LatencyWindow(64, 200.0, 1.0, 300.0)
+        m.step({}, {"tail": window, "mean": window})
+        self.assertEqual({"tail": 20.0, "mean": 0.0}, m.last_interference)
+
+    def test_the_deviation_rule_is_the_means_only(self):
+        m = market_mod.Market(market_mod.MarketParams(pcpus=4), policy_mod.load("none"))
+        m.add(records.VMSpec("tail", sla=sla.SLA(latency_sla_us=250.0,
+                                                 latency_statistic="p99")))
+        m.step({}, {"tail": records.LatencyWindow(64, 100.0, 1.0, 240.0)})
+        # A wide spread with its p99 within the SLA is no interference.
+        m.step({}, {"tail": records.LatencyWindow(64, 100.0, 90.0, 240.0)})
+        self.assertEqual({"tail": 0.0}, m.last_interference)
+
+
 class InterferenceReferenceTest(unittest.TestCase):
     """Every reporting VM's interference at once, as the reference rule gives it.
 
