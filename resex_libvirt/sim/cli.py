@@ -20,6 +20,7 @@ Commands::
     resex-sim compare [SCENARIO ...] [--policies P1,P2] [--json] [--duration S]
     resex-sim compare --peers [SCENARIO ...] [--jobs N] [--out DIR]   (against the peers)
     resex-sim calibrate [--json] [--duration S]
+    resex-sim frontier [SCENARIO ...] [--statistic mean,p99] [--policies P1,P2] [--json]
     resex-sim cluster SCENARIO [--json] [--out DIR]   (the fleet study)
 
 ``SCENARIO`` is a packaged scenario's name (``resex-sim list``) or a TOML
@@ -362,6 +363,8 @@ def build_parser():
 
     from resex_libvirt.sim.cluster import cli as cluster_cli
     cluster_cli.add_parser(sub)
+    from resex_libvirt.sim import frontier
+    frontier.add_parser(sub)
     return parser
 
 
