@@ -27,6 +27,7 @@ hypervisor outage skips the interval with the knobs held.
 
 import dataclasses
 import logging
+import typing
 
 import numpy as np
 
@@ -50,6 +51,45 @@ _RUN_COLUMNS = {"ticks": (0, np.int64), "cap_sum": (0.0, np.float64),
 
 #: The link assumed when no fabric monitor is configured: the paper's.
 DEFAULT_LINK = fabric_base.LinkInfo("none", float(1 << 30), 1024)
+
+
+@typing.runtime_checkable
+class ReadsByRows(typing.Protocol):
+    """A hypervisor that reads CPU times aligned with the market's rows (the simulated host)."""
+
+    def cpu_times_rows(self, rows):
+        """CPU ns of the VMs of ``rows`` (a layout) in its order; -1: not running."""
+
+
+@typing.runtime_checkable
+class CountsByRows(typing.Protocol):
+    """A fabric monitor that reads I/O counters aligned with the market's rows."""
+
+    def counters_rows(self, rows):
+        """``(tx_bytes, rx_bytes)`` int64 arrays of the VMs of ``rows`` in its order."""
+
+
+@typing.runtime_checkable
+class FollowsEvents(typing.Protocol):
+    """A hypervisor whose ``generation`` moves whenever its VMs or their records change."""
+
+    generation: int
+
+
+@typing.runtime_checkable
+class ReportsOriginals(typing.Protocol):
+    """A hypervisor that reports changes of the VMs' original knobs (for the journal)."""
+
+    def original_updates(self):
+        """The changes since the last call: records with ``uuid``, ``originals``, ``reassert``."""
+
+
+@typing.runtime_checkable
+class SyncsVMs(typing.Protocol):
+    """A latency source told which VMs are on the host after every discovery."""
+
+    def sync(self, vms):
+        """``vms``: ``{uuid: VMInfo}`` of the VMs found."""
 
 
 @dataclasses.dataclass
@@ -100,8 +140,11 @@ class Controller:
     """Discover, sample, decide, actuate: one interval at a time.
 
     ``hypervisor`` and ``fabric`` are the adapters of
-    :mod:`resex_libvirt.hypervisor.base` and :mod:`resex_libvirt.fabric.base`;
-    ``latency_sources`` have ``windows()`` and optionally ``sync(vms)``;
+    :mod:`resex_libvirt.hypervisor.base` and :mod:`resex_libvirt.fabric.base`,
+    with the optional capabilities this module declares (:class:`ReadsByRows`,
+    :class:`CountsByRows`, :class:`FollowsEvents`, :class:`ReportsOriginals`);
+    ``latency_sources`` have ``windows()`` and optionally ``sync(vms)``
+    (:class:`SyncsVMs`);
     ``journal`` (optional) has ``remember(uuid, params)`` and is given a
     VM's original knobs before its first change.
     """
@@ -112,6 +155,12 @@ class Controller:
         self.hypervisor = hypervisor
         self.fabric = fabric
         self.latency_sources = list(latency_sources)
+        # The optional capabilities, declared (the Protocols above), resolved once.
+        self._cpu_rows = hypervisor.cpu_times_rows if isinstance(hypervisor, ReadsByRows) else None
+        self._io_rows = fabric.counters_rows if isinstance(fabric, CountsByRows) else None
+        self._evented = isinstance(hypervisor, FollowsEvents)
+        self._originals = isinstance(hypervisor, ReportsOriginals)
+        self._syncing = [s for s in self.latency_sources if isinstance(s, SyncsVMs)]
         self.journal = journal
         self.deadband_pct = deadband_pct
         self.sampler = sampling.Sampler()
@@ -157,13 +206,11 @@ class Controller:
         arrays aligned with the market's rows (the simulated host does); the
         others return mappings, which the sampler aligns.
         """
-        table = self.market.layout
-        by_rows = getattr(self.hypervisor, "cpu_times_rows", None)
-        cpu = by_rows(table) if by_rows is not None else self.hypervisor.cpu_times()
+        rows = self.market.layout
+        cpu = self._cpu_rows(rows) if self._cpu_rows is not None else self.hypervisor.cpu_times()
         if self.fabric is None:
             return cpu, {}
-        by_rows = getattr(self.fabric, "counters_rows", None)
-        return cpu, by_rows(table) if by_rows is not None else self.fabric.counters(vms)
+        return cpu, self._io_rows(rows) if self._io_rows is not None else self.fabric.counters(vms)
 
     def step(self, now):
         """Run one interval ending at monotonic ``now``; ``None`` if it was skipped."""
@@ -218,7 +265,7 @@ class Controller:
         """
         found = self.hypervisor.vms()
         self._follow_originals()
-        generation = getattr(self.hypervisor, "generation", None)
+        generation = self.hypervisor.generation if self._evented else None
         if generation is not None and generation == self._generation:
             return found
         self._generation = generation
@@ -239,21 +286,18 @@ class Controller:
                     self.market.add(records.VMSpec(vm=uuid, vcpus=info.vcpus, sla=info.sla))
                     LOG.info("VM %s: SLA now from %s", info.name, info.sla_source)
                 rec.info = info
-        for source in self.latency_sources:
-            sync = getattr(source, "sync", None)
-            if sync is not None:
-                try:
-                    sync(found)
-                except Exception:
-                    LOG.exception("latency source %r failed to sync", source)
+        for source in self._syncing:
+            try:
+                source.sync(found)
+            except Exception:
+                LOG.exception("latency source %r failed to sync", source)
         return found
 
     def _follow_originals(self):
         """Forget, refresh or re-adopt journal entries as the hypervisor reports."""
-        take = getattr(self.hypervisor, "original_updates", None)
-        if take is None:
+        if not self._originals:
             return
-        for update in take():
+        for update in self.hypervisor.original_updates():
             rec = self.vms.get(update.uuid)
             if update.reassert and rec is not None:
                 # The live knobs are no longer what was written: write again

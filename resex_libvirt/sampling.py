@@ -21,13 +21,11 @@ GETMTUS, GETCPUPERCENT). Counter resets and wraps never give negative usage
 (:class:`~resex_libvirt.counters.DeltaTracker`).
 """
 
-import collections.abc
 import operator
 
 import numpy as np
 
 from resex_libvirt.market import records
-from resex_libvirt.market import table as table_mod
 
 _TX = operator.attrgetter("tx_bytes")
 
@@ -44,7 +42,6 @@ class Sampler:
     """
 
     def __init__(self):
-        self._own = table_mod.Table()
         # The readings of the last sweep of :meth:`sample_rows`, aligned with
         # the rows of the table of version ``_version`` (names ``_names``).
         self._table = None
@@ -53,23 +50,6 @@ class Sampler:
         self._rows_ts = None
         self._has = self._ns = self._tx = self._rx = np.zeros(0, dtype=np.int64)
         self._all = np.ones(0, dtype=bool)
-
-    def sample(self, ts, cpu_times, io_counters, mtu):
-        """``{uuid: Sample}`` for the VMs read in both this sweep and the last.
-
-        ``ts`` is the monotonic time of this sweep (s), ``cpu_times`` maps
-        uuid -> cumulative CPU ns, ``io_counters`` maps uuid -> IOCounters,
-        ``mtu`` is the link MTU in bytes. A VM seen for the first time has no
-        sample yet; a VM with CPU time but no I/O counters sent nothing we
-        can see. The rows are the VMs of the sweep (:meth:`sample_rows`, on
-        a table of the sampler's own).
-        """
-        rows = self._own
-        for vm in [vm for vm in rows.names if vm not in cpu_times]:
-            rows.remove(vm)
-        for vm in cpu_times:
-            rows.add(vm)
-        return dict(self.sample_rows(ts, cpu_times, io_counters, mtu, rows))
 
     def sample_rows(self, ts, cpu_times, io_counters, mtu, rows):
         """This sweep's samples as a :class:`SampleBatch` aligned with ``rows``.
@@ -119,8 +99,8 @@ class Sampler:
             # Every VM read (``_all``): seen where read last time (never written).
             seen = self._has if present is self._all else present & self._has
         self._has, self._ns, self._tx, self._rx = present, ns, tx, rx
-        d_cpu = _delta(ns, l_ns)
-        d_tx = _delta(tx, l_tx)
+        d_cpu = records.delta(ns, l_ns)
+        d_tx = records.delta(tx, l_tx)
         if np.count_nonzero(seen) != n:
             unseen = ~seen
             d_cpu[unseen] = d_tx[unseen] = 0
@@ -128,8 +108,8 @@ class Sampler:
         # The MTUs started: a ceiling division (the deltas are never negative).
         mtus = d_tx + (mtu - 1)
         mtus //= mtu
-        return SampleBatch(self._names, version, ts, seen, d_cpu * scale, d_tx, mtus,
-                           (rx, l_rx, mtu))
+        return records.SampleBatch(self._names, version, ts, seen, d_cpu * scale, d_tx, mtus,
+                                   (rx, l_rx, mtu))
 
     def _realign(self, names, version):
         """Carry the last readings over to a new row order (VMs joined or left)."""
@@ -152,96 +132,3 @@ class Sampler:
         self._names = list(names)
         self._version = version
         self._all = np.ones(len(names), dtype=bool)      # never written
-
-
-def _rx_bytes(readings):
-    """Received bytes as an int64 array: ``readings`` is one, or IOCounters (None: 0)."""
-    if isinstance(readings, np.ndarray):
-        return readings
-    return np.array([0 if c is None else c.rx_bytes for c in readings], dtype=np.int64)
-
-
-_ZERO = table_mod.IZERO
-
-
-def _delta(now, last):
-    """``now - last``, or ``now`` where the counter went backwards (a reset)."""
-    d = now - last
-    back = d < _ZERO
-    if np.count_nonzero(back):
-        np.copyto(d, now, where=back)
-    return d
-
-
-class SampleBatch(collections.abc.Mapping):
-    """One sweep's samples as columns aligned with a table's rows.
-
-    A read-only mapping of VM -> :class:`Sample` (made on access) for the VMs
-    sampled; the market reads the columns directly (:meth:`columns_for`).
-    """
-
-    def __init__(self, names, version, ts, seen, cpu_pct, tx_bytes, tx_mtus, receive):
-        self.names = names
-        self.version = version
-        self.ts = ts
-        self.seen = seen
-        self.cpu_pct = cpu_pct
-        self.tx_bytes = tx_bytes
-        self.tx_mtus = tx_mtus
-        # (readings, last readings, MTU): received bytes, worked out on first use.
-        self._receive = receive
-        self._rx = None
-        self._slots = None
-
-    @property
-    def rx_bytes(self):
-        return self._received()[0]
-
-    @property
-    def rx_mtus(self):
-        return self._received()[1]
-
-    def _received(self):
-        if self._rx is None:
-            rx, last, mtu = self._receive
-            d = _delta(_rx_bytes(rx), _rx_bytes(last))
-            d[~self.seen] = 0
-            self._rx = (d, -(-d // mtu))
-        return self._rx
-
-    def columns_for(self, version):
-        """``(seen, cpu_pct, tx_mtus, tx_bytes)`` if aligned with table ``version``, else None.
-
-        None of them is ever below zero (a counter that went back counts
-        from zero), which the market relies on: it does not clamp them.
-        """
-        if version != self.version:
-            return None
-        return self.seen, self.cpu_pct, self.tx_mtus, self.tx_bytes
-
-    def _slot(self, vm):
-        if self._slots is None:
-            self._slots = {vm: k for k, vm in enumerate(self.names)}
-        k = self._slots.get(vm)
-        if k is None or not self.seen[k]:
-            raise KeyError(vm)
-        return k
-
-    def __getitem__(self, vm):
-        k = self._slot(vm)
-        return records.Sample(vm, self.ts, float(self.cpu_pct[k]), int(self.tx_bytes[k]),
-                              int(self.tx_mtus[k]), int(self.rx_bytes[k]), int(self.rx_mtus[k]))
-
-    def __contains__(self, vm):
-        try:
-            self._slot(vm)
-        except KeyError:
-            return False
-        return True
-
-    def __iter__(self):
-        names = self.names
-        return (names[k] for k in np.flatnonzero(self.seen).tolist())
-
-    def __len__(self):
-        return int(np.count_nonzero(self.seen))

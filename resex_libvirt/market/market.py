@@ -347,7 +347,7 @@ class Market:
         self.specs = {}
         self._specs_ro = types.MappingProxyType(self.specs)
         self.view = policy_mod.SlotView(t, self._specs_ro, params.intervals_per_epoch,
-                                        params.min_cap_pct)
+                                        params.min_cap_pct, self.ledger)
         self._snapshot = None
         self._layout = None
         self._reader_rows = None
@@ -383,6 +383,8 @@ class Market:
         return self.table.layout()
 
     def _install(self, policy):
+        # One interface: a policy with the mapping one answers through an adapter.
+        policy = policy_mod.adapted(policy)
         old = self.policy
         if old is not None:
             for name in old.columns:
@@ -508,7 +510,7 @@ class Market:
         """Charge one interval's ``samples`` and decide the next interval's caps.
 
         ``samples`` maps VM -> :class:`Sample` (VMs without a sample are not
-        charged): a dict, or a :class:`resex_libvirt.sampling.SampleBatch`
+        charged): a :class:`~.records.SampleBatch` (the sampler's)
         whose columns are aligned with the market's rows, which is read
         without a per-VM loop. ``windows`` maps VM -> :class:`LatencyWindow`
         for VMs that reported latency. Returns the :class:`Decisions` in force
@@ -517,7 +519,7 @@ class Market:
         names the VMs whose decision changed since the previous step
         (adoptions and reloads included).
         """
-        self._take_samples(samples)
+        samples = self._take_samples(samples)
         self._charge()
         self._take_windows(windows)
         self._interference = None
@@ -527,10 +529,8 @@ class Market:
         view = self.view
         view.tick = self.tick
         view.answers = []
-        if policy.decide_slots is not None:
-            policy.decide_slots(view)
-        else:
-            self._decide_by_mapping(samples, windows or {})
+        view.samples, view.windows = samples, windows or {}
+        policy.decide_slots(view)
         taxes = policy.taxes()
         if taxes:
             self._taxes.append(taxes)
@@ -560,29 +560,19 @@ class Market:
         return self._snapshot
 
     def _take_samples(self, samples):
-        """This interval's usage into the ``seen``, ``cpu_pct``, ``tx_mtus``, ``tx_bytes`` rows."""
+        """This interval's usage into the ``seen``, ``cpu_pct``, ``tx_mtus``, ``tx_bytes`` rows.
+
+        A :class:`~.records.SampleBatch` aligned with the market's rows is
+        read as it is; any other mapping of samples is aligned first, once
+        (:meth:`~.records.SampleBatch.of`). Returns the batch.
+        """
         t = self.table
-        columns = getattr(samples, "columns_for", None)
-        got = columns(t.version) if columns is not None else None
-        if got is not None:
-            t.seen, t.cpu_pct, t.tx_mtus, t.tx_bytes = got
-            return
-        n = len(t)
-        seen, cpu, mtus, tx = [False] * n, [0.0] * n, [0] * n, [0] * n
-        slots = t.slots
-        for vm, s in samples.items():
-            k = slots.get(vm)
-            if k is not None:
-                seen[k] = True
-                cpu[k] = s.cpu_pct
-                mtus[k] = s.tx_mtus
-                tx[k] = s.tx_bytes
-        t.seen = np.array(seen, dtype=bool)
-        # A sample below zero counts as zero (a batch's never is: its deltas
-        # count a reset from zero).
-        t.cpu_pct = np.fmax(np.array(cpu, dtype=np.float64), 0.0)
-        t.tx_mtus = np.maximum(np.array(mtus, dtype=np.int64), 0)
-        t.tx_bytes = np.maximum(np.array(tx, dtype=np.int64), 0)
+        got = samples.columns_for(t.version) if isinstance(samples, records.SampleBatch) else None
+        if got is None:
+            samples = records.SampleBatch.of(samples, t.layout())
+            got = samples.columns_for(t.version)
+        t.seen, t.cpu_pct, t.tx_mtus, t.tx_bytes = got
+        return samples
 
     def _charge(self):
         """Charge every sampled VM at its rate (paper Alg. 1 lines 4-7), update the tallies.
@@ -725,32 +715,6 @@ class Market:
             self._interference = t.mapping("intf", t.win) if len(t.win) == len(t) else {}
         return self._interference
 
-    def _decide_by_mapping(self, samples, windows):
-        """Ask a policy with the mapping interface (:meth:`Policy.decide`)."""
-        t = self.table
-        bounds = dict(zip(t.names, zip(t.floor.tolist(), t.limit.tolist())))
-        view = policy_mod.MarketView(
-            tick=self.tick, intervals_per_epoch=self.params.intervals_per_epoch,
-            specs=self._specs_ro, samples=types.MappingProxyType(samples),
-            windows=types.MappingProxyType(windows),
-            interference=types.MappingProxyType(self.last_interference),
-            mtu_rate=types.MappingProxyType(t.mapping("mtu_rate")),
-            caps=types.MappingProxyType(t.mapping("cap")),
-            rates=types.MappingProxyType(t.mapping("rate")),
-            ledger=self.ledger, bounds=types.MappingProxyType(bounds),
-            min_cap_pct=self.params.min_cap_pct)
-        rows, caps, rates = [], [], []
-        slots = t.slots
-        for vm, (cap, rate) in self.policy.decide(view).items():
-            k = slots.get(vm)
-            if k is not None:
-                rows.append(k)
-                caps.append(cap)
-                rates.append(rate)
-        if rows:
-            self.view.answer(np.array(rows, dtype=np.intp), np.array(caps, dtype=np.float64),
-                             np.array(rates, dtype=np.float64))
-
     def _apply(self, answers):
         """Clamp the policy's answers to each VM's [floor, limit]; record those that change.
 
@@ -868,10 +832,7 @@ class Market:
         t.t_cap_min[:] = cap
         view = self.view
         view.tick = 0
-        if self.policy.decide_slots is not None:
-            self.policy.start_epoch(view)
-        else:
-            self.policy.start_epoch(self._mapping_view())
+        self.policy.start_epoch(view)
         return summary
 
     def _last_taxes(self):
@@ -883,25 +844,13 @@ class Market:
         parts, need = [], TAXES_KEPT
         for batch in reversed(self._taxes):
             take = min(need, len(batch))
-            tail = getattr(batch, "tail", None)
-            parts.append(tail(take) if tail is not None else list(batch)[len(batch) - take:])
+            parts.append(batch.tail(take) if isinstance(batch, policy_mod.TaxBatch)
+                         else list(batch)[len(batch) - take:])
             need -= take
             if not need:
                 break
         return tuple(dict(zip(policy_mod.TAX_FIELDS, x))
                      for part in reversed(parts) for x in part)
-
-    def _mapping_view(self):
-        t = self.table
-        bounds = dict(zip(t.names, zip(t.floor.tolist(), t.limit.tolist())))
-        empty = types.MappingProxyType({})
-        return policy_mod.MarketView(
-            tick=0, intervals_per_epoch=self.params.intervals_per_epoch, specs=self._specs_ro,
-            samples=empty, windows=empty, interference=empty,
-            mtu_rate=types.MappingProxyType(t.mapping("mtu_rate")),
-            caps=types.MappingProxyType(t.mapping("cap")),
-            rates=types.MappingProxyType(t.mapping("rate")), ledger=self.ledger,
-            bounds=types.MappingProxyType(bounds), min_cap_pct=self.params.min_cap_pct)
 
     def balance_reader(self):
         """A function ``vm -> Resos left`` frozen at this step, safe to call from another thread.

@@ -28,6 +28,7 @@ the reverse.
 
 import dataclasses
 import types
+import typing
 
 import numpy as np
 from stevedore import driver
@@ -57,6 +58,17 @@ REASONS = (UNCAPPED, CREDIT, TAX, DECAY, PROTECTED, TARGET, NO_RESPONSE)
 
 #: The fields of one taxation record: ``taxes()`` gives tuples in this order.
 TAX_FIELDS = ("victim", "interferer", "interference_pct", "io_share", "rate_increase", "rate")
+
+
+@typing.runtime_checkable
+class TaxBatch(typing.Protocol):
+    """An interval's taxes (:meth:`Policy.taxes`) that make tuples of their last ones only."""
+
+    def __len__(self):
+        """How many taxes."""
+
+    def tail(self, k):
+        """The last ``k`` taxes, as tuples of :data:`TAX_FIELDS`."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -179,9 +191,13 @@ class SlotView:
     touched only for the VMs concerned.
     """
 
-    def __init__(self, table, specs, intervals_per_epoch, min_cap_pct):
+    def __init__(self, table, specs, intervals_per_epoch, min_cap_pct, ledger=None):
         self.t = table
         self.specs = specs
+        self.ledger = ledger
+        #: This interval's samples and latency windows, as the market was given
+        #: them (for :class:`MappingPolicy`; the columns hold the same).
+        self.samples = self.windows = types.MappingProxyType({})
         self.intervals_per_epoch = intervals_per_epoch
         self.min_cap_pct = min_cap_pct
         self.tick = 0
@@ -346,6 +362,83 @@ class Policy:
         policy's own, updated in place by :meth:`decide`: read it, do not keep it.
         """
         return {}
+
+
+class MappingPolicy(Policy):
+    """A policy with the mapping interface (:meth:`Policy.decide`), answering by columns.
+
+    The market asks every policy through :meth:`Policy.decide_slots`; this
+    adapter makes the :class:`MarketView` of plain mappings a third-party
+    :meth:`~Policy.decide` reads, once per interval, and turns its answers
+    into rows. Everything else is the wrapped policy's.
+    """
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.name = inner.name
+        self.taxes_interferers = inner.taxes_interferers
+        self.columns = inner.columns
+
+    def _view(self, view, tick, samples, windows, interference):
+        t = view.t
+        bounds = dict(zip(t.names, zip(t.floor.tolist(), t.limit.tolist())))
+        return MarketView(
+            tick=tick, intervals_per_epoch=view.intervals_per_epoch, specs=view.specs,
+            samples=types.MappingProxyType(samples), windows=types.MappingProxyType(windows),
+            interference=types.MappingProxyType(interference),
+            mtu_rate=types.MappingProxyType(_mapping(t, t.mtu_rate)),
+            caps=types.MappingProxyType(_mapping(t, t.cap)),
+            rates=types.MappingProxyType(_mapping(t, t.rate)),
+            ledger=view.ledger, bounds=types.MappingProxyType(bounds),
+            min_cap_pct=view.min_cap_pct)
+
+    def decide_slots(self, view):
+        t = view.t
+        interference = _mapping(t, t.intf, t.win) if len(t.win) == len(t) else {}
+        answers = self.inner.decide(self._view(view, view.tick, view.samples, view.windows,
+                                               interference))
+        rows, caps, rates = [], [], []
+        slots = t.slots
+        for vm, (cap, rate) in answers.items():
+            k = slots.get(vm)
+            if k is not None:
+                rows.append(k)
+                caps.append(cap)
+                rates.append(rate)
+        if rows:
+            view.answer(np.array(rows, dtype=np.intp), np.array(caps, dtype=np.float64),
+                        np.array(rates, dtype=np.float64))
+
+    def start_epoch(self, view):
+        self.inner.start_epoch(self._view(view, 0, {}, {}, {}))
+
+    def forget(self, vm):
+        self.inner.forget(vm)
+
+    def explain(self):
+        return self.inner.explain()
+
+    def taxes(self):
+        return self.inner.taxes()
+
+    def weights(self):
+        return self.inner.weights()
+
+    def reasons(self):
+        return self.inner.reasons()
+
+
+def _mapping(t, column, mask=None):
+    """``{vm: value}`` of ``column`` (rows where ``mask`` is true), as Python values."""
+    values = column.tolist()
+    if mask is None:
+        return dict(zip(t.names, values))
+    return {t.names[i]: values[i] for i in np.flatnonzero(mask).tolist()}
+
+
+def adapted(policy):
+    """``policy`` as the market asks it: by columns (a :class:`MappingPolicy` if need be)."""
+    return policy if policy.decide_slots is not None else MappingPolicy(policy)
 
 
 class NoControl(Policy):

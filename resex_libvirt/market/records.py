@@ -17,10 +17,14 @@ simulator, the libvirt adapter, the fabric monitors and the latency intake
 can all produce them without importing each other.
 """
 
+import collections.abc
 import dataclasses
 import math
 import typing
 
+import numpy as np
+
+from resex_libvirt.market import table as table_mod
 from resex_libvirt import sla as sla_mod
 
 
@@ -91,3 +95,122 @@ class Decision(typing.NamedTuple):
     cap_pct: float
     weight: int
     rate: float = 1.0
+
+
+def _rx_bytes(readings):
+    """Received bytes as an int64 array: ``readings`` is one, or IOCounters (None: 0)."""
+    if isinstance(readings, np.ndarray):
+        return readings
+    return np.array([0 if c is None else c.rx_bytes for c in readings], dtype=np.int64)
+
+
+def delta(now, last):
+    """``now - last``, or ``now`` where the counter went backwards (a reset)."""
+    d = now - last
+    back = d < table_mod.IZERO
+    if np.count_nonzero(back):
+        np.copyto(d, now, where=back)
+    return d
+
+
+class SampleBatch(collections.abc.Mapping):
+    """One interval's samples as columns aligned with the market's rows: its input record.
+
+    A read-only mapping of VM -> :class:`Sample` (made on access) for the VMs
+    sampled; the market reads the columns directly (:meth:`columns_for`).
+    The sampler makes one per sweep (:mod:`resex_libvirt.sampling`);
+    :meth:`of` aligns a mapping of samples once, at the market's door.
+    """
+
+    @classmethod
+    def of(cls, samples, layout):
+        """A mapping VM -> :class:`Sample` aligned with ``layout`` (others left out).
+
+        A sample below zero counts as zero (a sampler's never is: its deltas
+        count a reset from zero).
+        """
+        names = list(layout.names)
+        n = len(names)
+        seen, cpu = [False] * n, [0.0] * n
+        mtus, tx, rx, rx_mtus = [0] * n, [0] * n, [0] * n, [0] * n
+        slots = {vm: k for k, vm in enumerate(names)}
+        ts = 0.0
+        for vm, s in samples.items():
+            k = slots.get(vm)
+            if k is not None:
+                seen[k] = True
+                cpu[k], mtus[k], tx[k] = s.cpu_pct, s.tx_mtus, s.tx_bytes
+                rx[k], rx_mtus[k], ts = s.rx_bytes, s.rx_mtus, s.ts
+        batch = cls(names, layout.version, ts, np.array(seen, dtype=bool),
+                    np.fmax(np.array(cpu, dtype=np.float64), 0.0),
+                    np.maximum(np.array(tx, dtype=np.int64), 0),
+                    np.maximum(np.array(mtus, dtype=np.int64), 0), None)
+        batch._rx = (np.array(rx, dtype=np.int64), np.array(rx_mtus, dtype=np.int64))
+        batch._slots = slots
+        return batch
+
+    def __init__(self, names, version, ts, seen, cpu_pct, tx_bytes, tx_mtus, receive):
+        self.names = names
+        self.version = version
+        self.ts = ts
+        self.seen = seen
+        self.cpu_pct = cpu_pct
+        self.tx_bytes = tx_bytes
+        self.tx_mtus = tx_mtus
+        # (readings, last readings, MTU): received bytes, worked out on first use.
+        self._receive = receive
+        self._rx = None
+        self._slots = None
+
+    @property
+    def rx_bytes(self):
+        return self._received()[0]
+
+    @property
+    def rx_mtus(self):
+        return self._received()[1]
+
+    def _received(self):
+        if self._rx is None:
+            rx, last, mtu = self._receive
+            d = delta(_rx_bytes(rx), _rx_bytes(last))
+            d[~self.seen] = 0
+            self._rx = (d, -(-d // mtu))
+        return self._rx
+
+    def columns_for(self, version):
+        """``(seen, cpu_pct, tx_mtus, tx_bytes)`` if aligned with table ``version``, else None.
+
+        None of them is ever below zero (a counter that went back counts
+        from zero), which the market relies on: it does not clamp them.
+        """
+        if version != self.version:
+            return None
+        return self.seen, self.cpu_pct, self.tx_mtus, self.tx_bytes
+
+    def _slot(self, vm):
+        if self._slots is None:
+            self._slots = {vm: k for k, vm in enumerate(self.names)}
+        k = self._slots.get(vm)
+        if k is None or not self.seen[k]:
+            raise KeyError(vm)
+        return k
+
+    def __getitem__(self, vm):
+        k = self._slot(vm)
+        return Sample(vm, self.ts, float(self.cpu_pct[k]), int(self.tx_bytes[k]),
+                      int(self.tx_mtus[k]), int(self.rx_bytes[k]), int(self.rx_mtus[k]))
+
+    def __contains__(self, vm):
+        try:
+            self._slot(vm)
+        except KeyError:
+            return False
+        return True
+
+    def __iter__(self):
+        names = self.names
+        return (names[k] for k in np.flatnonzero(self.seen).tolist())
+
+    def __len__(self):
+        return int(np.count_nonzero(self.seen))

@@ -100,6 +100,41 @@ class ContractTest(unittest.TestCase):
         self.assertEqual([101.0], market.view.t.mine.tolist())
 
 
+class HalfCap(policy_mod.Policy):
+    """A third-party policy with the mapping interface: every VM at half its limit."""
+
+    name = "half_cap"
+
+    def __init__(self):
+        self.epochs = []
+
+    def decide(self, view):
+        assert isinstance(view, policy_mod.MarketView)
+        return {vm: (view.limit(vm) / 2.0, 1.0) for vm in view.samples}
+
+    def start_epoch(self, view):
+        self.epochs.append((view.tick, sorted(view.caps.items())))
+
+
+class MappingPolicyTest(unittest.TestCase):
+
+    def test_a_mapping_policy_is_asked_through_the_column_interface_by_an_adapter(self):
+        inner = HalfCap()
+        market = market_mod.Market(market_mod.MarketParams(intervals_per_epoch=2), inner,
+                                   guard=True)
+        self.assertIsInstance(market.policy, policy_mod.MappingPolicy)
+        self.assertEqual("half_cap", market.policy.name)
+        for vm in ("a", "b"):
+            market.add(make_fixture.spec_of({"vm": vm, "vcpus": 1, "sla": {}}))
+        samples = {"a": make_fixture.records.Sample("a", 0.0, 10.0)}
+        decisions = market.step(samples, {})
+        self.assertEqual((50.0, 100.0), (decisions["a"].cap_pct, decisions["b"].cap_pct))
+        market.step(samples, {})
+        self.assertEqual((), market.changed)       # the same answers: nothing to write
+        market.end_epoch()
+        self.assertEqual([(0, [("a", 50.0), ("b", 100.0)])], inner.epochs)
+
+
 class LayoutTest(unittest.TestCase):
 
     def test_the_layout_is_the_same_object_until_a_vm_joins_or_leaves(self):
