@@ -222,6 +222,22 @@ class LatencyTargetTest(unittest.TestCase):
         m.step({"victim": sample("victim", 0), "bulk": sample("bulk", 2048)}, {})
         self.assertEqual(256, m.decision("victim").weight)
 
+    def test_a_breached_sla_is_cut_at_full_step_when_asked(self):
+        # plant(): 1.3x the SLA uncapped, within its bound (1.1x) below a 33 % cap.
+        _pol, slow = self.run_loop(intervals=3000)
+        pol, fast = self.run_loop(intervals=3000, breach_step=1.0)
+        within = 100.0 * 0.1 / 0.3
+        first = [next(i for i, c in enumerate(caps) if c <= within) for caps in (slow, fast)]
+        self.assertLess(first[1], 80)                 # 8 updates of 10 ms
+        self.assertGreater(first[0], 2 * first[1])
+        # Every cut is a full step while the SLA is breached, and the steps stay bounded.
+        for before, after in zip([100.0] + fast, fast):
+            self.assertGreaterEqual(after, before * (1.0 - pol.opts.max_step) - 1e-9)
+        # It settles where the proportional law does.
+        late = fast[len(fast) // 2:]
+        self.assertAlmostEqual(sum(slow[len(slow) // 2:]) / len(late), sum(late) / len(late),
+                               delta=2.0)
+
     def run_deaf(self, intervals=4000, **kwargs):
         """A victim at 2x its SLA whatever the interferer's cap (its base is over its SLA)."""
         pol = latency_target.LatencyTarget(**kwargs)
