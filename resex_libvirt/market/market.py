@@ -51,7 +51,7 @@ from resex_libvirt.market import table as table_mod
 
 #: Xen's default credit-scheduler weight; the weight of a VM with default shares.
 BASE_WEIGHT = 256
-#: How fast a VM's learned base latency deviation rises (:class:`latency.BaselineTracker`).
+#: How fast a VM's learned base latency deviation rises (a fraction of the gap).
 STD_RISE = latency.DEFAULT_RISE
 _STD_RISE = table_mod.number(STD_RISE)
 _TWO = table_mod.number(2, np.int64)
@@ -604,8 +604,8 @@ class Market:
     def _take_windows(self, windows):
         """Latency windows of the sensitive VMs, and their interference (Alg. 2 line 6).
 
-        :func:`latency.interference_pct` after
-        :meth:`latency.BaselineTracker.observe`, for every reporting VM at
+        :func:`interference_pct` after :meth:`BaselineTracker.observe` (their
+        one-VM reference, ``tests/unit/market/reference.py``), for every reporting VM at
         once: the larger of the mean's and the learned deviation's increase
         over the SLA, in percent of the SLA's mean; the deviation is learned
         from calm windows only.

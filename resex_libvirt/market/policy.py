@@ -83,7 +83,7 @@ class MarketView:
     ``mtu_rate`` is each VM's recent MTUs per interval (an exponentially
     weighted mean), the usage that IOShares compares. ``interference`` is
     each latency-sensitive VM's interference percentage, from
-    :func:`resex_libvirt.market.latency.interference_pct`. ``bounds`` is each
+    the market's interference rule (``doc/source/market.rst``). ``bounds`` is each
     VM's ``(floor, limit)``: the cap range the market will enforce.
     """
 

@@ -20,7 +20,7 @@ This package models it closely enough to run the Reso market against it:
 * :mod:`~resex_libvirt.sim.link` -- the shared link, processor sharing among
   the transfers in flight (the HCA's arbitration among queue pairs);
 * :mod:`~resex_libvirt.sim.credit` -- a Xen credit-scheduler-like CPU cap;
-* :mod:`~resex_libvirt.sim.benchex` -- a BenchEx-like server per VM;
+* :mod:`~resex_libvirt.sim.workload` -- a BenchEx-like server per VM;
 * :mod:`~resex_libvirt.sim.testbed` -- the discrete-event engine tying them;
 * :mod:`~resex_libvirt.sim.scenario` -- scenarios as TOML data;
 * :mod:`~resex_libvirt.sim.host` -- the adapter the agent drives

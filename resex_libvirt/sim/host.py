@@ -26,7 +26,7 @@ fast runner) drive it exactly as they drive libvirt:
 * a latency source (``sync(vms)``, ``windows()``): every completed request's
   server-side latency, as BenchEx reports it, summarised over the last
   ``window_size`` requests that are at most ``freshness_s`` old in
-  simulated time (:class:`~resex_libvirt.market.latency.LatencyBuffer`),
+  simulated time (:class:`~resex_libvirt.sim.latency_buffer.LatencyBuffer`),
   for the VMs with a latency SLA (the only ones whose reports the market
   reads); a window is recomputed only when a request completed or its
   oldest request aged out;
@@ -43,7 +43,7 @@ import numpy as np
 from resex_libvirt import exceptions
 from resex_libvirt.fabric import base as fabric_base
 from resex_libvirt.hypervisor import base as hyp_base
-from resex_libvirt.market import latency
+from resex_libvirt.sim import latency_buffer
 from resex_libvirt.sim import testbed as testbed_mod
 
 KNOBS = hyp_base.Knobs(driver="simulated", cap=True, weight=True)
@@ -120,8 +120,8 @@ class SimHost(hyp_base.Hypervisor, fabric_base.FabricMonitor):
             self._by_name[vm.name] = vm.uuid
             if reports and vm.sla.sensitive:
                 # Only a VM with a latency SLA has windows: only its reports are kept.
-                self._buffers[vm.uuid] = latency.LatencyBuffer(window_size,
-                                                               max_age=freshness_s)
+                self._buffers[vm.uuid] = latency_buffer.LatencyBuffer(window_size,
+                                                                      max_age=freshness_s)
                 self._seen[vm.uuid] = 0
         self._sensitive = list(self._buffers)
         self._windows = {}      # uuid -> (window, values added, oldest value's time)

@@ -43,7 +43,7 @@ import tomllib
 import uuid as uuid_mod
 
 from resex_libvirt import exceptions
-from resex_libvirt.sim import benchex
+from resex_libvirt.sim import workload as workload_mod
 from resex_libvirt import sla as sla_mod
 
 #: Namespace of the VMs' UUIDs: uuid5(NAMESPACE, "<scenario>/<vm>").
@@ -70,7 +70,7 @@ class VMDef:
 
     name: str
     uuid: str
-    workload: benchex.Workload
+    workload: workload_mod.Workload
     vcpus: int = 1
     sla: sla_mod.SLA = dataclasses.field(default_factory=sla_mod.SLA)
     start_s: float = 0.0
@@ -383,9 +383,9 @@ def _parse_vm(raw, index, source, scenario_name, duration):
     if think and not clients:
         raise where.error("think_us", "only applies to closed-loop clients")
     process = where.string(raw, "arrival_process", "poisson")
-    if process not in benchex.ARRIVAL_PROCESSES:
+    if process not in workload_mod.ARRIVAL_PROCESSES:
         raise where.error("arrival_process", "must be one of %s, got %r"
-                          % (", ".join(benchex.ARRIVAL_PROCESSES), process))
+                          % (", ".join(workload_mod.ARRIVAL_PROCESSES), process))
     if "arrival_process" in raw and not rate:
         raise where.error("arrival_process", "only applies to arrival_rate_per_s")
     start = where.number(raw, "start_s", 0.0, minimum=0.0)
@@ -405,8 +405,8 @@ def _parse_vm(raw, index, source, scenario_name, duration):
     except exceptions.SLAError as exc:
         key = "sla." + exc.key[len(sla_mod.PREFIX):]
         raise where.error(key, "%r: %s" % (exc.value, exc.reason)) from exc
-    workload = benchex.Workload(buffer_bytes=buffer_bytes, compute_us=compute, clients=clients,
-                                think_us=think, arrival_rate_per_s=rate,
-                                arrival_process=process)
+    workload = workload_mod.Workload(buffer_bytes=buffer_bytes, compute_us=compute,
+                                     clients=clients, think_us=think, arrival_rate_per_s=rate,
+                                     arrival_process=process)
     return VMDef(name=vm_name, uuid=vm_uuid(scenario_name, vm_name), workload=workload,
                  vcpus=vcpus, sla=vm_sla, start_s=start, stop_s=stop)

@@ -17,7 +17,7 @@ engine jumps from one event to the next: a transfer completing on the link
 (:mod:`~resex_libvirt.sim.link`), a compute finishing, a capped VM using up
 its budget or a new scheduling period starting
 (:mod:`~resex_libvirt.sim.credit`), a request arriving
-(:mod:`~resex_libvirt.sim.benchex`), a VM starting or stopping, or the time
+(:mod:`~resex_libvirt.sim.workload`), a VM starting or stopping, or the time
 the caller asked to advance to. Between events every rate is constant, so
 the state advances exactly; the run is deterministic for a seed (each VM
 draws from its own ``random.Random(f"{seed}:{name}")``, never the global
@@ -48,12 +48,12 @@ import heapq
 import math
 import random
 
-from resex_libvirt.sim import benchex
 from resex_libvirt.sim import credit
 from resex_libvirt.sim import link as link_mod
 from resex_libvirt.sim import model as model_mod
+from resex_libvirt.sim import workload as workload_mod
 
-IDLE, COMPUTE, POLL = benchex.IDLE, benchex.COMPUTE, benchex.POLL
+IDLE, COMPUTE, POLL = workload_mod.IDLE, workload_mod.COMPUTE, workload_mod.POLL
 
 
 class SimVM:
@@ -64,8 +64,8 @@ class SimVM:
         self.workload = workload
         self.start_ns = int(start_ns)
         self.stop_ns = None if stop_ns is None else int(stop_ns)
-        self.server = benchex.Server(workload, random.Random("%s:%s" % (seed, name)),
-                                     model.compute_cv, model.max_queue)
+        self.server = workload_mod.Server(workload, random.Random("%s:%s" % (seed, name)),
+                                          model.compute_cv, model.max_queue)
         self.sched = credit.CapScheduler(model.sched_period_ns)
         self.weight = 256
         self.cpu_ns = 0
@@ -368,7 +368,7 @@ class Testbed:
                     arrival = c
             if arrival is not None and (t is None or arrival < t):
                 t = arrival
-            if srv.state != benchex.IDLE:
+            if srv.state != workload_mod.IDLE:
                 sched = vm.sched
                 cap = sched.cap_pct
                 # CapScheduler.budget_ns, inline.
@@ -378,7 +378,7 @@ class Testbed:
                     budget = max(0.0, cap / 100.0 * sched.period_ns - sched.used_ns)
                 if budget > 0:
                     vm.on_cpu = True
-                    if srv.state == benchex.COMPUTE:
+                    if srv.state == workload_mod.COMPUTE:
                         done = now + srv.compute_left
                         if t is None or done < t:
                             t = done

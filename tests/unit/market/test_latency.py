@@ -20,33 +20,35 @@ from hypothesis import strategies as st
 
 from resex_libvirt.market import latency
 from resex_libvirt.market import records
+from resex_libvirt.sim import latency_buffer
+from tests.unit.market import reference
 
 
 class InterferenceTest(unittest.TestCase):
 
     def test_mean_increase_in_percent_of_the_base(self):
         w = records.LatencyWindow(10, 250.0, 0.0, 250.0)
-        self.assertAlmostEqual(25.0, latency.interference_pct(w, 200.0))
+        self.assertAlmostEqual(25.0, reference.interference_pct(w, 200.0))
 
     def test_std_increase_is_relative_to_the_base_mean(self):
         w = records.LatencyWindow(10, 200.0, 50.0, 300.0)
-        self.assertAlmostEqual(20.0, latency.interference_pct(w, 200.0, base_std_us=10.0))
+        self.assertAlmostEqual(20.0, reference.interference_pct(w, 200.0, base_std_us=10.0))
 
     def test_faster_than_base_is_no_interference(self):
         w = records.LatencyWindow(10, 150.0, 0.0, 150.0)
-        self.assertEqual(0.0, latency.interference_pct(w, 200.0))
+        self.assertEqual(0.0, reference.interference_pct(w, 200.0))
 
     def test_no_window_no_interference(self):
-        self.assertEqual(0.0, latency.interference_pct(None, 200.0))
+        self.assertEqual(0.0, reference.interference_pct(None, 200.0))
 
     def test_baseline_std_follows_calm_windows_down_at_once(self):
-        t = latency.BaselineTracker()
+        t = reference.BaselineTracker()
         t.observe(records.LatencyWindow(10, 200.0, 8.0, 220.0), 200.0, 10.0)
         t.observe(records.LatencyWindow(10, 201.0, 3.0, 210.0), 200.0, 10.0)
         self.assertEqual(3.0, t.std_us)
 
     def test_baseline_ignores_interfered_windows(self):
-        t = latency.BaselineTracker()
+        t = reference.BaselineTracker()
         t.observe(records.LatencyWindow(10, 200.0, 3.0, 210.0), 200.0, 10.0)
         t.observe(records.LatencyWindow(10, 400.0, 90.0, 600.0), 200.0, 10.0)
         self.assertEqual(3.0, t.std_us)
@@ -62,14 +64,14 @@ class BufferTest(unittest.TestCase):
         self.assertEqual(400.0, w.p99_us)
 
     def test_old_values_leave_the_window(self):
-        buf = latency.LatencyBuffer(size=10, max_age=5)
+        buf = latency_buffer.LatencyBuffer(size=10, max_age=5)
         buf.add(1000.0, tick=0)
         buf.add(100.0, tick=8)
         self.assertEqual(100.0, buf.window(tick=10).mean_us)
         self.assertIsNone(buf.window(tick=100))
 
     def test_window_is_bounded(self):
-        buf = latency.LatencyBuffer(size=3)
+        buf = latency_buffer.LatencyBuffer(size=3)
         for i in range(100):
             buf.add(float(i), tick=i)
         self.assertEqual(3, len(buf))
@@ -106,7 +108,7 @@ _pairs = st.lists(st.tuples(st.integers(0, 200), st.floats(0, 1e6, allow_nan=Fal
 class WindowSinceTest(unittest.TestCase):
 
     def _check(self, pairs, size, tick, max_age):
-        buf = latency.LatencyBuffer(size=size, max_age=max_age)
+        buf = latency_buffer.LatencyBuffer(size=size, max_age=max_age)
         for t, v in pairs:
             buf.add(v, t)
         win, oldest = buf.window_since(tick)
@@ -129,10 +131,10 @@ class WindowSinceTest(unittest.TestCase):
 
     @given(_pairs, st.integers(1, 128), st.integers(0, 300), st.integers(0, 100))
     def test_extend_is_add_one_by_one(self, pairs, size, tick, max_age):
-        one = latency.LatencyBuffer(size=size, max_age=max_age)
+        one = latency_buffer.LatencyBuffer(size=size, max_age=max_age)
         for t, v in pairs:
             one.add(v, t)
-        many = latency.LatencyBuffer(size=size, max_age=max_age)
+        many = latency_buffer.LatencyBuffer(size=size, max_age=max_age)
         half = len(pairs) // 2
         for part in (pairs[:half], pairs[half:]):
             many.extend([v for _t, v in part], [t for t, _v in part])
@@ -141,7 +143,7 @@ class WindowSinceTest(unittest.TestCase):
         self.assertEqual(one.window(tick), many.window(tick))
 
     def test_an_older_tick_after_a_newer_one_is_still_left_out(self):
-        buf = latency.LatencyBuffer(size=8, max_age=5)
+        buf = latency_buffer.LatencyBuffer(size=8, max_age=5)
         buf.add(100.0, tick=10)
         buf.add(900.0, tick=1)      # out of order, and too old at tick 10
         buf.add(300.0, tick=10)

@@ -18,11 +18,11 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from resex_libvirt.market import latency
 from resex_libvirt.market import market as market_mod
 from resex_libvirt.market import policy as policy_mod
 from resex_libvirt.market import records
 from resex_libvirt import sla
+from tests.unit.market import reference
 
 
 def sla_strategy():
@@ -220,7 +220,7 @@ class InterferenceReferenceTest(unittest.TestCase):
         for name, (base, threshold) in zip("abc", slas):
             m.add(records.VMSpec(name, sla=sla.SLA(latency_sla_us=base,
                                                    interference_threshold_pct=threshold)))
-            trackers[name] = (latency.BaselineTracker(), base, threshold)
+            trackers[name] = (reference.BaselineTracker(), base, threshold)
         m.add(records.VMSpec("d"))                 # no SLA: its reports do not count
         for step in steps:
             windows = {vm: records.LatencyWindow(n, mean, std, mean)
@@ -231,5 +231,5 @@ class InterferenceReferenceTest(unittest.TestCase):
                 if vm in trackers:
                     tracker, base, threshold = trackers[vm]
                     learned = tracker.observe(w, base, threshold)
-                    want[vm] = latency.interference_pct(w, base, learned)
+                    want[vm] = reference.interference_pct(w, base, learned)
             self.assertEqual(want, m.last_interference)

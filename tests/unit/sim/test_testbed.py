@@ -18,10 +18,10 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from resex_libvirt.sim import benchex
 from resex_libvirt.sim import credit
 from resex_libvirt.sim import model as model_mod
 from resex_libvirt.sim import testbed as testbed_mod
+from resex_libvirt.sim import workload as workload_mod
 
 GIB = float(1 << 30)
 MS = 1_000_000
@@ -32,7 +32,7 @@ def server(buffer="64K", compute_us=148.0, **kw):
     sizes = {"64K": 65536, "2M": 2 << 20, "1K": 1024}
     if not kw:
         kw = {"clients": 1}
-    return benchex.Workload(buffer_bytes=sizes[buffer], compute_us=compute_us, **kw)
+    return workload_mod.Workload(buffer_bytes=sizes[buffer], compute_us=compute_us, **kw)
 
 
 class CapSchedulerTest(unittest.TestCase):

@@ -1,0 +1,114 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The last latencies of each simulated VM, stamped with the market's tick: its windows."""
+
+import collections
+import itertools
+
+from resex_libvirt.market import latency
+
+
+class LatencyBuffer:
+    """The last ``size`` latencies of one VM, each stamped with the market tick.
+
+    Pure: ``tick`` is the market's interval counter, not a clock. Values older
+    than ``max_age`` ticks are left out of the window so a VM that stops
+    reporting stops counting.
+
+    The values are also kept on their own, and while they arrive in tick
+    order (as a reporter sends them) the fresh ones are a run at the end of
+    the buffer: a window finds where it starts from the oldest end (usually
+    at once) and copies the values in one go instead of filtering pairs.
+    """
+
+    def __init__(self, size=64, max_age=None):
+        if size < 1:
+            raise ValueError("size must be >= 1")
+        self.max_age = max_age
+        self._items = collections.deque(maxlen=size)
+        self._values = collections.deque(maxlen=size)
+        self._last_tick = None
+        #: True while every tick added was at or after the previous one.
+        self._in_order = True
+        #: How many values were ever added (a window is stale when this moves).
+        self.added = 0
+
+    def add(self, value_us, tick):
+        value = float(value_us)
+        self._items.append((tick, value))
+        self._values.append(value)
+        if self._in_order and self._last_tick is not None and tick < self._last_tick:
+            self._in_order = False
+        self._last_tick = tick
+        self.added += 1
+
+    def extend(self, values_us, ticks):
+        """:meth:`add` each of ``values_us`` with the tick of the same rank in ``ticks``."""
+        items, values = self._items, self._values
+        last = self._last_tick
+        in_order = self._in_order
+        n = 0
+        for value, tick in zip(values_us, ticks):
+            value = float(value)
+            items.append((tick, value))
+            values.append(value)
+            if in_order and last is not None and tick < last:
+                in_order = False
+            last = tick
+            n += 1
+        self._last_tick = last
+        self._in_order = in_order
+        self.added += n
+
+    def __len__(self):
+        return len(self._items)
+
+    def window(self, tick):
+        """A :class:`LatencyWindow` of the fresh values, or ``None``."""
+        if self.max_age is not None:
+            values = [v for t, v in self._items if tick - t <= self.max_age]
+        else:
+            values = list(self._values)
+        return latency.summarize(values)
+
+    def window_since(self, tick):
+        """:meth:`window` at ``tick``, and the tick of its oldest value (or ``None``).
+
+        Without new values, the window stays the same until
+        :meth:`aged` says that oldest value left it.
+        """
+        max_age = self.max_age
+        if max_age is None:
+            return latency.summarize(list(self._values)), None
+        items = self._items
+        if not self._in_order:
+            fresh = [(t, v) for t, v in items if tick - t <= max_age]
+            if not fresh:
+                return None, None
+            return latency.summarize([v for _t, v in fresh]), min(t for t, _v in fresh)
+        # Ticks in order: ``tick - t`` never grows along the buffer, so the
+        # fresh values are the ones from the first fresh one to the end.
+        for start, (t, _v) in enumerate(items):
+            if tick - t <= max_age:
+                break
+        else:
+            return None, None
+        if start == 0:
+            values = list(self._values)
+        else:
+            values = list(itertools.islice(self._values, start, None))
+        return latency.summarize(values), t
+
+    def aged(self, tick, oldest):
+        """True once the value stamped ``oldest`` is too old for a window at ``tick``."""
+        return oldest is not None and self.max_age is not None and tick - oldest > self.max_age
