@@ -50,7 +50,8 @@ faults: bootstrap
 
 pep8: bootstrap
 	$(BIN)/flake8 resex_libvirt agent nova_filter benchex tests bench tools
-	$(BIN)/bashate -v devstack/plugin.sh devstack/settings tests/unit/devstack/devstack_shim.sh
+	$(BIN)/bashate -v devstack/plugin.sh devstack/settings tests/unit/devstack/devstack_shim.sh \
+		tools/devstack-functions.sh
 
 docs: bootstrap
 	$(BIN)/pip install -q -c upper-constraints.txt -r doc/requirements.txt

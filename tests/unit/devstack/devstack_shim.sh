@@ -19,30 +19,13 @@
 # tests/unit/devstack/test_plugin.py. Written from devstack's documented
 # semantics (inc/ini-config, functions-common), not copied from it:
 #
-#   iniset FILE SECTION OPTION VALUE      OPTION = VALUE in SECTION: replaces
-#                                         the option's line(s) in place, or
-#                                         adds it after the section header;
-#                                         adds the section (and the file) if
-#                                         missing
-#   iniget FILE SECTION OPTION            the option's value ("" if unset)
-#   iniget_multiline FILE SECTION OPTION  every value, space-separated
-#   iniset_multiline FILE SECTION OPTION V1 V2...
-#                                         one "OPTION = Vi" line per value,
-#                                         replacing every previous line
-#   iniadd FILE SECTION OPTION V1 V2...   the previous values, then V1 V2...
-#                                         (appends, never replaces)
-#   inicomment FILE SECTION OPTION        comments the option's line(s) out
-#   is_service_enabled S1 S2...           true if any Si is in
-#                                         $ENABLED_SERVICES (comma-separated)
-#   trueorfalse DEFAULT VARNAME           True/False for the variable's
-#                                         value (1/yes/true, 0/no/false in
-#                                         any usual case), else DEFAULT
+#   (iniset and its kin, is_service_enabled, trueorfalse, warn and die
+#   come from tools/devstack-functions.sh, which the cloud uses too)
 #   configure_keystoneauth FILE USER SECTION
 #                                         password auth of the service user
 #                                         USER in SECTION (auth_type,
 #                                         auth_url, username, password,
 #                                         domains, the service project)
-#   warn LINENO MESSAGE...                MESSAGE on stderr
 #   $SYSTEMCTL is-active --quiet UNIT     whether the unit's process runs
 #   journalctl -u UNIT [--since T] [-n N] the unit's log (its last N lines);
 #                                         T is ignored: the log is this run's
@@ -64,6 +47,9 @@
 
 RESEX_TEST_RECORD=${RESEX_TEST_RECORD:?set RESEX_TEST_RECORD}
 
+# iniset and friends, is_service_enabled, trueorfalse, warn, die.
+source "$(dirname "${BASH_SOURCE[0]}")/../../../tools/devstack-functions.sh"
+
 function _shim_record {
     echo "$*" >> "$RESEX_TEST_RECORD"
 }
@@ -76,33 +62,12 @@ function echo_summary {
     echo "summary: $*"
 }
 
-function warn {
-    local line=$1
-    shift
-    echo "warn (line $line): $*" >&2
-}
-
-function die {
-    echo "die (line $1): $2" >&2
-    exit 1
-}
-
 function sudo {
     "$@"
 }
 
 function get_python_exec_prefix {
     echo "${RESEX_TEST_BIN:-/opt/stack/data/venv/bin}"
-}
-
-function trueorfalse {
-    local default=$1
-    local testval=${!2:-}
-    case "$testval" in
-        1|yes|Yes|YES|true|True|TRUE) echo "True" ;;
-        0|no|No|NO|false|False|FALSE) echo "False" ;;
-        *) echo "$default" ;;
-    esac
 }
 
 function create_service_user {
@@ -187,106 +152,4 @@ function stop_process {
     if [[ -n "$RESEX_TEST_RUN_DIR" && -f "$RESEX_TEST_RUN_DIR/$1.pid" ]]; then
         kill -TERM "$(cat "$RESEX_TEST_RUN_DIR/$1.pid")" 2>/dev/null || true
     fi
-}
-
-function is_service_enabled {
-    local service
-    for service in "$@"; do
-        if [[ ",$ENABLED_SERVICES," == *",$service,"* ]]; then
-            return 0
-        fi
-    done
-    return 1
-}
-
-# Every value of OPTION in SECTION of FILE, one per line.
-function _shim_ini_values {
-    [[ -f "$1" ]] || return 0
-    awk -v sec="$2" -v opt="$3" '
-        /^\[[^]]*\]/ { insec = ($0 == "[" sec "]"); next }
-        insec && $0 ~ ("^" opt "[ \t]*=") {
-            v = $0; sub(/^[^=]*=[ \t]*/, "", v); print v
-        }' "$1"
-}
-
-# Replace OPTION's lines in SECTION of FILE with one line per VALUE.
-function _shim_ini_write {
-    local file=$1
-    local section=$2
-    local option=$3
-    shift 3
-    local present=0
-    if [[ -n "$(_shim_ini_values "$file" "$section" "$option")" ]]; then
-        present=1
-    fi
-    [[ -f "$file" ]] || : > "$file"
-    local tmp
-    tmp=$(mktemp)
-    awk -v sec="$section" -v opt="$option" -v present="$present" \
-        -v vals="$(printf '%s\n' "$@")" '
-        function emit(    n, i, parts) {
-            if (done) return
-            n = split(vals, parts, "\n")
-            for (i = 1; i <= n; i++)
-                if (parts[i] != "") print opt " = " parts[i]
-            done = 1
-        }
-        /^\[[^]]*\]/ {
-            insec = ($0 == "[" sec "]"); print
-            if (insec) { seen = 1; if (!present) emit() }
-            next
-        }
-        insec && $0 ~ ("^" opt "[ \t]*=") { emit(); next }
-        { print }
-        END { if (!seen) { print ""; print "[" sec "]"; emit() } }
-        ' "$file" > "$tmp"
-    cat "$tmp" > "$file"
-    rm -f "$tmp"
-}
-
-function iniset {
-    [[ "$1" == "-sudo" ]] && shift
-    _shim_ini_write "$1" "$2" "$3" "$4"
-}
-
-function iniget {
-    _shim_ini_values "$1" "$2" "$3" | head -n 1
-}
-
-function iniget_multiline {
-    local values
-    values=$(_shim_ini_values "$1" "$2" "$3")
-    echo ${values}
-}
-
-function iniset_multiline {
-    [[ "$1" == "-sudo" ]] && shift
-    local file=$1
-    local section=$2
-    local option=$3
-    shift 3
-    _shim_ini_write "$file" "$section" "$option" "$@"
-}
-
-function iniadd {
-    [[ "$1" == "-sudo" ]] && shift
-    local file=$1
-    local section=$2
-    local option=$3
-    shift 3
-    local previous
-    previous=$(iniget_multiline "$file" "$section" "$option")
-    iniset_multiline "$file" "$section" "$option" ${previous} "$@"
-}
-
-function inicomment {
-    [[ "$1" == "-sudo" ]] && shift
-    local tmp
-    tmp=$(mktemp)
-    awk -v sec="$2" -v opt="$3" '
-        /^\[[^]]*\]/ { insec = ($0 == "[" sec "]"); print; next }
-        insec && $0 ~ ("^" opt "[ \t]*=") { print "#" $0; next }
-        { print }' "$1" > "$tmp"
-    cat "$tmp" > "$1"
-    rm -f "$tmp"
 }

@@ -55,6 +55,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")
 SHIM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "devstack_shim.sh")
 PLUGIN = os.path.join(ROOT, "devstack", "plugin.sh")
 SETTINGS = os.path.join(ROOT, "devstack", "settings")
+FUNCTIONS = os.path.join(ROOT, "tools", "devstack-functions.sh")
 BASHATE = os.path.join(os.path.dirname(sys.executable), "bashate")
 
 #: What devstack's lib/nova writes before the plugin's post-config phase.
@@ -437,7 +438,7 @@ class MultinodeTest(unittest.TestCase):
 class BashateTest(unittest.TestCase):
 
     def test_plugin_settings_and_shim_are_bashate_clean(self):
-        result = subprocess.run([BASHATE, "-v", PLUGIN, SETTINGS, SHIM],
+        result = subprocess.run([BASHATE, "-v", PLUGIN, SETTINGS, SHIM, FUNCTIONS],
                                 capture_output=True, text=True, timeout=60)
         self.assertEqual(0, result.returncode, result.stdout + result.stderr)
         self.assertNotIn("warning", result.stdout + result.stderr)
