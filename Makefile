@@ -5,7 +5,8 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.bootstrapped
 
-.PHONY: bootstrap demo test lab bench faults pep8 genconfig docs benchex-static clean
+.PHONY: bootstrap demo test lab bench faults pep8 genconfig docs benchex-static clean \
+	cloud cloud-down cloud-status cloud-test
 
 # nova-scheduler runs native threads; the in-process nova of the tests too.
 export OS_NOVA_DISABLE_EVENTLET_PATCHING := 1
@@ -37,6 +38,26 @@ test: bootstrap
 lab: bootstrap
 	$(BIN)/python -m tests.lab.run
 	$(BIN)/python -m tests.lab.experiment --out lab-results
+
+# A real OpenStack on this machine with the plugin in it (doc/source/cloud.rst):
+# keystone, glance, placement, nova, two compute nodes with their libvirtd and
+# resex-agent, etcd as the board; state and logs under $(RESEX_CLOUD_DIR).
+# As root; it holds /tmp/resex-lab.lock until cloud-down.
+RESEX_CLOUD_DIR ?= /var/tmp/resex-cloud
+export RESEX_CLOUD_DIR
+
+cloud: bootstrap
+	$(BIN)/python -m tests.cloud up
+
+cloud-down: bootstrap
+	$(BIN)/python -m tests.cloud down
+
+cloud-status: bootstrap
+	$(BIN)/python -m tests.cloud status
+
+# Bring-up, every end-to-end scenario, teardown: scenario | result | time.
+cloud-test: bootstrap
+	$(BIN)/python -m tests.cloud test
 
 bench: bootstrap
 	$(BIN)/python -m bench

@@ -1,0 +1,855 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""A real OpenStack on one machine, with the plugin in it (``make cloud``).
+
+Everything runs on 127.0.0.1 as a child process recorded by PID
+(:mod:`tests.cloud.procs`) under one state directory (``RESEX_CLOUD_DIR``,
+default ``/var/tmp/resex-cloud``): MariaDB, epmd and RabbitMQ, memcached,
+etcd (the price board), keystone, glance, placement and nova-api under
+gunicorn, a neutron stand-in (:mod:`tests.cloud.neutron_stub`), a TCP sink
+for the guests' bulk traffic, nova-conductor and nova-scheduler, and per
+compute node a libvirtd in its own mount and UTS namespace with its
+nova-compute and resex-agent inside. The plugin is configured by
+``devstack/plugin.sh``'s own post-config phase (nova.conf of the
+scheduler; each node's agent configuration). doc/source/cloud.rst says
+what runs where and why.
+"""
+
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+
+from tests.cloud import procs
+
+LOG = logging.getLogger(__name__)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+STATE_DIR = os.environ.get("RESEX_CLOUD_DIR", "/var/tmp/resex-cloud")
+LAB_LOCK = "/tmp/resex-lab.lock"
+VENV_BIN = os.path.dirname(os.path.abspath(sys.executable))
+HOST = "127.0.0.1"
+REGION = "RegionOne"
+PASSWORD = "resex-cloud"
+
+#: Debian packages of the control plane (the lab's libvirt/QEMU come with the nodes).
+PACKAGES = ("mariadb-server", "rabbitmq-server", "memcached", "qemu-utils", "etcd-server",
+            "libvirt-daemon", "libvirt-daemon-driver-qemu", "libvirt-clients",
+            "qemu-system-x86", "busybox-static", "cpio", "iproute2", "util-linux")
+
+PORTS = {
+    "mariadb": 46306, "epmd": 46369, "rabbitmq": 46672, "rabbitmq-dist": 46671,
+    "memcached": 46211, "etcd": 46379, "etcd-peer": 46380, "keystone": 46500,
+    "glance": 46292, "placement": 46778, "nova-api": 46774, "neutron": 46696,
+    "sink": 5001,
+}
+
+#: The guests' network: a bridge with the host's address, one shaped ifb per node.
+BRIDGE = "resexcbr0"
+CIDR = "10.229.0.0/24"
+HOST_CIDR = "10.229.0.1/24"
+NETWORK_ID = "8c6b3e2f-2d6a-4b5e-9a29-000000000001"
+SUBNET_ID = "8c6b3e2f-2d6a-4b5e-9a29-000000000002"
+#: Each node's link: guests' transmit through a tbf of this rate (the lab's bottleneck).
+LINK_MBIT = 45.0
+#: The agents' link capacity: the tbf's rate (Gb/s).
+LINK_GBPS = 0.05
+
+NODES = ("node1", "node2")
+
+DATABASES = ("keystone", "glance", "placement", "nova_api", "nova", "nova_cell0")
+
+
+class CloudError(RuntimeError):
+    """The cloud could not be brought up (the message says which part and its log)."""
+
+
+def _run(argv, env=None, timeout=600, cwd=None):
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=timeout,
+                          cwd=cwd)
+    if proc.returncode:
+        why = (proc.stderr or proc.stdout)[-2000:]
+        raise CloudError("%s failed (%d): %s" % (" ".join(argv), proc.returncode, why))
+    return proc.stdout
+
+
+def _write(path, text, mode=0o644):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, mode)
+
+
+def _ini(sections):
+    out = []
+    for section, options in sections.items():
+        out.append("[%s]" % section)
+        out += ["%s = %s" % (k, v) for k, v in options.items()]
+        out.append("")
+    return "\n".join(out)
+
+
+def wait_for_port(port, proc_entry, log, timeout=120.0, host=HOST):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            with socket.create_connection((host, port), timeout=1.0):
+                return
+        if proc_entry is not None and not procs.alive(proc_entry.pid):
+            raise CloudError("exited before listening on %d; see %s" % (port, log))
+        time.sleep(0.2)
+    raise CloudError("nothing listens on %d after %.0f s; see %s" % (port, timeout, log))
+
+
+def wait_for_http(url, proc_entry, log, timeout=180.0):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as resp:
+                return resp.status
+        except urllib.error.HTTPError as e:
+            if e.code < 500:
+                return e.code
+            last = e
+        except OSError as e:
+            last = e
+        if proc_entry is not None and not procs.alive(proc_entry.pid):
+            raise CloudError("exited before answering %s; see %s" % (url, log))
+        time.sleep(0.3)
+    raise CloudError("%s does not answer after %.0f s (%s); see %s" % (url, timeout, last, log))
+
+
+class LabLock:
+    """``/tmp/resex-lab.lock``, held by a ``sleep`` child for as long as the cloud runs.
+
+    The lab's other users take the same lock; the holder outlives ``make
+    cloud`` and is the last process ``make cloud-down`` stops.
+    """
+
+    NAME = "lab-lock"
+
+    def __init__(self, table, log):
+        self.table = table
+        self.log = log
+
+    def acquire(self, timeout=1800.0):
+        held = self.table.get(self.NAME)
+        if held and procs.alive(held["pid"], held["started"]):
+            return
+        fd = os.open(LAB_LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                # Blocking, so that the kernel queues us with the lab's other
+                # users instead of letting them overtake a poller.
+                LOG.warning("waiting for %s (another lab runs)", LAB_LOCK)
+                _flock_with_timeout(fd, timeout)
+            with open(self.log, "ab") as out:
+                proc = subprocess.Popen(["sleep", "infinity"], pass_fds=(fd,), stdout=out,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
+            self.table.add(self.NAME, proc.pid, ["sleep", "infinity"], self.log)
+        finally:
+            os.close(fd)
+
+
+def _flock_with_timeout(fd, timeout):
+    def expired(signum, frame):
+        raise CloudError("%s still held after %.0f s" % (LAB_LOCK, timeout))
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(int(timeout))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+class Cloud:
+    """The cloud's layout, bring-up and teardown."""
+
+    def __init__(self, state_dir=STATE_DIR, nodes=NODES):
+        self.dir = state_dir
+        self.nodes = tuple(nodes)
+        self.etc = os.path.join(state_dir, "etc")
+        self.logs = os.path.join(state_dir, "log")
+        self.run_dir = os.path.join(state_dir, "run")
+        self.data = os.path.join(state_dir, "data")
+        self.bin = os.path.join(state_dir, "bin")
+        self.table = procs.ProcessTable(os.path.join(self.run_dir, "procs.json"))
+        self.figures = {}
+
+    # -- paths -------------------------------------------------------------------
+
+    def log(self, name):
+        return os.path.join(self.logs, name + ".log")
+
+    def node_dir(self, node):
+        return os.path.join(self.dir, "nodes", node)
+
+    def nova_conf(self, node=None):
+        if node is None:
+            return os.path.join(self.etc, "nova", "nova.conf")
+        return os.path.join(self.node_dir(node), "etc", "nova.conf")
+
+    def agent_conf(self, node):
+        return os.path.join(self.node_dir(node), "etc", "resex", "resex-agent.conf")
+
+    def ifb(self, node):
+        return "resexc%sifb" % node[-1]
+
+    @property
+    def board_url(self):
+        return "etcd3+http://%s:%d" % (HOST, PORTS["etcd"])
+
+    @property
+    def auth_url(self):
+        return "http://%s:%d/v3" % (HOST, PORTS["keystone"])
+
+    def db_url(self, name):
+        return "mysql+pymysql://root@%s:%d/%s" % (HOST, PORTS["mariadb"], name)
+
+    @property
+    def transport_url(self):
+        return "rabbit://guest:guest@%s:%d/" % (HOST, PORTS["rabbitmq"])
+
+    def env(self, **extra):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
+        env["PATH"] = ":".join((self.bin, VENV_BIN, "/usr/local/sbin", "/usr/local/bin",
+                                "/usr/sbin", "/usr/bin", "/sbin", "/bin"))
+        env["PYTHONPATH"] = ROOT
+        env["OS_NOVA_DISABLE_EVENTLET_PATCHING"] = "1"
+        env["HOME"] = os.path.join(self.run_dir, "home")
+        env.update(extra)
+        return env
+
+    def clouds_yaml(self):
+        return {"auth": {"auth_url": self.auth_url, "username": "admin", "password": PASSWORD,
+                         "project_name": "admin", "user_domain_name": "Default",
+                         "project_domain_name": "Default"},
+                "region_name": REGION, "identity_api_version": "3"}
+
+    def openstack_hint(self):
+        return ("OS_AUTH_URL=%s OS_USERNAME=admin OS_PASSWORD=%s OS_PROJECT_NAME=admin "
+                "OS_USER_DOMAIN_NAME=Default OS_PROJECT_DOMAIN_NAME=Default "
+                "OS_REGION_NAME=%s %s server list"
+                % (self.auth_url, PASSWORD, REGION, os.path.join(VENV_BIN, "openstack")))
+
+    def connect(self):
+        import openstack
+        return openstack.connect(**self.clouds_yaml()["auth"], region_name=REGION,
+                                 compute_api_version="2.90")
+
+    # -- bring-up ----------------------------------------------------------------
+
+    def up(self, install=True):
+        t0 = time.monotonic()
+        if os.geteuid() != 0:
+            raise CloudError("the cloud runs libvirtd, namespaces and bridges: run it as root")
+        for sub in (self.etc, self.logs, self.run_dir, self.data, self.bin,
+                    os.path.join(self.run_dir, "home")):
+            os.makedirs(sub, exist_ok=True)
+        LabLock(self.table, self.log("lab-lock")).acquire()
+        if install:
+            _run([os.path.join(ROOT, "tools", "install-deb.sh"), *PACKAGES])
+        self._write_helpers()
+        self.start_mariadb()
+        self.start_rabbitmq()
+        self.start_memcached()
+        self.start_etcd()
+        self.start_keystone()
+        self.register_services()
+        self.start_glance()
+        self.start_placement()
+        self.start_network()
+        self.configure_nova()
+        self.start_nova_control()
+        for node in self.nodes:
+            self.start_node(node)
+        self.wait_for_computes()
+        self.figures["bring_up_s"] = time.monotonic() - t0
+        return self
+
+    def _write_helpers(self):
+        # nova-compute's privsep runs "sudo privsep-helper ...": there is no
+        # sudo here and everything already runs as root.
+        _write(os.path.join(self.bin, "sudo"),
+               "#!/bin/sh\n# the cloud runs as root: run the command as is\n"
+               "while [ $# -gt 0 ]; do case \"$1\" in -*) shift;; *) break;; esac; done\n"
+               "exec \"$@\"\n", 0o755)
+
+    def _start(self, name, argv, env=None, cwd=None):
+        entry = self.table.get(name)
+        if entry and procs.alive(entry["pid"], entry["started"]):
+            raise CloudError("%s already runs (pid %d): make cloud-down first"
+                             % (name, entry["pid"]))
+        return self.table.start(name, argv, self.log(name), env=env or self.env(),
+                                cwd=cwd or ROOT)
+
+    # MariaDB ------------------------------------------------------------------
+
+    def start_mariadb(self):
+        datadir = os.path.join(self.data, "mariadb")
+        sock = os.path.join(self.run_dir, "mariadb.sock")
+        if not os.path.isdir(os.path.join(datadir, "mysql")):
+            _run(["mariadb-install-db", "--no-defaults", "--datadir=" + datadir, "--user=root",
+                  "--auth-root-authentication-method=normal", "--skip-test-db"])
+        proc = self._start("mariadb", [
+            "mariadbd", "--no-defaults", "--datadir=" + datadir, "--user=root",
+            "--socket=" + sock, "--port=%d" % PORTS["mariadb"], "--bind-address=" + HOST,
+            "--pid-file=" + os.path.join(self.run_dir, "mariadb.pid"),
+            "--skip-name-resolve", "--innodb-buffer-pool-size=64M",
+            "--innodb-log-file-size=16M", "--max-connections=500",
+            "--innodb-flush-log-at-trx-commit=0", "--sync-binlog=0",
+            "--performance-schema=OFF", "--character-set-server=utf8mb4"])
+        wait_for_port(PORTS["mariadb"], proc, self.log("mariadb"))
+        sql = "".join("CREATE DATABASE IF NOT EXISTS %s CHARACTER SET utf8mb4;" % db
+                      for db in DATABASES)
+        _run(["mariadb", "--no-defaults", "--socket=" + sock, "-uroot", "-e", sql])
+
+    # RabbitMQ -----------------------------------------------------------------
+
+    def start_rabbitmq(self):
+        base = os.path.join(self.data, "rabbitmq")
+        os.makedirs(base, exist_ok=True)
+        env = self.env(ERL_EPMD_PORT=str(PORTS["epmd"]), ERL_EPMD_ADDRESS=HOST)
+        epmd = self._start("epmd", ["epmd", "-port", str(PORTS["epmd"])], env=env)
+        wait_for_port(PORTS["epmd"], epmd, self.log("epmd"))
+        conf = os.path.join(self.etc, "rabbitmq", "rabbitmq")
+        _write(conf + ".conf", "listeners.tcp.1 = %s:%d\nloopback_users = none\n"
+               "distribution.listener.interface = %s\n"
+               "distribution.listener.port_range.min = %d\n"
+               "distribution.listener.port_range.max = %d\n"
+               % (HOST, PORTS["rabbitmq"], HOST, PORTS["rabbitmq-dist"],
+                  PORTS["rabbitmq-dist"]))
+        _write(os.path.join(self.etc, "rabbitmq", "enabled_plugins"), "[].\n")
+        env.update({
+            "RABBITMQ_NODENAME": "resexcloud@localhost",
+            "RABBITMQ_NODE_IP_ADDRESS": HOST,
+            "RABBITMQ_NODE_PORT": str(PORTS["rabbitmq"]),
+            "RABBITMQ_DIST_PORT": str(PORTS["rabbitmq-dist"]),
+            "RABBITMQ_CONFIG_FILE": conf,
+            "RABBITMQ_ENABLED_PLUGINS_FILE": os.path.join(self.etc, "rabbitmq",
+                                                          "enabled_plugins"),
+            "RABBITMQ_MNESIA_BASE": os.path.join(base, "mnesia"),
+            "RABBITMQ_LOG_BASE": os.path.join(self.logs, "rabbitmq"),
+            "RABBITMQ_LOGS": "-",
+            "RABBITMQ_PID_FILE": os.path.join(self.run_dir, "rabbitmq.pid"),
+            "HOME": base,
+        })
+        script = sorted(p for p in _glob("/usr/lib/rabbitmq/lib/rabbitmq_server-*/sbin/"
+                                         "rabbitmq-server"))[-1]
+        proc = self._start("rabbitmq", [script], env=env)
+        wait_for_port(PORTS["rabbitmq"], proc, self.log("rabbitmq"), timeout=180)
+
+    # memcached, etcd ------------------------------------------------------------
+
+    def start_memcached(self):
+        proc = self._start("memcached", ["memcached", "-u", "root", "-l", HOST,
+                                         "-p", str(PORTS["memcached"]), "-m", "64", "-U", "0"])
+        wait_for_port(PORTS["memcached"], proc, self.log("memcached"))
+
+    def start_etcd(self):
+        client = "http://%s:%d" % (HOST, PORTS["etcd"])
+        peer = "http://%s:%d" % (HOST, PORTS["etcd-peer"])
+        proc = self._start("etcd", [
+            "etcd", "--name", "resexcloud", "--data-dir", os.path.join(self.data, "etcd"),
+            "--listen-client-urls", client, "--advertise-client-urls", client,
+            "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+            "--initial-cluster", "resexcloud=" + peer,
+            "--auto-compaction-retention", "1"])
+        wait_for_port(PORTS["etcd"], proc, self.log("etcd"))
+
+    # WSGI services --------------------------------------------------------------
+
+    def _gunicorn(self, name, app, port, env, threads=4):
+        argv = [os.path.join(VENV_BIN, "gunicorn"), "--bind", "%s:%d" % (HOST, port),
+                "--workers", "1", "--threads", str(threads), "--timeout", "300",
+                "--no-control-socket", "--keep-alive", "30", "--name", name,
+                "tests.cloud.wsgi_apps:" + app]
+        return self._start(name, argv, env=env)
+
+    def _authtoken(self, user):
+        return {"www_authenticate_uri": self.auth_url, "auth_url": self.auth_url,
+                "auth_type": "password", "project_domain_name": "Default",
+                "user_domain_name": "Default", "project_name": "service",
+                "username": user, "password": PASSWORD, "region_name": REGION}
+
+    def _service_auth(self, user):
+        return {"auth_type": "password", "auth_url": self.auth_url,
+                "project_domain_name": "Default", "user_domain_name": "Default",
+                "project_name": "service", "username": user, "password": PASSWORD,
+                "region_name": REGION}
+
+    def start_keystone(self):
+        conf_dir = os.path.join(self.etc, "keystone")
+        keys = os.path.join(self.data, "keystone")
+        _write(os.path.join(conf_dir, "keystone.conf"), _ini({
+            "DEFAULT": {"use_stderr": "true"},
+            "database": {"connection": self.db_url("keystone")},
+            "token": {"provider": "fernet"},
+            "fernet_tokens": {"key_repository": os.path.join(keys, "fernet")},
+            "credential": {"key_repository": os.path.join(keys, "credential")},
+            "cache": {"enabled": "true", "backend": "dogpile.cache.pymemcache",
+                      "memcache_servers": "%s:%d" % (HOST, PORTS["memcached"])},
+        }))
+        env = self.env(OS_KEYSTONE_CONFIG_DIR=conf_dir)
+        manage = [os.path.join(VENV_BIN, "keystone-manage"), "--config-dir", conf_dir]
+        for d in ("fernet", "credential"):
+            os.makedirs(os.path.join(keys, d), exist_ok=True)
+        _run(manage + ["db_sync"], env=env)
+        _run(manage + ["fernet_setup", "--keystone-user", "root", "--keystone-group", "root"],
+             env=env)
+        _run(manage + ["credential_setup", "--keystone-user", "root",
+                       "--keystone-group", "root"], env=env)
+        url = "http://%s:%d/v3" % (HOST, PORTS["keystone"])
+        _run(manage + ["bootstrap", "--bootstrap-password", PASSWORD,
+                       "--bootstrap-admin-url", url, "--bootstrap-internal-url", url,
+                       "--bootstrap-public-url", url, "--bootstrap-region-id", REGION],
+             env=env)
+        proc = self._gunicorn("keystone", "keystone", PORTS["keystone"], env)
+        wait_for_http(url, proc, self.log("keystone"))
+
+    def register_services(self):
+        """Service users, services and endpoints (what devstack's lib/* create)."""
+        conn = self.connect()
+        project = conn.identity.find_project("service") or conn.identity.create_project(
+            name="service", domain_id="default")
+        admin_role = conn.identity.find_role("admin")
+        services = (("glance", "image", PORTS["glance"], ""),
+                    ("placement", "placement", PORTS["placement"], ""),
+                    ("nova", "compute", PORTS["nova-api"], "/v2.1"),
+                    ("neutron", "network", PORTS["neutron"], ""))
+        for user, stype, port, path in services:
+            u = conn.identity.find_user(user) or conn.identity.create_user(
+                name=user, password=PASSWORD, domain_id="default",
+                default_project_id=project.id)
+            conn.identity.assign_project_role_to_user(project, u, admin_role)
+            if not list(conn.identity.services(type=stype)):
+                svc = conn.identity.create_service(name=user, type=stype)
+                for interface in ("public", "internal", "admin"):
+                    conn.identity.create_endpoint(
+                        service_id=svc.id, interface=interface, region_id=REGION,
+                        url="http://%s:%d%s" % (HOST, port, path))
+        conn.close()
+
+    def start_glance(self):
+        conf_dir = os.path.join(self.etc, "glance")
+        store = os.path.join(self.data, "glance")
+        for sub in ("images", "staging", "tasks"):
+            os.makedirs(os.path.join(store, sub), exist_ok=True)
+        os.makedirs(conf_dir, exist_ok=True)
+        shutil.copy(os.path.join(VENV_BIN, "..", "etc", "glance", "glance-api-paste.ini"),
+                    conf_dir)
+        _write(os.path.join(conf_dir, "glance-api.conf"), _ini({
+            "DEFAULT": {"use_stderr": "true", "enabled_backends": "fs:file",
+                        "bind_host": HOST, "bind_port": PORTS["glance"]},
+            "database": {"connection": self.db_url("glance")},
+            "glance_store": {"default_backend": "fs"},
+            "fs": {"filesystem_store_datadir": os.path.join(store, "images")},
+            "os_glance_staging_store": {"filesystem_store_datadir":
+                                        os.path.join(store, "staging")},
+            "os_glance_tasks_store": {"filesystem_store_datadir":
+                                      os.path.join(store, "tasks")},
+            "paste_deploy": {"flavor": "keystone",
+                             "config_file": os.path.join(conf_dir, "glance-api-paste.ini")},
+            "keystone_authtoken": self._authtoken("glance"),
+            "oslo_concurrency": {"lock_path": os.path.join(self.data, "glance-locks")},
+        }))
+        env = self.env(OS_GLANCE_CONFIG_DIR=conf_dir)
+        _run([os.path.join(VENV_BIN, "glance-manage"), "--config-file",
+              os.path.join(conf_dir, "glance-api.conf"), "db_sync"], env=env)
+        proc = self._gunicorn("glance", "glance", PORTS["glance"], env)
+        wait_for_http("http://%s:%d/" % (HOST, PORTS["glance"]), proc, self.log("glance"))
+
+    def start_placement(self):
+        conf_dir = os.path.join(self.etc, "placement")
+        _write(os.path.join(conf_dir, "placement.conf"), _ini({
+            "DEFAULT": {"use_stderr": "true"},
+            "placement_database": {"connection": self.db_url("placement")},
+            "api": {"auth_strategy": "keystone"},
+            "keystone_authtoken": self._authtoken("placement"),
+        }))
+        env = self.env(OS_PLACEMENT_CONFIG_DIR=conf_dir)
+        _run([os.path.join(VENV_BIN, "placement-manage"), "--config-dir", conf_dir,
+              "db", "sync"], env=env)
+        proc = self._gunicorn("placement", "placement", PORTS["placement"], env)
+        wait_for_http("http://%s:%d/" % (HOST, PORTS["placement"]), proc,
+                      self.log("placement"))
+
+    # the guests' network ----------------------------------------------------------
+
+    def start_network(self):
+        """The bridge (host address), one shaped ifb per node, the neutron stand-in, the sink."""
+        if shutil.which("modprobe"):
+            subprocess.run(["modprobe", "ifb", "numifbs=0"], capture_output=True)
+        links = [(BRIDGE, "bridge")] + [(self.ifb(n), "ifb") for n in self.nodes]
+        for name, kind in links:
+            if _link_exists(name):
+                raise CloudError("%s exists: a previous cloud was not torn down "
+                                 "(make cloud-down)" % name)
+            _run(["ip", "link", "add", name, "type", kind])
+            self._record_link(name)
+            _run(["ip", "link", "set", name, "up"])
+        _run(["ip", "addr", "add", HOST_CIDR, "dev", BRIDGE])
+        for node in self.nodes:
+            self.set_link_rate(node, LINK_MBIT)
+        conf = os.path.join(self.etc, "neutron-stub.json")
+        _write(conf, json.dumps({"network_id": NETWORK_ID, "subnet_id": SUBNET_ID,
+                                 "cidr": CIDR, "bridge": BRIDGE,
+                                 "ifbs": {n: self.ifb(n) for n in self.nodes}}))
+        proc = self._gunicorn("neutron", "neutron", PORTS["neutron"],
+                              self.env(RESEX_CLOUD_NEUTRON_CONF=conf), threads=8)
+        wait_for_http("http://%s:%d/v2.0/networks" % (HOST, PORTS["neutron"]), proc,
+                      self.log("neutron"))
+        sink = self._start("sink", [sys.executable, "-m", "tests.cloud.sink",
+                                    HOST_CIDR.split("/")[0], str(PORTS["sink"])])
+        wait_for_port(PORTS["sink"], sink, self.log("sink"), host=HOST_CIDR.split("/")[0])
+
+    def set_link_rate(self, node, mbit):
+        _run(["tc", "qdisc", "replace", "dev", self.ifb(node), "root", "tbf",
+              "rate", "%gmbit" % mbit, "burst", "16384", "latency", "50ms"])
+
+    def _record_link(self, name):
+        path = os.path.join(self.run_dir, "links")
+        with open(path, "a") as f:
+            f.write(name + "\n")
+
+    # nova -----------------------------------------------------------------------
+
+    def _nova_common(self):
+        return {
+            "DEFAULT": {
+                "transport_url": self.transport_url, "my_ip": HOST,
+                "state_path": os.path.join(self.data, "nova"), "use_stderr": "true",
+                "compute_driver": "libvirt.LibvirtDriver",
+                "vif_plugging_is_fatal": "false", "vif_plugging_timeout": "0",
+                "graceful_shutdown_timeout": "5",
+                "default_log_levels": ",".join((
+                    "amqp=WARN", "amqplib=WARN", "sqlalchemy=WARN", "oslo.messaging=INFO",
+                    "oslo_messaging=INFO", "iso8601=WARN", "requests=WARN",
+                    "urllib3=WARN", "stevedore=WARN", "keystonemiddleware=WARN",
+                    "keystoneauth=WARN", "oslo_policy=WARN", "nova_filter=DEBUG",
+                    "nova.scheduler.filter_scheduler=DEBUG", "nova.filters=DEBUG")),
+            },
+            "wsgi": {"api_paste_config": os.path.join(self.etc, "nova", "api-paste.ini")},
+            "api": {"auth_strategy": "keystone"},
+            "api_database": {"connection": self.db_url("nova_api")},
+            "database": {"connection": self.db_url("nova")},
+            "keystone_authtoken": self._authtoken("nova"),
+            "placement": self._service_auth("placement"),
+            "neutron": self._service_auth("neutron"),
+            "glance": {"region_name": REGION},
+            "scheduler": {"discover_hosts_in_cells_interval": "2", "workers": "1"},
+            "conductor": {"workers": "1"},
+            "oslo_concurrency": {"lock_path": os.path.join(self.data, "nova", "locks")},
+            "libvirt": {"virt_type": "qemu", "cpu_mode": "none"},
+            "vnc": {"enabled": "false"},
+            "workarounds": {"disable_rootwrap": "true",
+                            "disable_deep_image_inspection": "true"},
+            "oslo_messaging_notifications": {"driver": "noop"},
+        }
+
+    def _plugin_post_config(self, services, nova_conf, extra_env):
+        """Run devstack/plugin.sh's post-config phase, as devstack would on this node."""
+        script = "\n".join((
+            "set -o errexit",
+            "source %s" % os.path.join(ROOT, "tools", "devstack-functions.sh"),
+            "function sudo { \"$@\"; }",
+            "function echo_summary { echo \"$*\"; }",
+            "function define_plugin { :; }",
+            "source %s" % os.path.join(ROOT, "devstack", "settings"),
+            "source %s stack post-config" % os.path.join(ROOT, "devstack", "plugin.sh"),
+        ))
+        env = self.env(DEST=os.path.dirname(ROOT), RESEX_DIR=ROOT, SERVICE_HOST=HOST,
+                       STACK_USER="root", ENABLED_SERVICES=services, NOVA_CONF=nova_conf,
+                       RESEX_BOARD_URL=self.board_url, **extra_env)
+        out = _run(["bash", "-c", script], env=env)
+        with open(self.log("devstack-plugin"), "a") as f:
+            f.write("== %s %s\n%s" % (services, nova_conf, out))
+
+    def iniset(self, path, section, option, value):
+        """devstack's iniset (tools/devstack-functions.sh) on ``path``."""
+        _run(["bash", "-c", "source %s; iniset \"$@\"" % os.path.join(
+            ROOT, "tools", "devstack-functions.sh"), "iniset", path, section, option, value])
+
+    def configure_nova(self):
+        conf = self.nova_conf()
+        os.makedirs(os.path.join(self.data, "nova", "locks"), exist_ok=True)
+        _write(conf, _ini(self._nova_common()))
+        shutil.copy(os.path.join(VENV_BIN, "..", "etc", "nova", "api-paste.ini"),
+                    os.path.dirname(conf))
+        # The scheduler's nova.conf, by the devstack plugin (filter, weigher, board).
+        self._plugin_post_config("n-api,n-cond,n-sch,placement-api,etcd3", conf, {})
+        env = self.env(OS_NOVA_CONFIG_DIR=os.path.dirname(conf))
+        manage = [os.path.join(VENV_BIN, "nova-manage"), "--config-file", conf]
+        _run(manage + ["api_db", "sync"], env=env)
+        out = subprocess.run(manage + ["cell_v2", "list_cells"], env=env, capture_output=True,
+                             text=True).stdout
+        if "cell0" not in out:
+            _run(manage + ["cell_v2", "map_cell0", "--database_connection",
+                           self.db_url("nova_cell0")], env=env)
+        if "cell1" not in out:
+            _run(manage + ["cell_v2", "create_cell", "--name", "cell1"], env=env)
+        _run(manage + ["db", "sync"], env=env)
+
+    def start_nova_control(self):
+        conf = self.nova_conf()
+        env = self.env(OS_NOVA_CONFIG_DIR=os.path.dirname(conf))
+        api = self._gunicorn("nova-api", "nova", PORTS["nova-api"], env)
+        for name in ("nova-conductor", "nova-scheduler"):
+            self._start(name, [os.path.join(VENV_BIN, name), "--config-file", conf], env=env)
+        wait_for_http("http://%s:%d/" % (HOST, PORTS["nova-api"]), api, self.log("nova-api"))
+
+    # compute nodes ------------------------------------------------------------------
+
+    def libvirtd_pid(self, node):
+        entry = self.table.get("%s-libvirtd" % node)
+        return entry["pid"] if entry else None
+
+    def nsenter(self, node):
+        """The prefix that runs a command inside ``node``'s namespaces."""
+        return ["nsenter", "-t", str(self.libvirtd_pid(node)), "-m", "-u", "--"]
+
+    def start_node(self, node):
+        ndir = self.node_dir(node)
+        private = {"/etc/libvirt": "etc-libvirt", "/run/libvirt": "run-libvirt",
+                   "/var/lib/libvirt": "lib-libvirt", "/var/log/libvirt": "log-libvirt",
+                   "/var/cache/libvirt": "cache-libvirt"}
+        for sub in private.values():
+            os.makedirs(os.path.join(ndir, sub), exist_ok=True)
+        for sub in ("qemu", "qemu/channel/target", "dnsmasq"):
+            os.makedirs(os.path.join(ndir, "lib-libvirt", sub), exist_ok=True)
+        os.makedirs(os.path.join(ndir, "log-libvirt", "qemu"), exist_ok=True)
+        etc = os.path.join(ndir, "etc-libvirt")
+        _write(os.path.join(etc, "libvirtd.conf"),
+               "unix_sock_group = \"root\"\nunix_sock_rw_perms = \"0770\"\n"
+               "auth_unix_rw = \"none\"\nauth_unix_ro = \"none\"\n"
+               "host_uuid = \"%s\"\n" % uuid.uuid5(uuid.NAMESPACE_DNS, "resex-" + node))
+        _write(os.path.join(etc, "qemu.conf"),
+               "user = \"root\"\ngroup = \"root\"\nstdio_handler = \"file\"\n"
+               "security_driver = \"none\"\n")
+        mounts = "".join("mount --bind %s %s\n" % (os.path.join(ndir, sub), target)
+                         for target, sub in private.items())
+        script = ("set -e\nhostname %s\n%s"
+                  "exec libvirtd --pid-file %s\n"
+                  % (node, mounts, os.path.join(ndir, "libvirtd.pid")))
+        proc = self._start("%s-libvirtd" % node, [
+            "unshare", "--mount", "--uts", "--propagation", "private", "--",
+            "sh", "-c", script])
+        deadline = time.monotonic() + 60
+        while True:
+            probe = subprocess.run(self.nsenter(node) + ["virsh", "-c", "qemu:///system",
+                                                         "hostname"],
+                                   capture_output=True, text=True)
+            if probe.returncode == 0 and probe.stdout.strip() == node:
+                break
+            if not procs.alive(proc.pid) or time.monotonic() > deadline:
+                raise CloudError("%s's libvirtd did not come up: %s; see %s"
+                                 % (node, probe.stderr.strip(), self.log(node + "-libvirtd")))
+            time.sleep(0.3)
+
+        conf = self.nova_conf(node)
+        common = self._nova_common()
+        common["DEFAULT"].update({
+            "host": node, "state_path": os.path.join(ndir, "nova"),
+            "instances_path": os.path.join(ndir, "nova", "instances")})
+        common["oslo_concurrency"]["lock_path"] = os.path.join(ndir, "nova", "locks")
+        for sub in ("instances", "locks"):
+            os.makedirs(os.path.join(ndir, "nova", sub), exist_ok=True)
+        _write(conf, _ini(common))
+        # The node's agent configuration, by the devstack plugin.
+        self._plugin_post_config("n-cpu,resex-agent", conf, {
+            "RESEX_CONF_DIR": os.path.dirname(self.agent_conf(node)),
+            "RESEX_AGENT_CONF": self.agent_conf(node),
+            "RESEX_STATE_DIR": os.path.join(ndir, "resex-state"),
+            "RESEX_RUN_DIR": os.path.join(ndir, "resex-run"),
+            "RESEX_UPLINK_NETDEV": self.ifb(node),
+            "RESEX_LINK_CAPACITY_GBPS": str(LINK_GBPS),
+        })
+        # As a local.conf [[post-config|$RESEX_AGENT_CONF]] section would: the
+        # adoption lines (which SLA, from where) are what the scenarios read.
+        self.iniset(self.agent_conf(node), "DEFAULT", "default_log_levels",
+                    "resex_libvirt.hypervisor.libvirt_host=DEBUG,etcd3gw=WARN,urllib3=WARN")
+        env = self.env()
+        self._start("%s-nova-compute" % node, self.nsenter(node) + [
+            os.path.join(VENV_BIN, "nova-compute"), "--config-file", conf], env=env)
+        self.start_agent(node)
+
+    def agent_argv(self, node):
+        return self.nsenter(node) + [os.path.join(VENV_BIN, "resex-agent"),
+                                     "--config-file", self.agent_conf(node)]
+
+    def start_agent(self, node):
+        check = subprocess.run(self.agent_argv(node) + ["--check"], env=self.env(),
+                               capture_output=True, text=True, timeout=120)
+        with open(self.log("%s-resex-agent-check" % node), "w") as f:
+            f.write(check.stdout + check.stderr)
+        if check.returncode:
+            raise CloudError("resex-agent --check failed on %s:\n%s"
+                             % (node, (check.stdout + check.stderr)[-3000:]))
+        return self._start("%s-resex-agent" % node, self.agent_argv(node))
+
+    def stop_agent(self, node):
+        return self.table.stop("%s-resex-agent" % node, timeout=30)
+
+    def wait_for_computes(self, timeout=240.0):
+        """Until every node is an enabled, up hypervisor mapped to the cell."""
+        conn = self.connect()
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                for node in self.nodes:
+                    entry = self.table.get("%s-nova-compute" % node)
+                    if entry is None or not procs.alive(entry["pid"], entry["started"]):
+                        raise CloudError("nova-compute on %s exited; see %s"
+                                         % (node, self.log(node + "-nova-compute")))
+                seen = {h.name for h in conn.compute.hypervisors(details=True)
+                        if getattr(h, "state", "up") == "up"}
+                services = {s.host for s in conn.compute.services(binary="nova-compute")
+                            if s.state == "up"}
+                if set(self.nodes) <= seen and set(self.nodes) <= services:
+                    break
+                if time.monotonic() > deadline:
+                    raise CloudError("compute nodes up: %s of %s"
+                                     % (sorted(seen), list(self.nodes)))
+                time.sleep(1.0)
+            env = self.env(OS_NOVA_CONFIG_DIR=os.path.dirname(self.nova_conf()))
+            _run([os.path.join(VENV_BIN, "nova-manage"), "--config-file", self.nova_conf(),
+                  "cell_v2", "discover_hosts"], env=env)
+        finally:
+            conn.close()
+
+    # -- status and teardown ---------------------------------------------------------
+
+    def status_lines(self):
+        """One line per recorded process: name, pid, state, RSS, log."""
+        lines = []
+        for entry in self.table.load():
+            pid = entry["pid"]
+            up = procs.alive(pid, entry["started"])
+            lines.append("%-22s pid %-7d %-4s %7s  %s" % (
+                entry["name"], pid, "up" if up else "DOWN",
+                ("%d MiB" % (rss_kib(pid) // 1024)) if up else "-", entry["log"]))
+        return lines
+
+    def rss_mib(self):
+        """Total RSS (MiB) of every process in the table and their descendants."""
+        pids = set()
+        for entry in self.table.load():
+            if procs.alive(entry["pid"], entry["started"]):
+                pids |= _descendants(entry["pid"])
+        return sum(rss_kib(p) for p in pids) / 1024.0
+
+    def down(self, keep_logs=True):
+        """Stop every process by PID, remove domains, links, data (idempotent)."""
+        t0 = time.monotonic()
+        for node in self.nodes:
+            with contextlib.suppress(Exception):
+                self.stop_agent(node)
+        for node in self.nodes:
+            self._destroy_domains(node)
+        timeouts = {"nova-compute": 40.0, "rabbitmq": 60.0, "mariadb": 60.0}
+        for entry in reversed(self.table.load()):
+            if entry["name"] == LabLock.NAME:
+                continue
+            wait = next((t for k, t in timeouts.items() if entry["name"].endswith(k)), 20.0)
+            self.table.stop(entry["name"], timeout=wait)
+        for node in self.nodes:
+            self._kill_qemus(node)
+        links = os.path.join(self.run_dir, "links")
+        if os.path.exists(links):
+            with open(links) as f:
+                for name in reversed(f.read().split()):
+                    if _link_exists(name):
+                        subprocess.run(["ip", "link", "del", name], capture_output=True)
+            os.unlink(links)
+        for path in (self.data, os.path.join(self.dir, "nodes"), self.etc, self.bin):
+            shutil.rmtree(path, ignore_errors=True)
+        self.table.stop(LabLock.NAME, timeout=5)
+        if not keep_logs:
+            shutil.rmtree(self.dir, ignore_errors=True)
+        self.figures["teardown_s"] = time.monotonic() - t0
+
+    def _destroy_domains(self, node):
+        pid = self.libvirtd_pid(node)
+        if pid is None or not procs.alive(pid):
+            return
+        virsh = self.nsenter(node) + ["virsh", "-c", "qemu:///system"]
+        out = subprocess.run(virsh + ["list", "--all", "--name"], capture_output=True,
+                             text=True, timeout=60).stdout
+        for name in out.split():
+            subprocess.run(virsh + ["destroy", name], capture_output=True, timeout=60)
+            subprocess.run(virsh + ["undefine", "--nvram", name], capture_output=True,
+                           timeout=60)
+
+    def _kill_qemus(self, node):
+        """QEMU processes whose pid files the node's libvirtd left (libvirtd died first)."""
+        for pidfile in _glob(os.path.join(self.node_dir(node), "run-libvirt", "qemu",
+                                          "*.pid")):
+            with contextlib.suppress(OSError, ValueError):
+                with open(pidfile) as f:
+                    pid = int(f.read().strip())
+                if procs.alive(pid):
+                    procs.stop_pid(pid, procs.start_time(pid), 10.0)
+
+
+def _glob(pattern):
+    import glob
+    return glob.glob(pattern)
+
+
+def _link_exists(name):
+    return os.path.exists("/sys/class/net/%s" % name)
+
+
+def rss_kib(pid):
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _descendants(pid):
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    out, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        if p in out:
+            continue
+        out.add(p)
+        todo += children.get(p, [])
+    return out

@@ -1,0 +1,116 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+
+"""Images and flavors an operator would boot on the cloud (``make cloud`` publishes them).
+
+Images: AMI-style, as Nova boots a kernel directly: the lab's Debian kernel
+(aki), one busybox initramfs (ari) with every role, and a 1 MiB root disk
+(ami) per role whose ``os_command_line`` names the role
+(:func:`tests.lab.harness.build_initramfs` reads ``resex.role=``):
+
+* ``resex-report``: the static C BenchEx server and client on the guest's
+  loopback, reporting through ``/dev/virtio-ports/org.resex.latency.0``
+  (:data:`tests.lab.nova_guest.REPORT_ROLE`); ``hw_qemu_guest_agent=yes``
+  gives the guest the virtio-serial controller the channel needs;
+* ``resex-bulk``: TCP to the host's sink as fast as its vCPU goes, through
+  its NIC (address from its MAC, see :mod:`tests.cloud.neutron_stub`);
+* ``resex-idle``.
+
+Flavors: ``resex.sensitive`` (``resex:latency_sla_us``), ``resex.bulk``
+(``resex:io_class=bulk``), ``resex.plain``.
+"""
+
+import os
+
+from tests.lab import experiment
+from tests.lab import harness
+from tests.lab import nova_guest
+
+SLA_US = 500
+MEMORY_MIB = 128
+
+MODULES = ("virtio_ring", "virtio", "virtio_pci_legacy_dev", "virtio_pci_modern_dev",
+           "virtio_pci", "virtio_console", "failover", "net_failover", "virtio_net")
+
+BULK_ROLE = (
+    "ip link set lo up\n"
+    "mac=$(cat /sys/class/net/eth0/address)\n"
+    "ip=%(prefix)s.$((0x${mac##*:}))\n"
+    "ip addr add $ip/24 dev eth0\n"
+    "ip link set eth0 up\n"
+    "echo resex: bulk sender $ip to %(sink)s\n"
+    "while :; do nc %(sink)s %(port)d < /dev/zero; sleep 1; done\n")
+
+FLAVORS = {
+    "resex.sensitive": {"resex:latency_sla_us": str(SLA_US)},
+    "resex.bulk": {"resex:io_class": "bulk"},
+    "resex.plain": {},
+}
+
+
+def roles(sink_ip, sink_port):
+    prefix = sink_ip.rsplit(".", 1)[0]
+    return {
+        "report": nova_guest.REPORT_ROLE,
+        "bulk": BULK_ROLE % {"prefix": prefix, "sink": sink_ip, "port": sink_port},
+        "idle": harness.ROLES["idle"],
+    }
+
+
+def build(workdir, sink_ip, sink_port):
+    """``(kernel, initramfs)`` paths: the lab's kernel, an initramfs with every role."""
+    kernel, modules_dir = harness.guest_kernel()
+    benchex = experiment.build_benchex(os.path.join(workdir, "benchex"))
+    with open(benchex, "rb") as f:
+        files = {"/bin/benchex": f.read()}
+    initrd = harness.build_initramfs(
+        os.path.join(workdir, "resex-initramfs.img"), roles=roles(sink_ip, sink_port),
+        modules=[harness.kernel_module(modules_dir, m) for m in MODULES], files=files)
+    return kernel, initrd
+
+
+def publish(cloud):
+    """Upload the images and create the flavors (idempotent)."""
+    from tests.cloud import cloud as cloud_mod
+    conn = cloud.connect()
+    try:
+        workdir = os.path.join(cloud.dir, "data", "images")
+        os.makedirs(workdir, exist_ok=True)
+        kernel, initrd = build(workdir, cloud_mod.HOST_CIDR.split("/")[0],
+                               cloud_mod.PORTS["sink"])
+        aki = _image(conn, "resex-kernel", kernel, "aki")
+        ari = _image(conn, "resex-ramdisk", initrd, "ari")
+        root = os.path.join(workdir, "root.img")
+        with open(root, "wb") as f:
+            f.truncate(1 << 20)
+        for role in ("report", "bulk", "idle"):
+            _image(conn, "resex-" + role, root, "ami", kernel_id=aki.id, ramdisk_id=ari.id,
+                   os_command_line="console=ttyS0 quiet panic=-1 resex.role=" + role,
+                   hw_qemu_guest_agent="yes")
+        for name, specs in FLAVORS.items():
+            flavor = conn.compute.find_flavor(name)
+            if flavor is None:
+                flavor = conn.compute.create_flavor(name=name, ram=MEMORY_MIB, vcpus=1,
+                                                    disk=1, is_public=True)
+                if specs:
+                    conn.compute.create_flavor_extra_specs(flavor, specs)
+    finally:
+        conn.close()
+
+
+def _image(conn, name, path, fmt, **properties):
+    found = conn.image.find_image(name)
+    if found is not None:
+        return found
+    return conn.create_image(name, filename=path, disk_format=fmt, container_format=fmt,
+                             visibility="public", wait=True, **properties)
