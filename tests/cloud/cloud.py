@@ -687,10 +687,6 @@ class Cloud:
             "RESEX_UPLINK_NETDEV": self.ifb(node),
             "RESEX_LINK_CAPACITY_GBPS": str(LINK_GBPS),
         })
-        # As a local.conf [[post-config|$RESEX_AGENT_CONF]] section would: the
-        # adoption lines (which SLA, from where) are what the scenarios read.
-        self.iniset(self.agent_conf(node), "DEFAULT", "default_log_levels",
-                    "resex_libvirt.hypervisor.libvirt_host=DEBUG,etcd3gw=WARN,urllib3=WARN")
         env = self.env()
         self._start("%s-nova-compute" % node, self.nsenter(node) + [
             os.path.join(VENV_BIN, "nova-compute"), "--config-file", conf], env=env)

@@ -65,3 +65,6 @@ class CloudSmokeTest(unittest.TestCase):
 
     def test_3_the_agent_controls_nova_guests_and_restores_novas_values_on_sigterm(self):
         self.scenarios.agent_controls_nova_guest()
+
+    def test_4_with_every_node_congested_a_sensitive_server_finds_no_valid_host(self):
+        self.scenarios.every_node_congested()
