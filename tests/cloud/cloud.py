@@ -263,32 +263,34 @@ class Cloud:
     # -- bring-up ----------------------------------------------------------------
 
     def up(self, install=True):
-        t0 = time.monotonic()
         if os.geteuid() != 0:
             raise CloudError("the cloud runs libvirtd, namespaces and bridges: run it as root")
         for sub in (self.etc, self.logs, self.run_dir, self.data, self.bin,
                     os.path.join(self.run_dir, "home")):
             os.makedirs(sub, exist_ok=True)
+        t_lock = time.monotonic()
         LabLock(self.table, self.log("lab-lock")).acquire()
+        t0 = time.monotonic()
+        self.figures["lab_lock_wait_s"] = t0 - t_lock
         if install:
             _run([os.path.join(ROOT, "tools", "install-deb.sh"), *PACKAGES])
         self._write_helpers()
-        self.start_mariadb()
-        self.start_rabbitmq()
-        self.start_memcached()
-        self.start_etcd()
-        self.start_keystone()
-        self.register_services()
-        self.start_glance()
-        self.start_placement()
-        self.start_network()
-        self.configure_nova()
-        self.start_nova_control()
+        steps = [self.start_mariadb, self.start_rabbitmq, self.start_memcached,
+                 self.start_etcd, self.start_keystone, self.register_services,
+                 self.start_glance, self.start_placement, self.start_network,
+                 self.configure_nova, self.start_nova_control]
+        for step in steps:
+            self._phase(step.__name__, step)
         for node in self.nodes:
-            self.start_node(node)
-        self.wait_for_computes()
+            self._phase("start_node " + node, lambda: self.start_node(node))
+        self._phase("wait_for_computes", self.wait_for_computes)
         self.figures["bring_up_s"] = time.monotonic() - t0
         return self
+
+    def _phase(self, name, step):
+        t0 = time.monotonic()
+        step()
+        LOG.info("cloud: %s done in %.1f s", name, time.monotonic() - t0)
 
     def _write_helpers(self):
         # nova-compute's privsep runs "sudo privsep-helper ...": there is no
