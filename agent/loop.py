@@ -349,7 +349,7 @@ class Agent:
 
     def _name(self, uuid):
         rec = self.controller.vms.get(uuid)
-        return rec.info.name if rec is not None else uuid
+        return rec.info.label if rec is not None else uuid
 
     def reason(self, uuid):
         """Why the policy set ``uuid``'s cap (:data:`policy.REASONS`)."""

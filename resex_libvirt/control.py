@@ -351,7 +351,7 @@ class Controller:
                     rec.journaled = True
                 self.hypervisor.set_knobs(uuid, cap, decision.weight)
                 rec.applied = wanted
-                LOG.debug("VM %s: cap %s, weight %d", rec.info.name,
+                LOG.debug("VM %s: cap %s, weight %d", rec.info.label,
                           "none" if cap is None else "%.1f%%" % cap, decision.weight)
             except exceptions.VMGone:
                 LOG.debug("VM %s vanished before its knobs were set", rec.info.name)

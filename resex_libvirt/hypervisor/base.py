@@ -71,6 +71,7 @@ class VMInfo:
     addresses of devices passed through to it (for the fabric monitors).
     ``latency_problem`` says why a VM that should report latency cannot
     (e.g. no virtio-serial controller for the channel), ``None`` otherwise.
+    ``nova_name`` is the instance's name in Nova (``<nova:name>``), if any.
     """
 
     uuid: str
@@ -83,6 +84,14 @@ class VMInfo:
     interfaces: tuple = ()
     hostdevs: tuple = ()
     latency_problem: str | None = None
+    nova_name: str | None = None
+
+    @property
+    def label(self):
+        """How log lines name the VM: Nova's name and UUID first, when Nova gave them."""
+        if self.nova_name:
+            return "%s (%s, %s)" % (self.nova_name, self.uuid, self.name)
+        return self.name
 
 
 class Hypervisor(abc.ABC):

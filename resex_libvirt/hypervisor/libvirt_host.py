@@ -339,7 +339,8 @@ class LibvirtHypervisor(base.Hypervisor):
             uuid=uuid, name=facts.name, vcpus=facts.vcpus, sla=sla,
             knobs=mapping.knobs if mapping is not None else base.MONITOR_ONLY,
             sla_source=source, latency_channel=facts.latency_channel,
-            interfaces=facts.interfaces, hostdevs=facts.hostdevs, latency_problem=problem)
+            interfaces=facts.interfaces, hostdevs=facts.hostdevs, latency_problem=problem,
+            nova_name=facts.nova_name)
         live = mapping.read(params) if mapping is not None else {}
         vm = domains_mod.Adopted(info=info, facts=facts, mapping=mapping, written=dict(live),
                                  adopted_at=self._clock(), dom_id=dom_id, originals=originals)
@@ -581,7 +582,7 @@ class LibvirtHypervisor(base.Hypervisor):
         vm.record(params)
         self._domain_call(uuid, "set knobs", lambda dom: vm.mapping.apply(dom, params))
         vm.written.update(params)
-        LOG.debug("VM %s: knobs %s", vm.info.name, params)
+        LOG.debug("VM %s: knobs %s", vm.info.label, params)
         return True
 
     def get_knobs(self, uuid):
@@ -614,7 +615,7 @@ class LibvirtHypervisor(base.Hypervisor):
 
         self._domain_call(uuid, "restore knobs", restore)
         vm.written.update(params)
-        LOG.info("VM %s: knobs restored to %s", vm.info.name, params)
+        LOG.info("VM %s: knobs restored to %s", vm.info.label, params)
 
     def cap_pct(self, uuid):
         """The cap in force now as libvirt reports it (percent of one pCPU, None = none)."""

@@ -87,6 +87,7 @@ class DomainFacts:
     hostdevs: tuple
     nova: nova_metadata.NovaFlavor | None = None
     virtio_serial: bool = False
+    nova_name: str | None = None
 
 
 def _local(tag):
@@ -184,7 +185,7 @@ def parse_domain_xml(text):
             if pci:
                 hostdevs.append(pci)
     return DomainFacts(
-        nova=nova_metadata.flavor_of(root),
+        nova=nova_metadata.flavor_of(root), nova_name=nova_metadata.instance_name(root),
         virtio_serial=devices is not None and any(
             c.get("type") == "virtio-serial" for c in devices.findall("controller")),
         uuid=(root.findtext("uuid") or "").strip(),

@@ -106,6 +106,12 @@ def flavor_of(root):
     return NovaFlavor(name=flavor.get("name") or "", vcpus=vcpus, extra_specs=specs)
 
 
+def instance_name(root):
+    """The instance's name in Nova (``<nova:name>``) of a parsed domain XML, or ``None``."""
+    name = (root.findtext("metadata/%s/%s" % (_q("instance"), _q("name"))) or "").strip()
+    return name or None
+
+
 def flavor_knobs(extra_specs):
     """``{libvirt parameter: int}`` of the ``quota:cpu_*`` extra specs Nova applied.
 

@@ -79,6 +79,7 @@ NOVA_SENSITIVE = """
   <uuid>%(uuid)s</uuid>
   <metadata>
     <nova:instance xmlns:nova="http://openstack.org/xmlns/libvirt/nova/1.1">
+      <nova:name>web-%(name)s</nova:name>
       <nova:flavor name="m1.latency" id="7">
         <nova:vcpus>1</nova:vcpus>
         <nova:extraSpecs>
@@ -378,6 +379,8 @@ class EventDrivenListTest(TestDriverCase):
         info = self.hyp.vms()[uuid]
         self.assertEqual(("flavor", 250.0), (info.sla_source, info.sla.latency_sla_us))
         self.assertEqual(libvirt_host.NO_CONTROLLER, info.latency_problem)
+        # Logs name it by Nova's instance name and UUID, then the domain's name.
+        self.assertEqual("web-noqga-1 (%s, noqga-1)" % uuid, info.label)
 
 
 class ControllerOnEventsTest(TestDriverCase):

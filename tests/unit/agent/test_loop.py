@@ -17,6 +17,7 @@ experiments run on it); the subclasses below only count or inject the
 failures that the loop must survive on a real host.
 """
 
+import dataclasses
 import logging
 import os
 import tempfile
@@ -271,3 +272,39 @@ class ReportEvidenceTest(unittest.TestCase):
         claim, report = self._claim_and_report(CountingHost)
         model = report_mod.queueing_inflation_pct(report.untaxable_utilisation)
         self.assertAlmostEqual(min(claim, model), report.latency_inflation_pct)
+
+
+class NovaNamedHost(CountingHost):
+    """The simulated host, its VMs carrying a Nova instance name as Nova's metadata would."""
+
+    def vms(self):
+        return {uuid: dataclasses.replace(info, nova_name="web-" + info.name)
+                for uuid, info in super().vms().items()}
+
+
+class NovaNamesInLogsTest(unittest.TestCase):
+    """An operator greps the log by Nova's instance name or UUID."""
+
+    def test_epoch_line_and_cap_changes_name_the_vm_by_nova_name_and_uuid(self):
+        agent, sim = build(duration=2.0, host_cls=NovaNamedHost)
+        uuid = next(u for u, info in sim.vms().items() if info.name == "vm2m")
+        label = "web-vm2m (%s, vm2m)" % uuid
+        with self.assertLogs(level=logging.DEBUG) as logs:
+            agent.run()
+        epoch_lines = [m for m in logs.output if "agent.loop:epoch " in m and "every VM" not in m]
+        self.assertEqual(2, len(epoch_lines))
+        for line in epoch_lines:
+            self.assertIn("| %s cap " % label, line)
+        caps = [m for m in logs.output if m.startswith("DEBUG:resex_libvirt.control:VM ")
+                and ": cap " in m]
+        self.assertTrue(caps)
+        self.assertTrue(all(m.startswith("DEBUG:resex_libvirt.control:VM web-vm")
+                            for m in caps), caps[:3])
+        self.assertTrue(any(label in m for m in caps))
+
+    def test_a_vm_nova_did_not_name_keeps_its_domain_name(self):
+        agent, _sim = build(duration=1.0)
+        with self.assertLogs("agent.loop", level=logging.INFO) as logs:
+            agent.run()
+        line = next(m for m in logs.output if "agent.loop:epoch " in m)
+        self.assertIn("| vm2m cap ", line)

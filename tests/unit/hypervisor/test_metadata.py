@@ -15,6 +15,7 @@
 import unittest
 import xml.etree.ElementTree as ET
 
+from resex_libvirt.hypervisor import base
 from resex_libvirt.hypervisor import metadata
 from resex_libvirt import sla
 
@@ -113,3 +114,20 @@ class SlaXmlTest(unittest.TestCase):
     def test_empty_or_foreign_root_gives_nothing(self):
         self.assertEqual({}, metadata.parse_sla_xml(""))
         self.assertEqual({}, metadata.parse_sla_xml("<other><shares>1</shares></other>"))
+
+
+class NovaInstanceNameTest(unittest.TestCase):
+
+    def test_the_nova_instance_name_is_read_from_nova_metadata(self):
+        self.assertEqual("ignored", metadata.parse_domain_xml(DOMAIN).nova_name)
+
+    def test_a_domain_nova_did_not_define_has_no_nova_name(self):
+        facts = metadata.parse_domain_xml("<domain><name>x</name><uuid>u</uuid></domain>")
+        self.assertIsNone(facts.nova_name)
+        blank = DOMAIN.replace("<nova:name>ignored</nova:name>", "<nova:name> </nova:name>")
+        self.assertIsNone(metadata.parse_domain_xml(blank).nova_name)
+
+    def test_logs_name_a_nova_guest_by_nova_name_uuid_and_domain(self):
+        nova = base.VMInfo(uuid="0b8f-1", name="instance-0000000a", nova_name="web-1")
+        self.assertEqual("web-1 (0b8f-1, instance-0000000a)", nova.label)
+        self.assertEqual("vm-a", base.VMInfo(uuid="u", name="vm-a").label)
