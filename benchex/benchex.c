@@ -23,7 +23,14 @@
  *                  [--request-bytes N] [--json] [REPORT]
  *   REPORT: --report-channel PATH | --report-socket PATH --vm UUID  [--report-interval S]
  *
+ * Over RDMA verbs (RC, rdma_cm; benchex_verbs.c, built as benchex-verbs):
+ *   benchex server --transport verbs [--bind ADDR] [--port N] [--compute-us US]
+ *                  [--request-bytes N] [--reply-bytes N]
+ *   benchex client --transport verbs --host H [--port N] [--rate R] [--requests N]
+ *                  [--request-bytes N] [--verb send|write] [--print-samples S] [REPORT]
+ *
  * Build: gcc -O2 -static -o benchex benchex.c -lm   (benchex/build.sh)
+ *        gcc -O2 -DBENCHEX_VERBS -o benchex-verbs benchex.c -lrdmacm -libverbs -lm
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -264,6 +271,8 @@ struct opts {
 	double compute_us, rate, report_interval;
 	long reply_bytes, request_bytes, concurrency, requests;
 	int json;
+	int verbs, verb_write;     /* --transport verbs, --verb write */
+	double print_samples;      /* --print-samples S (verbs client) */
 };
 
 static void usage(FILE *f)
@@ -272,6 +281,8 @@ static void usage(FILE *f)
 	      " [REPORT]\n"
 	      "       benchex client [--host H] [--port N] (--rate R | --concurrency C)"
 	      " [--requests N] [--request-bytes N] [--json] [REPORT]\n"
+	      "       benchex {server|client} --transport verbs [--verb send|write]"
+	      " [--print-samples S] ...\n"
 	      "REPORT: --report-channel PATH | --report-socket PATH --vm UUID"
 	      " [--report-interval S]\n", f);
 }
@@ -340,6 +351,21 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			o->bind = val;
 		} else if (!strcmp(a, "--host")) {
 			o->host = val;
+		} else if (!strcmp(a, "--transport")) {
+			if (strcmp(val, "tcp") && strcmp(val, "verbs")) {
+				fprintf(stderr, "benchex: --transport: tcp or verbs, not %s\n", val);
+				return -1;
+			}
+			o->verbs = !strcmp(val, "verbs");
+		} else if (!strcmp(a, "--verb")) {
+			if (strcmp(val, "send") && strcmp(val, "write")) {
+				fprintf(stderr, "benchex: --verb: send or write, not %s\n", val);
+				return -1;
+			}
+			o->verb_write = !strcmp(val, "write");
+		} else if (!strcmp(a, "--print-samples")) {
+			if (parse_num(a, val, 0, 1e6, &o->print_samples))
+				return -1;
 		} else if (!strcmp(a, "--report-channel")) {
 			o->report_channel = val;
 		} else if (!strcmp(a, "--report-socket")) {
@@ -396,6 +422,11 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 	}
 	if (o->report_channel && o->vm) {
 		fputs("benchex: --vm is not allowed with --report-channel\n", stderr);
+		return -1;
+	}
+	if (o->verbs && conc_set) {
+		fputs("benchex: --transport verbs is paced by --rate (one request in flight)\n",
+		      stderr);
 		return -1;
 	}
 	return 0;
@@ -946,6 +977,10 @@ static int run_client(const struct opts *o)
 	return received == o->requests ? 0 : 1;
 }
 
+#ifdef BENCHEX_VERBS
+#include "benchex_verbs.c"
+#endif
+
 int main(int argc, char **argv)
 {
 	struct opts o;
@@ -962,5 +997,13 @@ int main(int argc, char **argv)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
+	if (o.verbs) {
+#ifdef BENCHEX_VERBS
+		return strcmp(argv[1], "server") == 0 ? run_verbs_server(&o) : run_verbs_client(&o);
+#else
+		fputs("benchex: built without verbs (benchex-verbs has them)\n", stderr);
+		return 2;
+#endif
+	}
 	return strcmp(argv[1], "server") == 0 ? run_server(&o) : run_client(&o);
 }

@@ -11,8 +11,11 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-# Build the static BenchEx binary for guests with no Python (busybox initramfs).
-# Usage: benchex/build.sh OUTDIR   -> OUTDIR/benchex
+# Build the static BenchEx binary for guests with no Python (busybox initramfs),
+# and, when rdma-core's headers are installed (libibverbs-dev, librdmacm-dev),
+# benchex-verbs: the same program with --transport verbs (dynamically linked
+# to libibverbs/librdmacm, whose providers are loaded at run time).
+# Usage: benchex/build.sh OUTDIR   -> OUTDIR/benchex [OUTDIR/benchex-verbs]
 set -eu
 if [ $# -ne 1 ]; then
     echo "usage: $0 OUTDIR" >&2
@@ -22,3 +25,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$1"
 ${CC:-gcc} -O2 -Wall -Wextra -static -o "$1/benchex" "$here/benchex.c" -lm
 echo "$1/benchex"
+if [ -e /usr/include/rdma/rdma_cma.h ] && [ -e /usr/include/infiniband/verbs.h ]; then
+    ${CC:-gcc} -O2 -Wall -Wextra -DBENCHEX_VERBS -o "$1/benchex-verbs" "$here/benchex.c" \
+        -lrdmacm -libverbs -lm
+    echo "$1/benchex-verbs"
+fi

@@ -87,7 +87,8 @@ mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev 2>/dev/null
 for m in /lib/modules/*.ko; do [ -e "$m" ] && insmod "$m"; done
-role=idle
+[ -f /etc/resex.env ] && . /etc/resex.env
+role=%(default_role)s
 for arg in $(cat /proc/cmdline); do
     case "$arg" in resex.role=*) role="${arg#resex.role=}";; esac
 done
@@ -274,12 +275,14 @@ def kernel_module(modules_dir, name):
     return hits[0]
 
 
-def build_initramfs(path, roles=None, modules=(), files=None):
+def build_initramfs(path, roles=None, modules=(), files=None, default_role="idle"):
     """Write a busybox-static initramfs (gzip'd newc cpio) to ``path``.
 
     ``roles`` maps role names to shell snippets (default :data:`ROLES`);
     ``modules`` are .ko paths insmod'ed in order; ``files`` maps paths inside
-    the image to bytes (extra scripts or tools).
+    the image to bytes (extra scripts or tools; ``/etc/resex.env``, if given,
+    is sourced before the role runs); ``default_role`` runs when the kernel
+    command line names none.
     """
     roles = dict(ROLES if roles is None else roles)
     busybox = shutil.which("busybox")
@@ -297,7 +300,7 @@ def build_initramfs(path, roles=None, modules=(), files=None):
             for name, body in roles.items())
         init = os.path.join(tree, "init")
         with open(init, "w") as f:
-            f.write(INIT_TEMPLATE % {"cases": cases})
+            f.write(INIT_TEMPLATE % {"cases": cases, "default_role": default_role})
         os.chmod(init, 0o755)
         for rel, data in (files or {}).items():
             target = os.path.join(tree, rel.lstrip("/"))
