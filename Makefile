@@ -34,10 +34,12 @@ demo: bootstrap
 test: bootstrap
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit tests/functional tests/lab
 
-# The full lab: cap accuracy and the ResEx experiment on real guests.
+# The full lab: cap accuracy and the ResEx experiment on real guests, over TCP
+# and over RDMA verbs (Soft-RoCE guests).
 lab: bootstrap
 	$(BIN)/python -m tests.lab.run
 	$(BIN)/python -m tests.lab.experiment --out lab-results
+	$(BIN)/python -m tests.lab.experiment --transport rdma --out lab-results/verbs
 
 # A real OpenStack on this machine with the plugin in it (doc/source/cloud.rst):
 # keystone, glance, placement, nova, two compute nodes with their libvirtd and

@@ -40,7 +40,10 @@ Per VM, from the last control interval (the balance as the ledger holds it at sc
 ``resex_vm_transmit_mtus_per_second``
     MTUs sent in the last interval, per second (the market's I/O unit).
 ``resex_vm_transmit_mtus_total`` / ``resex_vm_transmit_bytes_total``
-    Counters of what the VM sent since the agent started.
+    Counters of what the VM sent since the agent started, as the fabric
+    monitor counts it: with ``libvirt_iface`` the bytes offered at the tap
+    (RoCE retransmissions included, not goodput); with ``ib_sysfs`` and
+    ``vf_netlink`` what the port or VF transmitted (doc/source/fabric.rst).
 ``resex_vm_latency_mean_seconds`` / ``resex_vm_latency_p99_seconds``
     The VM's latency window (only VMs that report latency).
 ``resex_vm_interference_ratio``
@@ -155,8 +158,9 @@ class _VMCollector:
                   for name, doc in _VM_GAUGES}
         mtus = core.CounterMetricFamily("resex_vm_transmit_mtus",
                                         "MTUs sent since the agent started", labels=_VM_LABELS)
-        sent = core.CounterMetricFamily("resex_vm_transmit_bytes",
-                                        "Bytes sent since the agent started", labels=_VM_LABELS)
+        sent = core.CounterMetricFamily(
+            "resex_vm_transmit_bytes", "Bytes sent since the agent started (libvirt_iface: "
+            "offered at the tap, retransmits included)", labels=_VM_LABELS)
         info = core.GaugeMetricFamily("resex_vm_info", "A VM the agent controls (always 1)",
                                       labels=_INFO_LABELS)
         why = core.GaugeMetricFamily("resex_vm_cap_reason",

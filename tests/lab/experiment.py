@@ -12,6 +12,9 @@
 
 """The ResEx experiment on real VMs: ``python -m tests.lab.experiment --out DIR``.
 
+With ``--transport rdma`` the same experiment runs on RDMA verbs
+(:mod:`tests.lab.verbs_experiment`); this module is the TCP one.
+
 Paper Sections IV and VII on this machine: a latency-sensitive guest runs
 the BenchEx server (the static C ``benchex`` inside a busybox initramfs); an
 interfering guest sends bulk TCP to a sink on the host as fast as it can
@@ -945,8 +948,18 @@ def plot(runs, outdir):
 
 
 def main(argv=None):
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--transport", choices=("tcp", "rdma"), default="tcp")
+    known, rest = pre.parse_known_args(argv)
+    if known.transport == "rdma":
+        from tests.lab import verbs_experiment
+        return verbs_experiment.main(rest)
     parser = argparse.ArgumentParser(description="resex-libvirt lab: the ResEx experiment "
                                                  "on two QEMU/TCG guests")
+    parser.add_argument("--transport", choices=("tcp", "rdma"), default="tcp",
+                        help="tcp: BenchEx over TCP and a bulk TCP sender (this); rdma: "
+                             "BenchEx over verbs and ib_write_bw on Soft-RoCE guests "
+                             "(tests.lab.verbs_experiment, its own options)")
     parser.add_argument("--out", default=None, help="directory for results.json and PNGs")
     parser.add_argument("--seconds", type=float, default=60.0, help="measured seconds per run")
     parser.add_argument("--warmup", type=float, default=8.0, help="seconds before measuring")

@@ -162,9 +162,11 @@ done
 PERFTEST_REPORT = b"""#!/bin/busybox sh
 awk -v chan="$1" '
 $1 ~ /^[0-9]+$/ && NF >= 9 && $2 ~ /^[0-9]+$/ {
-    printf "resex-lat tool=perftest bytes=%s n=%s min=%s max=%s typical=%s mean=%s std=%s p99=%s p999=%s\\n", $1, $2, $3, $4, $5, $6, $7, $8, $9
-    if (chan != "" && $6 > 0 && $8 > 0) {
-        printf "{\\"v\\":1,\\"n\\":%d,\\"mean_us\\":%.3f,\\"std_us\\":%.3f,\\"p99_us\\":%.3f}\\n", $2, $6, $7, $8 > chan
+    printf "resex-lat tool=perftest bytes=%s n=%s min=%s max=%s", $1, $2, $3, $4
+    printf " typical=%s mean=%s std=%s p99=%s p999=%s\\n", $5, $6, $7, $8, $9
+    if (chan != "" && $6 + 0 > 0 && $8 + 0 > 0 && $6 + 0 < 1e7 && $8 + 0 < 1e7) {
+        printf "{\\"v\\":1,\\"n\\":%d,\\"mean_us\\":%.3f,", $2, $6 > chan
+        printf "\\"std_us\\":%.3f,\\"p99_us\\":%.3f}\\n", $7, $8 > chan
         fflush(chan)
     }
 }'
