@@ -5,8 +5,8 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.bootstrapped
 
-.PHONY: bootstrap demo test lab bench faults pep8 genconfig docs benchex-static clean \
-	cloud cloud-down cloud-status cloud-test
+.PHONY: bootstrap demo test lab lab-verbs-smoke bench faults pep8 genconfig docs benchex-static \
+	clean cloud cloud-down cloud-status cloud-test
 
 # nova-scheduler runs native threads; the in-process nova of the tests too.
 export OS_NOVA_DISABLE_EVENTLET_PATCHING := 1
@@ -60,6 +60,10 @@ cloud-status: bootstrap
 # Bring-up, every end-to-end scenario, teardown: scenario | result | time.
 cloud-test: bootstrap
 	$(BIN)/python -m tests.cloud test
+
+# The smoke test of ResEx on RDMA verbs (Soft-RoCE guests, the real agent).
+lab-verbs-smoke: bootstrap
+	RESEX_LAB_VERBS=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/lab/test_verbs_smoke.py
 
 bench: bootstrap
 	$(BIN)/python -m bench
