@@ -952,8 +952,8 @@ def main(argv=None):
     pre.add_argument("--transport", choices=("tcp", "rdma"), default="tcp")
     known, rest = pre.parse_known_args(argv)
     if known.transport == "rdma":
-        from tests.lab import verbs_experiment
-        return verbs_experiment.main(rest)
+        # Its own program (it builds on this module): the same process, its own options.
+        os.execv(sys.executable, [sys.executable, "-m", "tests.lab.verbs_experiment"] + rest)
     parser = argparse.ArgumentParser(description="resex-libvirt lab: the ResEx experiment "
                                                  "on two QEMU/TCG guests")
     parser.add_argument("--transport", choices=("tcp", "rdma"), default="tcp",

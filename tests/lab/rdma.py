@@ -130,11 +130,12 @@ esac
 exit 0
 """
 
-#: rxe0 on eth0, then wait until its port is active.
+#: rxe0 on eth0, then wait until its port is active (e1000's link comes up late on a
+#: loaded TCG host: up to 3 minutes).
 RXE_UP = b"""#!/bin/busybox sh
 rdma link add rxe0 type rxe netdev eth0 || echo "resex: rdma link add failed"
 i=0
-while [ $i -lt 100 ]; do
+while [ $i -lt 900 ]; do
     if ibv_devinfo -d rxe0 2>/dev/null | grep -q PORT_ACTIVE; then
         echo "resex: rxe0 up ($(rdma link show rxe0/1 2>/dev/null))"
         exit 0
