@@ -157,6 +157,9 @@ class Agent:
         self.summaries = []
         self.skipped_intervals = 0
         self.held_intervals = 0
+        self._epoch_ticks = 0       # intervals of the current epoch ...
+        self._epoch_held = 0        # ... and those without the hypervisor
+        self._held_last = False
         self.lateness_s = 0.0
         self._stop = threading.Event()
         self._reload = threading.Event()
@@ -252,10 +255,13 @@ class Agent:
     def run_interval(self):
         """Sample, charge, decide, actuate (:class:`resex_libvirt.control.Controller`)."""
         self.ticks += 1
+        self._epoch_ticks += 1
         self.controller.deadband_pct = self.settings.deadband_pct
         interval = self.controller.step(self.clock.now())
+        self._held_last = interval is None
         if interval is None:
             self.held_intervals += 1    # hypervisor unavailable: knobs held
+            self._epoch_held += 1
             return
         if self.metrics is None:
             return
@@ -269,6 +275,14 @@ class Agent:
             LOG.exception("metrics update failed")
 
     # -- one epoch -------------------------------------------------------------
+    def _epoch_state(self):
+        """``blind`` when the hypervisor was away for half the epoch or at its end."""
+        ticks, held, last = self._epoch_ticks, self._epoch_held, self._held_last
+        self._epoch_ticks = self._epoch_held = 0
+        if held and (last or 2 * held >= ticks):
+            return report_mod.BLIND
+        return report_mod.CONTROLLING
+
     def run_epoch(self):
         """Replenish, build the report once, log, publish, feed metrics. Never raises."""
         self.epochs += 1
@@ -276,11 +290,12 @@ class Agent:
         self.summaries.append(summary)
         del self.summaries[:-KEEP_SUMMARIES]
         now = time.time()
+        state = self._epoch_state()
         try:
             report = report_mod.HostReport.from_summary(
                 self.settings.host, now, summary, self.link().capacity_bytes_per_s,
                 self.version, taxes_interferers=self.market.policy.taxes_interferers,
-                run_delays=self._epoch_run_delays())
+                run_delays=self._epoch_run_delays(), state=state)
         except Exception:
             LOG.exception("could not build the host report of epoch %d", summary.epoch)
             report = None
@@ -374,6 +389,11 @@ class Agent:
         top = [summary.row(k) for k in order[:SUMMARY_TOP].tolist()]
         count = len(summary)
         rest = count - len(top)
+        if report is not None and report.blind:
+            LOG.warning("epoch %d: BLIND, the hypervisor was unavailable for the epoch; "
+                        "published as blind (the scheduler treats this host as unknown), "
+                        "knobs held as last written", summary.epoch)
+            return
         LOG.info("epoch %d: %d VMs, link %.0f%%, prices cpu %.2f io %.2f, inflation %.1f%%, "
                  "congestion %.1f%% | %s%s",
                  summary.epoch, count, 100.0 * summary.link_utilisation,

@@ -310,6 +310,10 @@ class PrometheusMetrics:
                             "Expected latency inflation of a new sensitive VM, percent "
                             "(the board's index, as [resex] congestion_threshold)", registry=r)
         self.vms = G("resex_vms", "VMs the market holds", registry=r)
+        self.blind = G("resex_report_blind",
+                       "1 when the last host report was published blind (the hypervisor "
+                       "unavailable for the epoch: the scheduler treats the host as unknown)",
+                       registry=r)
         self.last_epoch = G("resex_last_epoch_timestamp_seconds",
                             "Unix time the last epoch closed", registry=r)
         self.epoch_length = G("resex_epoch_length_seconds",
@@ -397,6 +401,7 @@ class PrometheusMetrics:
         self.inflation.set(max(0.0, summary.latency_inflation_pct) / 100.0)
         self.vms.set(len(summary))
         self.congestion.set(record.congestion_index_pct)
+        self.blind.set(1 if record.report is not None and record.report.blind else 0)
         health = record.health
         if health.late != self._last_late:
             self.late.inc(max(0, health.late - self._last_late))

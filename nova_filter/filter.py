@@ -113,7 +113,9 @@ class ResExCongestionFilter(filters.BaseHostFilter):
     @staticmethod
     def _log(request, host_state, verdict, entry, limit, policy):
         if verdict == rules.UNKNOWN:
-            LOG.debug("ResEx: no fresh report for host %s; unknown_host_policy=%s",
+            LOG.debug("ResEx: %s for host %s; unknown_host_policy=%s",
+                      "a blind report (its agent cannot see the hypervisor)"
+                      if entry is not None and entry.blind else "no fresh report",
                       host_state.host, policy)
         elif verdict == rules.BAD:
             if request.kind == rules.SENSITIVE:

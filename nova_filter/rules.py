@@ -140,11 +140,11 @@ class Judge:
             default = self.default_threshold if sensitive else self.default_bulk_max
             limits = [self.limit(h) if h.aggregates else default for h in host_states]
         if sensitive:
-            verdicts = [UNKNOWN if e is None or e.ts < oldest
+            verdicts = [UNKNOWN if e is None or e.ts < oldest or e.blind
                         else BAD if e.latched > limit else GOOD
                         for e, limit in zip(found, limits)]
         else:
-            verdicts = [UNKNOWN if e is None or e.ts < oldest
+            verdicts = [UNKNOWN if e is None or e.ts < oldest or e.blind
                         else BAD if 0 <= limit < e.sensitive_vms else GOOD
                         for e, limit in zip(found, limits)]
         return verdicts, found, limits

@@ -63,7 +63,8 @@ class PublishPolicy:
 
     def changed(self, old, new):
         """True when ``new`` differs from ``old`` enough to matter to a scheduler."""
-        if (old.sensitive_vms, old.heavy_io_vms) != (new.sensitive_vms, new.heavy_io_vms):
+        if (old.sensitive_vms, old.heavy_io_vms, old.state) != (
+                new.sensitive_vms, new.heavy_io_vms, new.state):
             return True
         if abs(new.link_utilisation - old.link_utilisation) >= self.min_utilisation_delta:
             return True

@@ -62,10 +62,13 @@ class Entry:
     """A host as the scheduler sees it: its last record and its admission state.
 
     ``ts``, ``latched`` (the admission value, percent: refuse a threshold
-    below it) and ``sensitive_vms`` are copied out for the request path.
+    below it), ``sensitive_vms`` and ``blind`` (the agent could not see its
+    hypervisor: treat the host as unknown) are copied out for the request
+    path.
     """
 
-    __slots__ = ("report", "admission", "ts", "latched", "sensitive_vms", "heavy_io_vms")
+    __slots__ = ("report", "admission", "ts", "latched", "sensitive_vms", "heavy_io_vms",
+                 "blind")
 
     def __init__(self, report, admission):
         self.report = report
@@ -74,6 +77,7 @@ class Entry:
         self.latched = admission.latched
         self.sensitive_vms = report.sensitive_vms
         self.heavy_io_vms = report.heavy_io_vms
+        self.blind = report.blind
 
 
 class BoardReader:
@@ -221,7 +225,9 @@ class BoardReader:
                 if old is None or rec.ts - old.report.ts > max_age:
                     entries[host] = Entry(rec, start(rec))
                 elif rec.ts > old.report.ts:
-                    entries[host] = Entry(rec, advance(old.admission, rec, tau, hysteresis))
+                    # A blind epoch is no evidence: the admission state stays.
+                    entries[host] = Entry(rec, old.admission if rec.blind else advance(
+                        old.admission, rec, tau, hysteresis))
             self.applied += len(records)
             now = self._clock()
             if self._pruned_at is None or now - self._pruned_at >= max_age:

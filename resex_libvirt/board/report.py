@@ -23,7 +23,7 @@ a scheduler of different releases can share a board (a rolling upgrade):
 * a reader rejects another major (:class:`InvalidReport`) and the board drops
   the record: a major changes only when a field changes meaning.
 
-Fields (version 1.1)
+Fields (version 1.2)
 --------------------
 ``version``
     ``"major.minor"`` (:data:`VERSION`); version 1.0 wrote the integer ``1``.
@@ -77,6 +77,14 @@ Fields (version 1.1)
     (Algorithm 2) summed over each group.
 ``agent_version``
     The publishing agent's version string.
+``state`` (1.2; default ``"controlling"``)
+    ``"controlling"``: the agent saw the hypervisor for the epoch, and the
+    figures above are what it measured. ``"blind"``: it could not (libvirt
+    unavailable for at least half of the epoch's intervals, or at its end):
+    the utilisation, prices and inflation then say nothing about the host,
+    so a reader treats the host as if it had no report (the scheduler's
+    ``unknown_host_policy``), never as clean. A reader treats any value it
+    does not know as ``"blind"``.
 
 The congestion index
 --------------------
@@ -126,14 +134,17 @@ from resex_libvirt.board import evidence as evidence_mod
 from resex_libvirt import exceptions
 
 #: The schema version this module writes: ``"major.minor"``.
-VERSION = "1.1"
+VERSION = "1.2"
 
 #: The major version this module reads (any minor of it).
 MAJOR = 1
 
 #: Fields added after 1.0, and the value a reader gives them when an older
 #: agent's record lacks them (``None``: derived, see :meth:`HostReport.__post_init__`).
-DEFAULTS = {"untaxable_utilisation": None, "inflation_reporters": 0}
+DEFAULTS = {"untaxable_utilisation": None, "inflation_reporters": 0, "state": "controlling"}
+
+#: ``state``: the agent saw the hypervisor for the epoch / it could not.
+CONTROLLING, BLIND = "controlling", "blind"
 
 #: The fraction of taxable load (traffic the host's market can tax away) a
 #: newcomer still suffers once the market has acted: see the module
@@ -349,6 +360,7 @@ class HostReport:
     version: str = VERSION
     untaxable_utilisation: float | None = None
     inflation_reporters: int = 0
+    state: str = CONTROLLING
     congestion_index: float = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -358,6 +370,7 @@ class HostReport:
                                 % (self.version, MAJOR))
         _text("host", self.host)
         _text("agent_version", self.agent_version, allow_empty=True)
+        _text("state", self.state)
         if self.untaxable_utilisation is None:
             # An older agent: all of its load counts as untaxable (the safe side).
             object.__setattr__(self, "untaxable_utilisation", self.link_utilisation)
@@ -383,7 +396,7 @@ class HostReport:
     # -- building ---------------------------------------------------------------
     @classmethod
     def from_summary(cls, host, ts, summary, link_capacity_bytes_per_s, agent_version,
-                     taxes_interferers=True, run_delays=None):
+                     taxes_interferers=True, run_delays=None, state=CONTROLLING):
         """Build the report of ``summary`` (a market ``EpochSummary``) closed at ``ts``.
 
         ``taxes_interferers`` says whether the host's policy taxes
@@ -391,6 +404,8 @@ class HostReport:
         it does not, all load is untaxable. ``run_delays`` (``{vm:
         RunDelay}`` of the epoch, :class:`~resex_libvirt.board.evidence.RunDelayMeter`)
         is the host's evidence of CPU contention (:func:`claim_evidence_pct`).
+        ``state``: :data:`BLIND` when the agent could not see the hypervisor
+        for the epoch.
         """
         columns = summary.columns
         mtus = np.maximum(columns["tx_mtus"], 0)
@@ -435,9 +450,15 @@ class HostReport:
             sensitive_io_share=min(1.0, share(sensitive)),
             heavy_io_share=min(1.0, share(heavy)),
             agent_version=str(agent_version),
+            state=state,
         )
 
     # -- derived ------------------------------------------------------------------
+    @property
+    def blind(self):
+        """True unless the agent saw the hypervisor for the epoch (any unknown state too)."""
+        return self.state != CONTROLLING
+
     def age(self, now):
         """Seconds since the report's epoch closed (negative if from the future)."""
         return now - self.ts

@@ -137,6 +137,22 @@ class LoopTest(unittest.TestCase):
         self.assertEqual(2, agent.epochs)
         self.assertGreater(sim.sweeps, 1500)
 
+    def test_an_epoch_without_the_hypervisor_is_published_blind_never_clean(self):
+        # 1000 intervals an epoch: the hypervisor goes after 1.5 epochs.
+        agent, _sim = build(duration=3.0, down_after=1500)
+        reports = []
+        run_epoch = agent.run_epoch
+
+        def keep():
+            run_epoch()
+            reports.append(agent.last_report)
+        agent.run_epoch = keep
+        with self.assertLogs("agent.loop", level=logging.WARNING) as logs:
+            agent.run()
+        self.assertEqual([False, True, True], [r.blind for r in reports])
+        self.assertEqual(["controlling", "blind", "blind"], [r.state for r in reports])
+        self.assertEqual(2, sum("BLIND" in m for m in logs.output))
+
     def test_max_epochs_stops_the_loop(self):
         agent, _sim = build(duration=5.0)
         agent.settings.max_epochs = 2

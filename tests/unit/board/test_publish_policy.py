@@ -46,7 +46,7 @@ class PublishPolicyTest(unittest.TestCase):
         for change in (dict(sensitive_vms=2), dict(heavy_io_vms=1),
                        dict(link_utilisation=0.26),
                        dict(latency_inflation_pct=30.0),
-                       dict(io_price=1.2), dict(cpu_price=0.8)):
+                       dict(io_price=1.2), dict(cpu_price=0.8), dict(state="blind")):
             new = reports.make(**dict(dict(link_utilisation=0.2, sensitive_vms=1), **change))
             self.assertTrue(self.policy.should_publish(new, 1.0), change)
 

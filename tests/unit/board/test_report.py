@@ -200,7 +200,7 @@ class RollingUpgradeTest(unittest.TestCase):
     """Readers accept any minor version of their major, in both directions."""
 
     def test_the_report_carries_a_major_minor_version(self):
-        self.assertEqual("1.1", json.loads(reports.make().to_json())["version"])
+        self.assertEqual("1.2", json.loads(reports.make().to_json())["version"])
 
     def test_a_reader_ignores_the_fields_of_a_newer_minor_version(self):
         # A 1.7 agent adds fields this reader has never heard of.
@@ -221,6 +221,21 @@ class RollingUpgradeTest(unittest.TestCase):
         self.assertEqual(0.3, rec.untaxable_utilisation)
         self.assertEqual(0, rec.inflation_reporters)
         self.assertAlmostEqual(100 * 0.3 / 0.7, rec.congestion_index)
+
+    def test_a_report_older_than_1_2_was_made_by_an_agent_that_saw_its_host(self):
+        data = reports.make("c1").to_dict()
+        del data["state"]
+        data["version"] = "1.1"
+        self.assertFalse(report_mod.HostReport.from_dict(data).blind)
+
+    def test_a_blind_report_round_trips_and_an_unknown_state_reads_as_blind(self):
+        rec = report_mod.HostReport.from_json(reports.make("c1", state="blind").to_json())
+        self.assertEqual(("blind", True), (rec.state, rec.blind))
+        data = reports.make("c1").to_dict()
+        data.update(version="1.9", state="partially-sighted")
+        self.assertTrue(report_mod.HostReport.from_dict(data).blind)
+        data["state"] = ""
+        self.assertRaises(report_mod.InvalidReport, report_mod.HostReport.from_dict, data)
 
     def test_an_older_reader_reads_a_newer_report(self):
         """The reverse pairing: this release's record through a reader that knows only 1.0.

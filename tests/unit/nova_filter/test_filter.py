@@ -104,6 +104,18 @@ class CongestionFilterTest(base.PluginTestCase):
         self.conf.config(unknown_host_policy="last", group="resex")
         self.assertEqual(["stale", "corrupt"], self.passing(spec, hosts=("stale", "corrupt")))
 
+    def test_a_blind_report_counts_as_unknown_never_as_clean(self):
+        # The agent could not see libvirt: its 0 % says nothing about the host.
+        self.publish(blind={"state": "blind"})
+        spec = base.request(**dict(base.SENSITIVE, **{"resex:interference_threshold_pct": "15"}))
+        self.conf.config(unknown_host_policy="fail", group="resex")
+        self.assertEqual(["h2"], self.passing(spec, hosts=("h2", "blind")))
+        self.conf.config(unknown_host_policy="last", group="resex")
+        with self.assertLogs(resex_filter.LOG, logging.DEBUG) as logs:
+            self.assertEqual(["h2"], self.passing(spec, hosts=("blind", "h2")))
+        self.assertIn("a blind report", "\n".join(logs.output))
+        self.assertEqual(["blind"], self.passing(spec, hosts=("blind", "h1")))
+
     def test_invalid_resex_values_in_an_old_flavor_never_raise(self):
         spec = base.request(**{"resex:latency_sla_us": "fast", "resex:io_class": "bulk",
                                "resex:interference_threshold_pct": "-3"})
