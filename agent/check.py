@@ -45,11 +45,13 @@ when every step passed, 1 otherwise.
 """
 
 import logging
+import os
 import sys
 import time
 
 from oslo_config import cfg
 
+from agent import config_file
 from agent import host_identity
 from agent import service
 from resex_libvirt import exceptions
@@ -71,19 +73,32 @@ class _Failed(Exception):
 
 
 def _validate_options(conf):
-    """Read every registered option so that parse and range errors surface now."""
+    """Read every registered option so that parse and range errors surface now.
+
+    Then refuse what the files set and the agent does not know (a
+    misspelled section or option would leave the default in force).
+    """
     for key in conf:
         try:
             value = conf[key]
         except (cfg.Error, ValueError) as exc:
-            raise _Failed("configuration", "[DEFAULT] %s: %s" % (key, exc)) from exc
+            raise _Failed("configuration",
+                          config_file.describe_error(None, key, exc)) from exc
         if not isinstance(value, cfg.ConfigOpts.GroupAttr):
             continue
         for name in value:
             try:
                 value[name]
             except (cfg.Error, ValueError) as exc:
-                raise _Failed("configuration", "[%s] %s: %s" % (key, name, exc)) from exc
+                raise _Failed("configuration",
+                              config_file.describe_error(key, name, exc)) from exc
+    problems = [str(u) for u in config_file.unknown(conf)]
+    problems += ["[%s] %s in %s holds a comment after its value (oslo.config keeps it as "
+                 "part of the value): put the comment on a line of its own"
+                 % (group, key, os.path.basename(path))
+                 for path, group, key in config_file.inline_comments(conf)]
+    if problems:
+        raise _Failed("configuration", "; ".join(problems))
 
 
 def _host(conf):
@@ -120,7 +135,7 @@ def _build(conf):
     if latency is not None and latency.probe_socket_path:
         conf.set_override("probe_socket_path", "", group="latency")
     try:
-        parts = service.build_parts(conf)
+        parts = service.build_parts(conf, read_only=True)
     except exceptions.ResexError as exc:
         raise _Failed(_part_of(exc), str(exc)) from exc
     except (cfg.Error, ValueError) as exc:
@@ -171,15 +186,58 @@ def _link(parts):
         raise _Failed("fabric", str(exc)) from exc
 
 
+def _writable_ancestor(path):
+    """Can ``path`` be created: the nearest existing ancestor is a writable directory."""
+    path = os.path.abspath(path)
+    while not os.path.exists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            return False
+        path = parent
+    return os.path.isdir(path) and os.access(path, os.W_OK | os.X_OK)
+
+
+def _not_created_yet(conf):
+    """The SQLite board's path when the board is SQLite and its file does not exist yet."""
+    from resex_libvirt.board import sqlite as sqlite_board
+    url = conf.board.url or ""
+    if not url.startswith("sqlite:"):
+        return None
+    path = sqlite_board.path_of(url)
+    if os.path.exists(path):
+        return None
+    if not _writable_ancestor(os.path.dirname(path)):
+        raise _Failed("board", "%s does not exist and its directory cannot be created or "
+                               "written" % path)
+    return path
+
+
 def _board(conf, parts):
     if parts.board is None:
         return None, None
+    if _not_created_yet(conf) is not None:
+        return 0, None
     try:
         count = parts.board.count()
         mine = parts.board.snapshot().get(conf.agent.host)
     except exceptions.ResexError as exc:
         raise _Failed("board", "%s: %s" % (getattr(parts.board, "url", "?"), exc)) from exc
     return count, mine
+
+
+def _state_dir(conf, say):
+    if conf.agent.host_driver != "libvirt":
+        return
+    path = conf.agent.state_dir
+    if os.path.isdir(path):
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise _Failed("state", "[agent] state_dir %s is not writable" % path)
+        say("state: ok (%s)", path)
+    elif _writable_ancestor(path):
+        say("state: ok (%s does not exist yet: the agent creates it at start)", path)
+    else:
+        raise _Failed("state", "[agent] state_dir %s does not exist and cannot be created"
+                      % path)
 
 
 def format_sla(sla):
@@ -256,9 +314,13 @@ def run_check(conf, out=sys.stdout):
         else:
             say("fabric: ok (link %s, %.3g Gb/s, MTU %d)", link.name,
                 link.capacity_bytes_per_s * 8 / 1e9, link.mtu)
+        _state_dir(conf, say)
         count, mine = _board(conf, parts)
+        fresh = _not_created_yet(conf)
         if count is None:
             say("board: not configured (nothing is published for the Nova scheduler)")
+        elif fresh is not None:
+            say("board: ok (%s does not exist yet: the agent creates it at start)", fresh)
         else:
             say("board: ok (%s, %d host(s); this host: %s)", parts.board.url, count,
                 "no report yet" if mine is None

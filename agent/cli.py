@@ -13,7 +13,6 @@
 """``resex-agent``: the per-host daemon."""
 
 import logging
-import os
 import signal
 import sys
 
@@ -21,6 +20,7 @@ from oslo_config import cfg
 from oslo_log import log as oslo_log
 
 from agent import conf as agent_conf
+from agent import config_file
 from agent import lock as agent_lock
 from agent import metrics as metrics_mod
 from agent import service
@@ -63,46 +63,6 @@ def _fail(message):
     return EXIT_FAILURE
 
 
-def _config_files(conf):
-    files = list(conf.config_file or [])
-    for directory in conf.config_dir or []:
-        try:
-            names = sorted(os.listdir(directory))
-        except OSError:
-            continue
-        files.extend(os.path.join(directory, n) for n in names if n.endswith(".conf"))
-    return files
-
-
-def unknown_options(conf):
-    """``[(file, group, option)]`` set in the files but not registered, in the agent's groups.
-
-    oslo.config ignores options it does not know: a misspelled option would
-    silently leave the default in force.
-    """
-    groups = {}
-    for group, opts in agent_conf.list_opts():
-        name = getattr(group, "name", group)
-        groups.setdefault(name, set()).update(o.dest for o in opts)
-        groups[name].update(o.name for o in opts)
-        for opt in opts:
-            groups[name].update(d.name for d in (opt.deprecated_opts or []) if d.name)
-    found = []
-    for path in _config_files(conf):
-        sections = {}
-        try:
-            cfg.ConfigParser(path, sections).parse()
-        except Exception:
-            continue            # oslo.config has already accepted or reported it
-        for section, values in sections.items():
-            known = groups.get(section)
-            if known is None:
-                continue
-            found.extend((path, section, key) for key in sorted(values)
-                         if key not in known and key.replace("-", "_") not in known)
-    return found
-
-
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     try:
@@ -118,8 +78,10 @@ def main(argv=None):
     except Exception as exc:
         print("resex-agent: cannot set up logging: %s" % exc, file=sys.stderr)
         return EXIT_FAILURE
-    for path, group, key in unknown_options(conf):
-        LOG.warning("unknown option [%s] %s in %s is ignored", group, key, path)
+    if not conf.check:
+        # --check fails on them; the daemon names them and starts.
+        for problem in config_file.unknown(conf):
+            LOG.warning("%s: ignored (the default applies)", problem)
     if conf.check:
         from agent import check
         return check.run_check(conf, out=sys.stdout)

@@ -69,15 +69,24 @@ def without_unknown_link(monitor, source):
         return None, None
     try:
         monitor.link()
+        return monitor, None
     except exceptions.FabricError as exc:
         why = str(exc)
-        LOG.warning("fabric term off: %s. The agent runs without it (as [fabric] source = "
-                    "none: the market charges CPU only, reports show no link utilisation); "
-                    "set [fabric] link_capacity_gbps or uplink_netdev for %s to turn it on",
-                    why, source)
-        try:
-            monitor.close()
-        except Exception:
-            LOG.debug("error while closing %r", monitor, exc_info=True)
-        return None, why
-    return monitor, None
+    # Logged outside the except block: oslo.log would append the exception.
+    LOG.warning("fabric term off: %s. The agent runs without it (as [fabric] source = "
+                "none: the market charges CPU only, reports show no link utilisation); %s",
+                why, _advice(source, why))
+    try:
+        monitor.close()
+    except Exception:
+        LOG.debug("error while closing %r", monitor, exc_info=True)
+    return None, why
+
+
+def _advice(source, why):
+    """How to turn the fabric term on, for what went wrong."""
+    if source == "ib_sysfs" and "no InfiniBand port" in why:
+        return ("this host has no InfiniBand port: for RoCE or Ethernet set [fabric] "
+                "source = libvirt_iface (each VM's tap counters) with uplink_netdev or "
+                "link_capacity_gbps")
+    return "set [fabric] link_capacity_gbps or uplink_netdev for %s to turn it on" % source

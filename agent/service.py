@@ -101,7 +101,7 @@ def _simulated(conf, parts):
     parts.epoch_s = scenario.epoch_s
 
 
-def _libvirt(conf, parts):
+def _libvirt(conf, parts, read_only=False):
     from agent import fabric as fabric_mod
     from agent import hypervisor as hypervisor_mod
     from agent.intake import service as intake_service
@@ -129,14 +129,15 @@ def _libvirt(conf, parts):
     parts.interval_s = LIBVIRT_INTERVAL_S
     parts.epoch_s = LIBVIRT_EPOCH_S
     state_dir = conf.agent.state_dir
-    try:
-        os.makedirs(state_dir, exist_ok=True)
-    except OSError as exc:
-        raise exceptions.ConfigError("[agent] state_dir %s: %s" % (state_dir, exc)) from exc
+    if not read_only:
+        try:
+            os.makedirs(state_dir, exist_ok=True)
+        except OSError as exc:
+            raise exceptions.ConfigError("[agent] state_dir %s: %s" % (state_dir, exc)) from exc
     parts.journal = journal_mod.Journal(os.path.join(state_dir, "journal.json"))
 
 
-def _board(conf, parts):
+def _board(conf, parts, read_only=False):
     """The board, opened now if it can be; else opened when it comes back.
 
     A board that cannot be opened at start (etcd down, a corrupt SQLite
@@ -148,6 +149,8 @@ def _board(conf, parts):
     from resex_libvirt import board as board_mod
     url = conf.board.url
     options = board_conf.board_options(conf)
+    if read_only:
+        options["create"] = False     # --check: an absent SQLite board stays absent
     deferred = publisher.DeferredBoard(lambda: board_mod.open_board(url, **options),
                                        url=board_mod.redact(url))
     try:
@@ -155,26 +158,30 @@ def _board(conf, parts):
     except exceptions.ConfigError:
         raise
     except exceptions.BoardUnavailable as exc:
-        LOG.warning("price board not available at start, controlling locally and "
-                    "publishing when it is back: %s", exc)
+        if read_only:
+            LOG.debug("price board not available: %s", exc)   # --check says it itself
+        else:
+            LOG.warning("price board not available at start, controlling locally and "
+                        "publishing when it is back: %s", exc)
     parts.board = deferred
     parts.publish_policy = board_conf.publish_policy(conf)
 
 
-def build_parts(conf):
+def build_parts(conf, read_only=False):
+    """The agent's parts from ``conf``; ``read_only`` (``--check``) creates no file."""
     host_identity.refuse_unmarked_simulation(conf.agent.host_driver, conf.agent.host,
                                              conf.board.url)
     parts = Parts()
     if conf.agent.host_driver == "simulated":
         _simulated(conf, parts)
     else:
-        _libvirt(conf, parts)
+        _libvirt(conf, parts, read_only)
     if conf.agent.interval is not None:
         parts.interval_s = conf.agent.interval
     if conf.agent.epoch is not None:
         parts.epoch_s = conf.agent.epoch
     if conf.board.url:
-        _board(conf, parts)
+        _board(conf, parts, read_only)
     return parts
 
 

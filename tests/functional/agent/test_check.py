@@ -104,9 +104,21 @@ class LibvirtCheckTest(unittest.TestCase):
         for row in rows.values():
             # The test driver's 'fair' scheduler has no cap: monitor-only.
             self.assertIn("(monitor-only)", row)
+        # --check creates nothing: neither the board nor the state directory.
+        self.assertIn("board: ok (%s/board.sqlite does not exist yet: the agent creates it "
+                      "at start)" % self.tmp, text)
+        self.assertIn("state: ok (%s/state does not exist yet" % self.tmp, text)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "board.sqlite")))
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "state")))
+        self.assertTrue(text.endswith("check passed\n"))
+
+    def test_an_existing_board_is_read(self):
+        from resex_libvirt.board import sqlite as sqlite_board
+        sqlite_board.SQLiteBoard("sqlite://%s/board.sqlite" % self.tmp).close()
+        code, text = self.run_check(self.make_conf("test://" + NODE_XML))
+        self.assertEqual(0, code, text)
         self.assertIn("board: ok (sqlite://%s/board.sqlite, 0 host(s); this host: no report yet)"
                       % self.tmp, text)
-        self.assertTrue(text.endswith("check passed\n"))
 
     def test_a_sensitive_vm_without_a_virtio_serial_controller_is_listed_as_unable_to_report(self):
         with open(NODE_XML) as f:

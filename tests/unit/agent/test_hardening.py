@@ -27,6 +27,7 @@ from unittest import mock
 import prometheus_client
 
 from agent import cli
+from agent import config_file
 from agent import journal as journal_mod
 from agent import lock as lock_mod
 from agent import loop
@@ -270,13 +271,18 @@ class EpochTest(unittest.TestCase):
 
 class CliTest(TmpDirCase):
 
-    def test_an_unknown_option_in_the_agents_groups_is_named(self):
+    def test_unknown_options_and_sections_are_named_with_the_nearest_known_name(self):
         path = os.path.join(self.dir, "agent.conf")
         with open(path, "w") as f:
             f.write("[agent]\ndeadband = 3\ndeadband_pct = 2\n[market]\npolicy = io_shares\n"
-                    "[other]\nwhatever = 1\n")
+                    "[libvrit]\nconnection_uri = x\n[DEFAULT]\ndebug = true\n")
         conf = cli.make_conf(["--config-file", path])
-        self.assertEqual([(path, "agent", "deadband")], cli.unknown_options(conf))
+        found = config_file.unknown(conf)
+        self.assertEqual([(path, "agent", "deadband", "deadband_pct"),
+                          (path, "libvrit", None, "libvirt")],
+                         [(u.path, u.group, u.option, u.nearest) for u in found])
+        self.assertEqual("unknown section [libvrit] in agent.conf (did you mean libvirt?)",
+                         str(found[1]))
 
     def test_a_config_path_that_is_a_directory_is_a_usage_error_without_traceback(self):
         with mock.patch("sys.stderr") as err:
