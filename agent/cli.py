@@ -116,6 +116,13 @@ def _run(conf):
         # First of all: a second agent must not touch the journal, the VMs or the socket.
         lock = _start_step("locking the state directory",
                            agent_lock.StateDirLock(conf.agent.state_dir).acquire)
+        try:
+            host_lock = _start_step("locking the host", agent_lock.HostLock(
+                conf.libvirt.connection_uri, conf.agent.host_lock_path or None).acquire)
+        except _StartFailed:
+            lock.release()
+            raise
+        lock = _Both(lock, host_lock)
     agent = _start_step("building the agent", service.build_agent, conf)
     try:
         # Built here, not in build_agent: only the daemon binds the port.
@@ -146,6 +153,17 @@ def _run(conf):
         print(demo.closing_report(agent.table(), agent.epochs, agent.market.policy.name,
                                   sim=agent.parts.sim))
     return EXIT_OK
+
+
+class _Both:
+    """Two locks released together."""
+
+    def __init__(self, *locks):
+        self.locks = locks
+
+    def release(self):
+        for lock in reversed(self.locks):
+            lock.release()
 
 
 def serve(agent):

@@ -18,7 +18,11 @@ under the running agent, take over its probe socket and, on exit, write an
 empty journal. :class:`StateDirLock` is therefore the first thing the agent
 takes, before it reads the journal, opens the hypervisor or binds a socket.
 
-The lock is ``flock(LOCK_EX | LOCK_NB)`` on ``<state_dir>/agent.lock``. The
+A second agent with another state directory would fight the same way, so
+the agent also takes :class:`HostLock`, one per hypervisor (beside
+libvirtd's runtime files for ``qemu:///system``).
+
+Each lock is ``flock(LOCK_EX | LOCK_NB)`` on its file (``<state_dir>/agent.lock``). The
 kernel releases it when the process exits, however it exits (``kill -9``
 included), so a stale lock file never blocks a restart. The holder writes
 its PID into the file so that a second agent can name it.
@@ -26,7 +30,10 @@ its PID into the file so that a second agent can name it.
 
 import errno
 import fcntl
+import hashlib
 import os
+import tempfile
+import urllib.parse
 
 from resex_libvirt import exceptions
 
@@ -34,44 +41,51 @@ LOCK_NAME = "agent.lock"
 
 
 class AlreadyRunning(exceptions.ResexError):
-    """Another agent holds the state directory's lock."""
+    """Another agent holds the lock (of the state directory, or of the host)."""
 
-    def __init__(self, path, pid):
+    def __init__(self, path, pid, what="state directory"):
         self.path = path
         self.pid = pid
         holder = "pid %d" % pid if pid else "a process whose PID is not recorded"
         super().__init__("another resex-agent (%s) holds %s; one agent per host and state "
-                         "directory" % (holder, path))
+                         "directory (this lock is the %s's)" % (holder, path, what))
 
 
-class StateDirLock:
-    """The exclusive lock of one state directory; :meth:`acquire` or raise."""
+class _LockFile:
+    """``flock(LOCK_EX | LOCK_NB)`` on one file, holding our PID."""
 
-    def __init__(self, state_dir):
-        self.state_dir = os.path.abspath(state_dir)
-        self.path = os.path.join(self.state_dir, LOCK_NAME)
+    what = "state directory"
+
+    def __init__(self, path):
+        self.path = path
         self._fd = None
+
+    def _open(self):
+        directory = os.path.dirname(self.path)
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
 
     def acquire(self):
         """Take the lock and record our PID; raises :class:`AlreadyRunning` or ``ConfigError``."""
         try:
-            os.makedirs(self.state_dir, mode=0o700, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            fd = self._open()
         except OSError as exc:
-            raise exceptions.ConfigError("[agent] state_dir %s: %s" % (self.state_dir, exc)) \
-                from exc
+            raise exceptions.ConfigError(self._config_error(exc)) from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
             pid = _read_pid(fd)
             os.close(fd)
             if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise AlreadyRunning(self.path, pid) from None
+                raise AlreadyRunning(self.path, pid, self.what) from None
             raise exceptions.ConfigError("cannot lock %s: %s" % (self.path, exc)) from exc
         os.ftruncate(fd, 0)
         os.pwrite(fd, b"%d\n" % os.getpid(), 0)
         self._fd = fd
         return self
+
+    def _config_error(self, exc):
+        return "cannot open the lock %s: %s" % (self.path, exc)
 
     @property
     def held(self):
@@ -88,6 +102,49 @@ class StateDirLock:
 
     def __exit__(self, *exc):
         self.release()
+
+
+class StateDirLock(_LockFile):
+    """The exclusive lock of one state directory; :meth:`acquire` or raise."""
+
+    def __init__(self, state_dir):
+        self.state_dir = os.path.abspath(state_dir)
+        super().__init__(os.path.join(self.state_dir, LOCK_NAME))
+
+    def _config_error(self, exc):
+        return "[agent] state_dir %s: %s" % (self.state_dir, exc)
+
+
+#: Where the host lock of a ``...:///system`` URI lives: beside libvirtd's own
+#: runtime files, so that it is per host even where each compute node of a
+#: test cloud has its own private ``/run/libvirt`` (a mount namespace).
+LIBVIRT_RUN_DIR = "/run/libvirt"
+HOST_LOCK_NAME = "resex-agent.lock"
+
+
+def host_lock_path(uri, run_dir=LIBVIRT_RUN_DIR):
+    """The host lock's path for the hypervisor at ``uri``.
+
+    ``<scheme>:///system`` (QEMU, Xen): ``/run/libvirt/resex-agent.lock``
+    whatever the scheme, one agent per libvirtd. Any other URI (the test
+    driver, a session daemon): a file named by the URI's hash in the
+    system's temporary directory.
+    """
+    parsed = urllib.parse.urlsplit(uri or "")
+    if parsed.path.rstrip("/") == "/system" and not parsed.netloc:
+        return os.path.join(run_dir, HOST_LOCK_NAME)
+    digest = hashlib.sha256((uri or "").encode()).hexdigest()[:16]
+    return os.path.join(tempfile.gettempdir(), "resex-agent-%s.lock" % digest)
+
+
+class HostLock(_LockFile):
+    """One agent per hypervisor, whatever its state directory (see :func:`host_lock_path`)."""
+
+    what = "host"
+
+    def __init__(self, uri, path=None):
+        self.uri = uri
+        super().__init__(path or host_lock_path(uri))
 
 
 def _read_pid(fd):

@@ -112,6 +112,19 @@ Directory of the agent's state: the knob journal (``journal.json``) that
 restores every VM's original scheduler parameters after a crash, and the
 lock (``agent.lock``) that keeps a second agent from starting on it.
 """),
+    cfg.StrOpt(
+        "host_lock_path",
+        default="",
+        help="""
+The lock that keeps a second agent off this host, whatever its
+``state_dir``. Empty (the default): ``/run/libvirt/resex-agent.lock`` for a
+``...:///system`` libvirt URI (beside libvirtd's own runtime files, so one
+per libvirtd), else a file named by the URI in the temporary directory.
+
+Related options:
+
+* ``state_dir`` (its own lock keeps a second agent off the journal)
+"""),
     cfg.FloatOpt(
         "hypervisor_call_timeout",
         default=2.0,

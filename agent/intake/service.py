@@ -416,28 +416,74 @@ class LatencyIntake:
                 conn.line_since = now
 
 
-def check_socket_directory(directory):
-    """Refuse (``ConfigError``) a socket directory others could write to.
+def _writers(mode):
+    return " and ".join(w for w, bit in (("its group", stat.S_IWGRP), ("others", stat.S_IWOTH))
+                        if mode & bit)
 
-    It must be a directory owned by the agent's effective user and writable
-    neither by its group nor by others: otherwise another user could remove
-    the socket and bind one of their own in its place.
+
+def _ancestors(path):
+    """``path`` and each directory above it, up to ``/``."""
+    out = [path]
+    while True:
+        parent = os.path.dirname(path)
+        if parent == path:
+            return out
+        out.append(parent)
+        path = parent
+
+
+def _ancestor_problems(path, st, trusted):
+    if stat.S_ISLNK(st.st_mode):
+        if st.st_uid not in trusted:
+            return ["%s is a symlink owned by uid %d" % (path, st.st_uid)]
+        return []
+    problems = []
+    if st.st_uid not in trusted:
+        problems.append("%s is owned by uid %d" % (path, st.st_uid))
+    # A sticky directory (/tmp) lets nobody rename or remove what others own.
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not st.st_mode & stat.S_ISVTX:
+        problems.append("%s is writable by %s (mode %04o)" % (
+            path, _writers(st.st_mode), stat.S_IMODE(st.st_mode)))
+    return problems
+
+
+def check_socket_directory(directory):
+    """Refuse (``ConfigError``) a socket directory that others could swap or write to.
+
+    The directory itself must be owned by the agent's effective user and
+    writable neither by its group nor by others. Every directory above it,
+    on the path as written (symlinks included, not followed) and on the
+    path they resolve to, must be owned by root or the agent's user and not
+    writable by group or others unless sticky, as OpenSSH's ``StrictModes``
+    checks a user's ``~/.ssh`` (a sticky ``/tmp`` is accepted: nobody can
+    rename what they do not own in it). Otherwise another user could replace
+    a directory on the way and bind a socket of their own in its place.
     """
-    st = os.stat(directory)
+    euid = os.geteuid()
+    trusted = {0, euid}
+    literal = os.path.abspath(directory)
+    resolved = os.path.realpath(directory)
+    st = os.stat(resolved)
     if not stat.S_ISDIR(st.st_mode):
         raise exceptions.ConfigError("probe socket directory %s is not a directory" % directory)
     problems = []
-    if st.st_uid != os.geteuid():
-        problems.append("owned by uid %d, not the agent's uid %d" % (st.st_uid, os.geteuid()))
+    if st.st_uid != euid:
+        problems.append("owned by uid %d, not the agent's uid %d" % (st.st_uid, euid))
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        problems.append("writable by %s (mode %04o)" % (
-            " and ".join(w for w, bit in (("its group", stat.S_IWGRP), ("others", stat.S_IWOTH))
-                         if st.st_mode & bit), stat.S_IMODE(st.st_mode)))
+        problems.append("writable by %s (mode %04o)" % (_writers(st.st_mode),
+                                                        stat.S_IMODE(st.st_mode)))
+    seen = set()
+    for path, look in [(p, os.lstat) for p in _ancestors(literal)] + [
+            (p, os.stat) for p in _ancestors(resolved)[1:]]:
+        if (path, look) in seen or path == resolved:
+            continue
+        seen.add((path, look))
+        problems.extend(_ancestor_problems(path, look(path), trusted))
     if problems:
         raise exceptions.ConfigError(
-            "refusing the probe socket directory %s: %s; anyone who can write it can replace "
-            "the socket (use a directory of the agent's own, e.g. /run/resex, mode 0755)"
-            % (directory, "; ".join(problems)))
+            "refusing the probe socket directory %s: %s; anyone who can write it or a "
+            "directory above it can replace the socket (use a directory of the agent's own, "
+            "e.g. /run/resex, mode 0755)" % (directory, "; ".join(dict.fromkeys(problems))))
 
 
 class _ChannelConn(_Conn):

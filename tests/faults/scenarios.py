@@ -286,10 +286,14 @@ def _wait_file(path, timeout=60.0):
                             timeout)
 
 
-def two_agents():
-    """A second agent on the same state directory while the first runs."""
+def two_agents(other_state_dir=False):
+    """A second agent on the same state directory (or another) while the first runs."""
     tmp = tempfile.mkdtemp(prefix="resex-two-")
     conf = _agent_conf(tmp)
+    second_conf = conf
+    if other_state_dir:
+        other = tempfile.mkdtemp(prefix="resex-two-other-")
+        second_conf = _agent_conf(other)
     env = dict(os.environ, PYTHONPATH=ROOT)
     first = subprocess.Popen(AGENT + ["--config-file", conf], cwd=ROOT, env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -300,7 +304,7 @@ def two_agents():
             raise RuntimeError("the first agent did not start: %s" % first.stderr.read())
         inode = os.stat(sock).st_ino
         started = time.monotonic()
-        second = subprocess.run(AGENT + ["--config-file", conf], cwd=ROOT, env=env,
+        second = subprocess.run(AGENT + ["--config-file", second_conf], cwd=ROOT, env=env,
                                 capture_output=True, text=True, timeout=120)
         took = time.monotonic() - started
         wrong = 0
@@ -308,8 +312,11 @@ def two_agents():
             wrong += 1                      # the first agent died
         if not os.path.exists(sock) or os.stat(sock).st_ino != inode:
             wrong += 1                      # its probe socket was taken over
+        if second.returncode == 0:
+            wrong += 1                      # the second agent ran
         return harness.FaultResult(
-            "second agent on the same state directory", 0, 0, wrong, took,
+            "second agent on %s state directory" % ("another" if other_state_dir else "the same"),
+            0, 0, wrong, took,
             "second exited %d in %.1f s" % (second.returncode, took),
             details={"second": second, "first_pid": first.pid})
     finally:
@@ -409,6 +416,8 @@ def start_failures():
 #: (name, function, CI arguments, ``make faults`` arguments)
 TABLE = (
     ("two agents", two_agents, {}, {}),
+    ("two agents, two state dirs", two_agents, {"other_state_dir": True},
+     {"other_state_dir": True}),
     ("sqlite locked", sqlite_locked, {"outage": 3.0}, {"outage": 10.0}),
     ("etcd stopped", etcd_stopped, {"outage": 3.0}, {"outage": 10.0}),
     ("etcd down at start", etcd_down_at_start, {"outage": 3.0}, {"outage": 5.0}),

@@ -119,6 +119,14 @@ class ProcessFaultTest(unittest.TestCase):
         self.assertEqual(1, len(second.stderr.strip().splitlines()), second.stderr)
         self.assertEqual(0, r.wrong, "the first agent lost its socket or died")
 
+    def test_a_second_agent_with_another_state_directory_refuses_too(self):
+        r = scenarios.two_agents(other_state_dir=True)
+        second = r.details["second"]
+        self.assertEqual(1, second.returncode, second.stderr)
+        self.assertIn("(pid %d)" % r.details["first_pid"], second.stderr)
+        self.assertIn("the host's", second.stderr)
+        self.assertEqual(0, r.wrong, "the first agent lost its socket or died")
+
     def test_start_failures_are_one_line_and_an_exit_code(self):
         for name, proc in scenarios.start_failures().items():
             with self.subTest(name):

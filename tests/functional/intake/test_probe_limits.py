@@ -89,3 +89,43 @@ class ProbeLimitsTest(IntakeTestCase):
         with self.assertRaises(exceptions.ConfigError) as cm:
             self.start_intake()
         self.assertIn("owned by uid", str(cm.exception))
+
+    def test_a_grandparent_others_can_write_is_refused(self):
+        # self.dir/g (0777, not sticky)/run/latency.sock
+        grand = os.path.join(self.dir, "g")
+        os.makedirs(os.path.join(grand, "run"), mode=0o755)
+        os.chmod(grand, 0o777)
+        with self.assertRaises(exceptions.ConfigError) as cm:
+            self.start_intake(probe_socket_path=os.path.join(grand, "run", "latency.sock"))
+        self.assertIn("%s is writable by its group and others" % grand, str(cm.exception))
+
+    def test_a_sticky_world_writable_ancestor_such_as_tmp_is_accepted(self):
+        sticky = os.path.join(self.dir, "tmp")
+        os.makedirs(os.path.join(sticky, "run"), mode=0o755)
+        os.chmod(sticky, 0o1777)
+        self.start_intake(probe_socket_path=os.path.join(sticky, "run", "latency.sock"))
+
+    def test_a_parent_reached_through_another_users_symlink_is_refused(self):
+        if os.geteuid() != 0:
+            self.skipTest("needs root to give the symlink to another uid")
+        real = os.path.join(self.dir, "real")
+        os.makedirs(real, mode=0o755)
+        link = os.path.join(self.dir, "link")
+        os.symlink(real, link)
+        os.lchown(link, 65534, -1)
+        with self.assertRaises(exceptions.ConfigError) as cm:
+            self.start_intake(probe_socket_path=os.path.join(link, "run", "latency.sock"))
+        self.assertIn("%s is a symlink owned by uid 65534" % link, str(cm.exception))
+
+    def test_a_parent_symlinked_into_another_users_directory_is_refused(self):
+        if os.geteuid() != 0:
+            self.skipTest("needs root to give the directory to another uid")
+        theirs = os.path.join(self.dir, "theirs")
+        os.makedirs(theirs, mode=0o755)
+        os.chown(theirs, 65534, -1)
+        os.makedirs(os.path.join(theirs, "run"), mode=0o755)
+        link = os.path.join(self.dir, "link")
+        os.symlink(theirs, link)
+        with self.assertRaises(exceptions.ConfigError) as cm:
+            self.start_intake(probe_socket_path=os.path.join(link, "run", "latency.sock"))
+        self.assertIn("%s is owned by uid 65534" % theirs, str(cm.exception))

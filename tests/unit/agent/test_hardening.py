@@ -63,6 +63,30 @@ class LockTest(TmpDirCase):
         lock_mod.StateDirLock(self.dir).acquire().release()
 
 
+class HostLockTest(TmpDirCase):
+
+    def test_a_system_uri_locks_beside_libvirtds_runtime_files(self):
+        for uri in ("qemu:///system", "xen:///system", "qemu:///system/"):
+            self.assertEqual("/run/libvirt/resex-agent.lock", lock_mod.host_lock_path(uri))
+
+    def test_other_uris_lock_a_file_of_their_own(self):
+        test_lock = lock_mod.host_lock_path("test:///default")
+        self.assertNotEqual(test_lock, lock_mod.host_lock_path("test:///other"))
+        self.assertNotEqual("/run/libvirt/resex-agent.lock",
+                            lock_mod.host_lock_path("qemu+tcp://node2/system"))
+
+    def test_a_second_agent_of_the_host_is_refused_whatever_its_state_directory(self):
+        path = os.path.join(self.dir, "host.lock")
+        first = lock_mod.HostLock("qemu:///system", path).acquire()
+        self.addCleanup(first.release)
+        other_state = lock_mod.StateDirLock(os.path.join(self.dir, "other")).acquire()
+        self.addCleanup(other_state.release)
+        with self.assertRaises(lock_mod.AlreadyRunning) as cm:
+            lock_mod.HostLock("qemu:///system", path).acquire()
+        self.assertIn("(pid %d)" % os.getpid(), str(cm.exception))
+        self.assertIn("the host's", str(cm.exception))
+
+
 class WatchdogTest(unittest.TestCase):
 
     def setUp(self):
