@@ -136,8 +136,10 @@ class DocSnippetsTest(SnippetCase):
         self.assertGreaterEqual(checked, 4)
 
     def test_the_agent_configurations_in_etc_parse_with_the_real_options(self):
-        paths = [p for p in glob.glob(os.path.join(ROOT, "etc/resex/resex-agent*.conf*"))
-                 if "generator" not in p]
+        etc = os.path.join(ROOT, "etc", "resex")
+        paths = [os.path.join(etc, name) for name in sorted(os.listdir(etc))
+                 if name.startswith("resex-agent") and ".conf" in name
+                 and "generator" not in name]
         self.assertTrue(paths)
         for path in paths:
             with self.subTest(path=path):
