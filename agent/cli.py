@@ -129,6 +129,8 @@ def _run(conf):
         agent.metrics = _start_step("starting the metrics endpoint",
                                     metrics_mod.PrometheusMetrics.from_conf, conf)
         if agent.journal is not None:
+            # First what operators set live (the restore must not undo it)...
+            agent.hypervisor.adopt_operator_values(agent.journal.operator_values())
             _start_step("restoring the journal", agent.journal.reconcile, agent.hypervisor)
         for source in agent.latency_sources:
             start = getattr(source, "start", None)

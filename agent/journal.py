@@ -17,7 +17,13 @@ VM's knobs it records their original values; on SIGTERM/SIGINT it writes
 them all back and exits; started after a crash it reconciles from the journal
 before controlling anything. The file is JSON::
 
-    {"version": 1, "originals": {"<uuid>": {"global_quota": -1, ...}}}
+    {"version": 1, "originals": {"<uuid>": {"global_quota": -1, ...}},
+     "operator": {"<uuid>": {"dom_id": 7, "values": {"cpu_shares": 5000}}}}
+
+``operator`` (optional) keeps the knob values operators set live on a
+running domain: they are that VM's originals and the agent leaves those
+knobs alone. It outlives a clean stop (the live values are the operator's
+then) and ends when the domain restarts or stops.
 
 Every write is atomic and durable (POSIX ``rename(2)`` atomicity): a
 temporary file in the same directory, ``fsync``, ``rename`` over the
@@ -71,8 +77,9 @@ class Journal:
         self.path = os.path.abspath(path)
         self._lock = threading.Lock()
         self._clock = clock
-        self._originals = self._load()
+        self._originals, self._operator = self._load()
         self._on_disk = set(self._originals)
+        self._dirty = False
         self.write_errors = 0
         self._error_logged_at = None
 
@@ -87,6 +94,7 @@ class Journal:
         try:
             self._write(originals)
         except OSError as exc:
+            self._dirty = True
             self.write_errors += 1
             now = self._clock()
             if self._error_logged_at is None or now - self._error_logged_at >= WRITE_ERROR_LOG_S:
@@ -102,12 +110,13 @@ class Journal:
                      self.path, self.write_errors)
             self._error_logged_at = None
         self._on_disk = set(originals)
+        self._dirty = False
         return True
 
     def flush(self):
         """Retry writing when something is held in memory only; True when on disk."""
         with self._lock:
-            if set(self._originals) == self._on_disk:
+            if set(self._originals) == self._on_disk and not self._dirty:
                 return True
             return self._save(self._originals)
 
@@ -116,7 +125,7 @@ class Journal:
             with open(self.path, "rb") as f:
                 raw = f.read()
         except FileNotFoundError:
-            return {}
+            return {}, {}
         except OSError as exc:
             raise JournalCorrupt("cannot read knob journal %s: %s. %s"
                                  % (self.path, exc, _RECOVER % self.path)) from exc
@@ -138,7 +147,14 @@ class Journal:
             raise JournalCorrupt("knob journal %s is not a version %d journal "
                                  "({\"version\": 1, \"originals\": {uuid: {...}}}). %s"
                                  % (self.path, VERSION, _RECOVER % self.path))
-        return originals
+        operator = data.get("operator", {})
+        if not isinstance(operator, dict) or not all(
+                isinstance(k, str) and isinstance(v, dict)
+                and isinstance(v.get("values"), dict) for k, v in operator.items()):
+            raise JournalCorrupt("knob journal %s: \"operator\" is not {uuid: {\"dom_id\": "
+                                 "..., \"values\": {...}}}. %s"
+                                 % (self.path, _RECOVER % self.path))
+        return originals, operator
 
     def _write(self, originals):
         directory = os.path.dirname(self.path)
@@ -146,7 +162,10 @@ class Journal:
         fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(self.path), dir=directory)
         try:
             with os.fdopen(fd, "w") as f:
-                json.dump({"version": VERSION, "originals": originals}, f, sort_keys=True)
+                data = {"version": VERSION, "originals": originals}
+                if self._operator:
+                    data["operator"] = self._operator
+                json.dump(data, f, sort_keys=True)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, self.path)
@@ -207,12 +226,32 @@ class Journal:
     def forget(self, uuid):
         """Drop ``uuid``'s record (the VM stopped or was undefined: nothing live to restore)."""
         with self._lock:
-            if uuid not in self._originals:
+            if uuid not in self._originals and uuid not in self._operator:
                 return
             originals = dict(self._originals)
-            del originals[uuid]
+            originals.pop(uuid, None)
             self._originals = originals
+            if uuid in self._operator:
+                self._operator = {k: v for k, v in self._operator.items() if k != uuid}
             self._save(originals)
+
+    def operator_values(self):
+        """``{uuid: {"dom_id": int, "values": {...}}}`` operators set live (a copy)."""
+        with self._lock:
+            return {k: {"dom_id": v.get("dom_id", -1), "values": dict(v["values"])}
+                    for k, v in self._operator.items()}
+
+    def set_operator(self, uuid, values, dom_id):
+        """Keep (or with ``{}`` drop) the live values an operator set on ``uuid``."""
+        with self._lock:
+            record = {"dom_id": int(dom_id), "values": dict(values)} if values else None
+            if self._operator.get(uuid) == record:
+                return
+            operator = {k: v for k, v in self._operator.items() if k != uuid}
+            if record is not None:
+                operator[uuid] = record
+            self._operator = operator
+            self._save(self._originals)
 
     def restore_all(self, hypervisor):
         """Write every original back through ``hypervisor.restore_knobs``, then clear.

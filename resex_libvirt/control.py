@@ -313,6 +313,8 @@ class Controller:
                         rec.journaled = False
                 elif update.uuid in self.journal:
                     self.journal.update(update.uuid, update.originals)
+                if update.operator is not None and update.originals is not None:
+                    self.journal.set_operator(update.uuid, update.operator, update.dom_id)
             except Exception:
                 LOG.exception("could not record the %s originals of VM %s in the journal",
                               update.reason, update.uuid)

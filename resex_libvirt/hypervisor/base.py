@@ -127,6 +127,15 @@ class Hypervisor(abc.ABC):
     def restore_knobs(self, uuid, params):
         """Write back raw parameters previously read with :meth:`get_knobs`."""
 
+    def adopt_operator_values(self, values):
+        """Knob values operators set live before this start (from the journal).
+
+        ``{uuid: {"dom_id": int, "values": {param: value}}}``: they are the
+        VMs' originals, and the agent leaves those knobs alone, as long as
+        the domain was not restarted since (same ``dom_id``). Default: no
+        operator changes to follow.
+        """
+
     def pcpus(self):
         """Physical CPUs the VMs share."""
         return 1

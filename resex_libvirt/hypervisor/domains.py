@@ -38,7 +38,8 @@ class Adopted:
     then what the agent wrote). ``ours``: per knob, the values the agent
     wrote recently; a live value among them is the agent's, whatever its
     period. ``originals``: the VM's knobs without the agent. ``overrides``:
-    originals an operator set live.
+    originals an operator set live; ``held``: the knobs the operator took
+    over (the agent writes them no more until the domain restarts).
     """
 
     info: base.VMInfo
@@ -50,6 +51,7 @@ class Adopted:
     originals: dict = dataclasses.field(default_factory=dict)
     ours: dict = dataclasses.field(default_factory=dict)
     overrides: dict = dataclasses.field(default_factory=dict)
+    held: set = dataclasses.field(default_factory=set)
 
     def agent_wrote(self, name, value):
         history = self.ours.get(name)

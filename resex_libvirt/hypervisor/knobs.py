@@ -54,8 +54,10 @@ Original values (:meth:`KnobMapping.originals`)
     persistent definition (``<cputune>`` of the inactive XML, which the agent
     never writes) and Nova's flavor (``quota:cpu_*``), never from live
     values, which may be a cap another agent set (a live-migrated VM
-    arrives with the source host's cap). A persistent cap written with the
-    agent's own period is refused as an original (no cap instead).
+    arrives with the source host's cap). Nova never writes a global cap, so
+    one in a Nova instance's persistent definition (copied there from a
+    capped live domain) is refused as an original (no cap instead), whatever
+    its period; in another VM's definition it is the operator's, kept.
 
 Anything else (the test driver's ``fair``, LXC, ...)
     Monitor-only: the VM is sampled and reported, never actuated.
@@ -108,16 +110,29 @@ class KnobMapping(abc.ABC):
     weight_names = ()
     #: The raw parameter names :meth:`apply` may write back from the journal.
     restorable = ()
+    #: Parameters written together: one held by an operator holds its group.
+    groups = ()
 
     @abc.abstractmethod
-    def originals(self, persistent, flavor):
+    def originals(self, persistent, flavor, nova=False):
         """The VM's knobs without the agent, for the journal.
 
         ``persistent``: ``{parameter: int}`` of the inactive definition's
         ``<cputune>``; ``flavor``: ``{parameter: int}`` of Nova's
-        ``quota:cpu_*`` extra specs. Returns ``(params, refused)`` where
-        ``refused`` names what was not taken as an original, or ``None``.
+        ``quota:cpu_*`` extra specs; ``nova``: the VM is a Nova instance.
+        Returns ``(params, refused)`` where ``refused`` names what was not
+        taken as an original, or ``None``.
         """
+
+    def without(self, params, held):
+        """``params`` without the groups of which a parameter is in ``held``."""
+        if not held:
+            return params
+        drop = set()
+        for group in self.groups:
+            if held.intersection(group):
+                drop.update(group)
+        return {k: v for k, v in params.items() if k not in drop}
 
     @abc.abstractmethod
     def params_for(self, cap_pct, weight, vcpus):
@@ -146,11 +161,12 @@ class XenCreditMapping(KnobMapping):
     names = ("cap", "weight")
     weight_names = ("weight",)
     restorable = names
+    groups = (("cap",), ("weight",))
 
     def __init__(self, sched_type="credit"):
         self.knobs = base.Knobs(driver="xen-%s" % sched_type, cap=True, weight=True)
 
-    def originals(self, persistent, flavor):
+    def originals(self, persistent, flavor, nova=False):
         # libxl keeps caps live only; a domain starts uncapped with the
         # weight of its <cputune><shares>, or libxl's default.
         weight = persistent.get("cpu_shares", XEN_WEIGHT_DEFAULT)
@@ -196,6 +212,7 @@ class QemuPosixMapping(KnobMapping):
     weight_names = ("cpu_shares",)
     # The VM-wide cap first: cgroup v1 refuses a vCPU quota above its parent's.
     restorable = ("global_period", "global_quota", "cpu_shares", "vcpu_period", "vcpu_quota")
+    groups = (("global_period", "global_quota"), ("cpu_shares",))
 
     def __init__(self, period_us=None, cgroup_version=1, shares_floor=None):
         period = CFS_PERIOD_DEFAULT_US if period_us is None else int(period_us)
@@ -213,14 +230,18 @@ class QemuPosixMapping(KnobMapping):
         self.shares_min = low if shares_floor is None else int(_clamp(shares_floor, low, high))
         self.shares_max = high
 
-    def originals(self, persistent, flavor):
+    def originals(self, persistent, flavor, nova=False):
         out = {"global_period": CFS_PERIOD_DEFAULT_US, "global_quota": -1,
                "cpu_shares": self.shares_default}
         refused = None
         quota = persistent.get("global_quota", -1)
         period = persistent.get("global_period", CFS_PERIOD_DEFAULT_US)
-        if quota > 0 and period == self.period_us:
-            refused = ("global_quota %d with the agent's own period %d us" % (quota, period))
+        if quota > 0 and nova:
+            # Nova writes <shares>, <period> and <quota> (per vCPU) from the
+            # flavor, never a global cap: one in a Nova instance's definition
+            # was copied from a live domain an agent capped (a migration).
+            refused = ("global_quota %d (period %d us): Nova never sets a global cap"
+                       % (quota, period))
         elif quota > 0:
             out["global_period"], out["global_quota"] = period, quota
         elif "global_period" in persistent:

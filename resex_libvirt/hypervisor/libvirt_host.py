@@ -122,13 +122,18 @@ class OriginalsUpdate:
     ``originals`` is ``None`` when the VM stopped or was undefined (forget
     it). ``reason``: ``stopped``, ``redefined``, ``restarted`` or
     ``operator``. ``reassert`` asks the caller to write its knobs again (the
-    live values are no longer what it wrote).
+    live values are no longer what it wrote, and nobody holds them).
     """
 
     uuid: str
     originals: dict | None
     reason: str
     reassert: bool = False
+    #: The values operators set live that the agent now leaves alone
+    #: (``{}``: none any more); ``None``: unchanged. With ``dom_id``, the
+    #: domain they hold for (a restart ends them).
+    operator: dict | None = None
+    dom_id: int = -1
 
 
 class LibvirtHypervisor(base.Hypervisor):
@@ -178,6 +183,7 @@ class LibvirtHypervisor(base.Hypervisor):
         self._listed_at = None
         self._warned = set()
         self._updates = []
+        self._seeded = {}         # uuid -> {"dom_id", "values"} from the journal
         self._bulk_stats = None
         self._sweep = {}
         self._per_domain_cpu_stats = True
@@ -329,12 +335,13 @@ class LibvirtHypervisor(base.Hypervisor):
                                 facts.name, uuid, problem)
         originals = {}
         if mapping is not None:
-            originals, refused = mapping.originals(persistent, flavor)
+            originals, refused = mapping.originals(persistent, flavor,
+                                                   nova=facts.nova is not None)
             if refused:
                 self._warn_once((uuid, "refused", refused),
                                 "VM %s (%s): persistent %s refused as an original "
-                                "(the agent's caps look like that); original: no cap",
-                                facts.name, uuid, refused)
+                                "(an agent's cap copied into the definition?); original: "
+                                "no cap", facts.name, uuid, refused)
         info = base.VMInfo(
             uuid=uuid, name=facts.name, vcpus=facts.vcpus, sla=sla,
             knobs=mapping.knobs if mapping is not None else base.MONITOR_ONLY,
@@ -346,7 +353,32 @@ class LibvirtHypervisor(base.Hypervisor):
                                  adopted_at=self._clock(), dom_id=dom_id, originals=originals)
         if previous is not None:
             self._follow(previous, vm, live)
+        elif mapping is not None:
+            self._seed(vm)
         return vm
+
+    def adopt_operator_values(self, values):
+        self._seeded = {uuid: dict(v) for uuid, v in values.items()}
+
+    def _seed(self, vm):
+        """A VM seen for the first time takes the operator values the journal kept for it."""
+        seeded = self._seeded.pop(vm.info.uuid, None)
+        if not seeded:
+            return
+        if seeded.get("dom_id") != vm.dom_id:
+            LOG.info("VM %s (%s) restarted since an operator set %s: its definition's "
+                     "values apply again", vm.info.name, vm.info.uuid, seeded.get("values"))
+            self._queue(vm.info.uuid, vm.originals, "restarted", operator={},
+                        dom_id=vm.dom_id)
+            return
+        values = {k: v for k, v in seeded.get("values", {}).items()
+                  if k in vm.mapping.restorable}
+        vm.overrides = dict(values)
+        vm.held = set(values)
+        vm.originals = {**vm.originals, **values}
+        LOG.info("VM %s (%s): %s set by an operator before this start stay the original and "
+                 "the agent's hands stay off them", vm.info.name, vm.info.uuid,
+                 ", ".join("%s=%s" % kv for kv in sorted(values.items())))
 
     def _follow(self, old, new, live):
         """Carry what the agent wrote over a re-read; queue changed originals."""
@@ -354,27 +386,36 @@ class LibvirtHypervisor(base.Hypervisor):
             return
         uuid = new.info.uuid
         if old.dom_id != new.dom_id:
-            # A restart: the live knobs are the persistent ones again.
-            self._queue(uuid, new.originals, "restarted", reassert=True)
+            # A restart: the live knobs are the persistent ones again, and
+            # nothing an operator set live survives it.
+            self._queue(uuid, new.originals, "restarted", reassert=True,
+                        operator={} if old.held else None, dom_id=new.dom_id)
             return
         new.ours = old.ours
         new.overrides = dict(old.overrides)
+        new.held = set(old.held)
+        # The agent knows its own writes by what it wrote (any period); a
+        # live value it never wrote on a knob it set is an operator's.
         changed = {k: v for k, v in live.items()
-                   if k in old.ours and not old.agent_wrote(k, v)}
+                   if (k in old.ours and not old.agent_wrote(k, v))
+                   or (k in old.held and old.overrides.get(k) != v)}
         if changed:
-            adopted = dict(changed)
-            if (adopted.get("global_quota", -1) > 0
-                    and live.get("global_period") == self.qemu_period_us):
-                adopted["global_quota"] = -1
-                adopted["global_period"] = knobs_mod.CFS_PERIOD_DEFAULT_US
-            new.overrides.update(adopted)
-            new.ours = {}
-            LOG.warning("VM %s (%s): %s changed outside the agent; adopted as the original",
+            # The whole group goes to the operator (a cap's period with its quota).
+            untouched = new.mapping.without(live, set(changed))
+            held = {k: v for k, v in live.items() if k not in untouched}
+            new.overrides.update(held)
+            new.held.update(held)
+            for name in held:
+                new.ours.pop(name, None)
+            LOG.warning("VM %s (%s): %s changed outside the agent: adopted as the original, "
+                        "and the agent leaves %s alone until the VM restarts",
                         new.info.name, uuid,
-                        ", ".join("%s=%s" % kv for kv in sorted(changed.items())))
+                        ", ".join("%s=%s" % kv for kv in sorted(changed.items())),
+                        ", ".join(sorted(held)))
         new.originals = {**new.originals, **new.overrides}
         if changed:
-            self._queue(uuid, new.originals, "operator", reassert=True)
+            self._queue(uuid, new.originals, "operator",
+                        operator=dict(new.overrides), dom_id=new.dom_id)
             return
         new.written = old.written
         if new.originals != old.originals:
@@ -382,9 +423,10 @@ class LibvirtHypervisor(base.Hypervisor):
                      new.info.name, uuid, new.originals)
             self._queue(uuid, new.originals, "redefined")
 
-    def _queue(self, uuid, originals, reason, reassert=False):
-        self._updates.append(OriginalsUpdate(uuid, None if originals is None
-                                             else dict(originals), reason, reassert))
+    def _queue(self, uuid, originals, reason, reassert=False, operator=None, dom_id=-1):
+        self._updates.append(OriginalsUpdate(
+            uuid, None if originals is None else dict(originals), reason, reassert,
+            None if operator is None else dict(operator), dom_id))
 
     def original_updates(self):
         """The :class:`OriginalsUpdate` s since the last call, oldest first."""
@@ -400,7 +442,8 @@ class LibvirtHypervisor(base.Hypervisor):
             for key, value in params.items():
                 name = _TUNABLE.get(key, key[len("cputune."):] if key.startswith(
                     "cputune.") else key)
-                if name in vm.ours and not vm.agent_wrote(name, value):
+                if ((name in vm.ours and not vm.agent_wrote(name, value))
+                        or (name in vm.held and vm.overrides.get(name) != value)):
                     stale.add(uuid)
                     break
 
@@ -575,8 +618,9 @@ class LibvirtHypervisor(base.Hypervisor):
             raise exceptions.KnobUnsupported(
                 "VM %s (%s) is monitor-only: its scheduler has no cap knob"
                 % (vm.info.name, uuid))
-        params = vm.mapping.params_for(cap_pct, weight, vm.info.vcpus)
-        if vm.ours and all(vm.written.get(k) == v for k, v in params.items()):
+        params = vm.mapping.without(vm.mapping.params_for(cap_pct, weight, vm.info.vcpus),
+                                    vm.held)
+        if not params or (vm.ours and all(vm.written.get(k) == v for k, v in params.items())):
             return False
         # Recorded before the call: the tunable event it sends may come first.
         vm.record(params)

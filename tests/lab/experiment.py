@@ -423,6 +423,15 @@ class AgentProcess:
         from agent import journal as journal_mod
         return journal_mod.Journal(path).originals()
 
+    def journal_operator(self):
+        """The live values operators set, as the journal keeps them."""
+        path = os.path.join(self.state_dir, "journal.json")
+        from agent import journal as journal_mod
+        try:
+            return journal_mod.Journal(path).operator_values()
+        except (OSError, journal_mod.JournalCorrupt):
+            return {}
+
 
 EPOCH_LINE = re.compile(r"epoch (\d+): .*\| (.*)$")
 VM_PART = re.compile(r"(\S+) cap (\d+)/(\d+)% rate ([0-9.]+)")

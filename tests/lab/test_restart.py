@@ -35,6 +35,7 @@ from tests.lab import experiment
 from tests.lab import harness
 
 LIMIT_PCT = 20
+OPERATOR_SHARES = 5000
 
 
 def wait_for(predicate, timeout, step=0.02):
@@ -104,13 +105,33 @@ class KillNineRestartTest(unittest.TestCase):
         cls.cgroup_recapped = harness.cgroup_cpu_quota(cls.bulk)
         time.sleep(2.5)    # two more epochs
         cls.log_after_restart = cls.agent.log().split("---- restarted after kill -9 ----")[-1]
+        cls.run_operator_change()
         cls.exit_code = cls.agent.stop()
         cls.after_stop = cls.knobs(cls.bulk)
+        cls.operator_after_stop = cls.agent.journal_operator()
+        # A clean stop, a start: the operator's value is still the original.
+        cls.agent.start(vms=2)
+        cls.recapped_after_clean_restart = wait_for(cls.capped, 30.0)
+        time.sleep(1.5)
+        cls.shares_after_clean_restart = cls.knobs(cls.bulk)["cpu_shares"]
+        cls.second_exit_code = cls.agent.stop()
+        cls.after_second_stop = cls.knobs(cls.bulk)
         print("\nkill -9 restart on the real libvirtd: start -> originals restored %s, "
               "-> capped again %s (limit %d%%)" % (
                   "%.0f ms" % (1000 * cls.restored_s) if cls.restored_s is not None else "never",
                   "%.0f ms" % (1000 * cls.recapped_s) if cls.recapped_s is not None else "never",
                   LIMIT_PCT))
+
+    @classmethod
+    def run_operator_change(cls):
+        """``virsh schedinfo --live cpu_shares=...`` while the agent caps the guest."""
+        dom = cls.conn.lookupByUUIDString(cls.bulk.uuid)
+        dom.setSchedulerParametersFlags({"cpu_shares": OPERATOR_SHARES},
+                                        libvirt.VIR_DOMAIN_AFFECT_LIVE)
+        cls.operator_journaled = wait_for(
+            lambda: cls.agent.journal_operator().get(cls.bulk.uuid), 15.0)
+        time.sleep(3.0)       # thirty intervals: time enough to write it back
+        cls.after_operator = cls.knobs(cls.bulk)
 
     @classmethod
     def _teardown(cls):
@@ -143,10 +164,25 @@ class KillNineRestartTest(unittest.TestCase):
         for line in epochs:
             self.assertNotIn(" 0 VMs", line)
 
-    def test_sigterm_after_the_restart_restores_the_originals(self):
+    def test_an_operators_live_change_is_adopted_journaled_and_never_written_back(self):
+        self.assertEqual({"cpu_shares": OPERATOR_SHARES},
+                         (self.operator_journaled or {}).get("values"), self.agent.log())
+        self.assertEqual(OPERATOR_SHARES, self.after_operator["cpu_shares"])
+        self.assertGreater(self.after_operator["global_quota"], 0, "the cap was dropped")
+
+    def test_sigterm_restores_the_originals_with_the_operators_value(self):
+        expected = dict(self.original, cpu_shares=OPERATOR_SHARES)
         self.assertEqual(0, self.exit_code)
-        self.assertEqual(self.original, self.after_stop)
+        self.assertEqual(expected, self.after_stop)
         self.assertEqual({}, self.agent.journal_left())
+        self.assertIn(self.bulk.uuid, self.operator_after_stop)
+
+    def test_the_operators_value_survives_a_restart_of_the_agent(self):
+        self.assertTrue(self.recapped_after_clean_restart)
+        self.assertEqual(OPERATOR_SHARES, self.shares_after_clean_restart)
+        self.assertEqual(0, self.second_exit_code)
+        self.assertEqual(dict(self.original, cpu_shares=OPERATOR_SHARES),
+                         self.after_second_stop)
 
 
 if __name__ == "__main__":

@@ -169,6 +169,24 @@ class JournalFollowsTheHypervisorTest(unittest.TestCase):
         self.ctl.discover()
         self.assertNotIn(other, self.journal)
 
+    def test_an_operators_change_is_journaled_and_not_written_back(self):
+        rec = self.ctl.vms[self.uuid]
+        rec.applied = (50.0, 256)
+        self.host.updates.append(libvirt_host.OriginalsUpdate(
+            self.uuid, {"cap": 0, "weight": 700}, "operator", operator={"weight": 700},
+            dom_id=3))
+        self.ctl.discover()
+        self.assertEqual({"cap": 0, "weight": 700}, self.journal.originals()[self.uuid])
+        self.assertEqual({self.uuid: {"dom_id": 3, "values": {"weight": 700}}},
+                         self.journal.operator_values())
+        self.ctl.actuate({self.uuid: records.Decision(cap_pct=50.0, weight=256)}, changed=())
+        self.assertEqual([], self.host.writes)
+        self.host.updates.append(libvirt_host.OriginalsUpdate(
+            self.uuid, {"cap": 0, "weight": 256}, "restarted", reassert=True, operator={},
+            dom_id=4))
+        self.ctl.discover()
+        self.assertEqual({}, self.journal.operator_values())
+
     def test_a_restarted_vm_has_its_knobs_written_again_though_the_decision_did_not_change(self):
         rec = self.ctl.vms[self.uuid]
         rec.applied = (50.0, 256)

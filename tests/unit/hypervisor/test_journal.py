@@ -78,6 +78,38 @@ class JournalTest(unittest.TestCase):
         with open(self.path) as f:
             self.assertEqual({"version": 1, "originals": {"b": {"cap": 0}}}, json.load(f))
 
+    def test_an_operators_live_values_outlive_a_clean_stop_and_end_with_the_vm(self):
+        journal = journal_mod.Journal(self.path)
+        uuid = self.uuids[0]
+        journal.remember(uuid, self.host.get_knobs(uuid))
+        journal.set_operator(uuid, {"cpu_shares": 5000}, dom_id=7)
+        self.assertEqual({}, journal.restore_all(self.host))
+        kept = journal_mod.Journal(self.path)
+        self.assertEqual({}, kept.originals())
+        self.assertEqual({uuid: {"dom_id": 7, "values": {"cpu_shares": 5000}}},
+                         kept.operator_values())
+        kept.set_operator(uuid, {}, dom_id=8)            # the domain restarted
+        self.assertEqual({}, journal_mod.Journal(self.path).operator_values())
+        kept.set_operator(uuid, {"cpu_shares": 700}, dom_id=8)
+        kept.forget(uuid)                                # the domain stopped
+        self.assertEqual({}, journal_mod.Journal(self.path).operator_values())
+
+    def test_a_journal_without_operator_values_still_loads(self):
+        os.makedirs(os.path.dirname(self.path))
+        with open(self.path, "w") as f:
+            json.dump({"version": 1, "originals": {"a": {"cap": 0}}}, f)
+        journal = journal_mod.Journal(self.path)
+        self.assertEqual(({"a": {"cap": 0}}, {}), (journal.originals(),
+                                                   journal.operator_values()))
+
+    def test_malformed_operator_values_are_a_clear_error(self):
+        os.makedirs(os.path.dirname(self.path))
+        with open(self.path, "w") as f:
+            json.dump({"version": 1, "originals": {}, "operator": {"a": [1]}}, f)
+        with self.assertRaises(journal_mod.JournalCorrupt) as ctx:
+            journal_mod.Journal(self.path)
+        self.assertIn('"operator"', str(ctx.exception))
+
     def test_restore_all_writes_originals_back_and_clears(self):
         uuid = self.uuids[0]
         journal = journal_mod.Journal(self.path)

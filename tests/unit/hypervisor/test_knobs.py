@@ -146,11 +146,30 @@ class OriginalsTest(unittest.TestCase):
         self.assertEqual((100000, 20000), (originals["global_period"],
                                            originals["global_quota"]))
 
-    def test_a_cap_with_the_agents_own_period_is_refused_as_an_original(self):
+    def test_a_global_cap_in_a_nova_instance_is_never_an_original_whatever_its_period(self):
+        # A small cap is written with a longer period (51813 us for 1.93 %):
+        # no period pattern tells whose it is, but Nova never sets one.
+        for period, quota in ((10000, 3000), (51813, 1000), (100000, 20000)):
+            originals, refused = self.qemu.originals(
+                {"global_period": period, "global_quota": quota}, {"cpu_shares": 1536},
+                nova=True)
+            self.assertIn("Nova never sets a global cap", refused)
+            self.assertEqual((100000, -1, 1536), (originals["global_period"],
+                                                  originals["global_quota"],
+                                                  originals["cpu_shares"]))
+
+    def test_without_nova_a_persistent_cap_of_any_period_is_the_operators(self):
         originals, refused = self.qemu.originals(
             {"global_period": 10000, "global_quota": 3000}, {})
-        self.assertIn("agent's own period", refused)
-        self.assertEqual(-1, originals["global_quota"])
+        self.assertIsNone(refused)
+        self.assertEqual((10000, 3000), (originals["global_period"], originals["global_quota"]))
+
+    def test_an_operator_held_knob_holds_its_whole_group(self):
+        params = self.qemu.params_for(20.0, 256, 1)
+        self.assertEqual({"cpu_shares"}, set(self.qemu.without(params, {"global_quota"})))
+        self.assertEqual({"global_period", "global_quota"},
+                         set(self.qemu.without(params, {"cpu_shares"})))
+        self.assertEqual(params, self.qemu.without(params, set()))
 
     def test_without_any_setting_the_cgroup_default_shares_are_the_original(self):
         self.assertEqual(1024, self.qemu.originals({}, {})[0]["cpu_shares"])
