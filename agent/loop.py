@@ -258,10 +258,13 @@ class Agent:
         self._epoch_ticks += 1
         self.controller.deadband_pct = self.settings.deadband_pct
         interval = self.controller.step(self.clock.now())
-        self._held_last = interval is None
+        # Only an unavailable hypervisor blinds the epoch; a late sweep (a
+        # domain being created or destroyed) or a failed one does not.
+        self._held_last = interval is None and self.controller.skipped == control.UNAVAILABLE
         if interval is None:
-            self.held_intervals += 1    # hypervisor unavailable: knobs held
-            self._epoch_held += 1
+            self.held_intervals += 1    # knobs held
+            if self._held_last:
+                self._epoch_held += 1
             return
         if self.metrics is None:
             return

@@ -67,6 +67,13 @@ def build_policy(conf):
         raise exceptions.ConfigError("[%s] %s" % (policies_conf.group_of(name), exc)) from exc
 
 
+#: The hypervisor calls that walk every domain: awaited as sweeps (agent.watchdog).
+SWEEPS = ("vms", "cpu_times")
+
+#: How long a sweep is awaited, in intervals, before the interval is skipped as late.
+SWEEP_WAIT_INTERVALS = 0.5
+
+
 class Parts:
     """The concrete parts of one agent, before the loop is made."""
 
@@ -83,6 +90,8 @@ class Parts:
         self.sim = None
         #: Why the fabric term is off although a source is configured, or ``None``.
         self.fabric_off = None
+        #: The libvirt calls' watchdog (its sweep wait follows the interval).
+        self.watchdog = None
 
 
 def _simulated(conf, parts):
@@ -119,7 +128,10 @@ def _libvirt(conf, parts, read_only=False):
     # monitor's, which reads interface counters through the same connection)
     # has a bounded wait: a hung libvirtd holds the knobs, never the loop.
     dog = watchdog.Watchdog(conf.agent.hypervisor_call_timeout, name="libvirt")
-    parts.hypervisor = watchdog.Guarded(hypervisor, dog)
+    parts.watchdog = dog
+    # The VM list and the statistics are sweeps: awaited a fraction of an
+    # interval, since a domain being created or destroyed holds them 1-2 s.
+    parts.hypervisor = watchdog.Guarded(hypervisor, dog, sweeps=SWEEPS)
     parts.fabric = (watchdog.Guarded(fabric_monitor, dog, owns=False)
                     if fabric_monitor is not None else None)
     # Started by the loop (Agent.run), so that building the parts (as
@@ -180,6 +192,8 @@ def build_parts(conf, read_only=False):
         parts.interval_s = conf.agent.interval
     if conf.agent.epoch is not None:
         parts.epoch_s = conf.agent.epoch
+    if parts.watchdog is not None:
+        parts.watchdog.sweep_wait_s = SWEEP_WAIT_INTERVALS * parts.interval_s
     if conf.board.url:
         _board(conf, parts, read_only)
     return parts

@@ -31,6 +31,15 @@ thread of the agent) and waits at most ``timeout_s`` for it:
 * when the abandoned call finally returns, the hypervisor is available again
   (one info line with how long it was out), and the next call goes through.
 
+A *sweep* (a call named in :attr:`Guarded.sweeps`: the VM list, the CPU
+and interface statistics) is awaited only ``sweep_wait_s``: libvirtd holds
+every call that walks the domain list while a domain is created or
+destroyed (1-2 s for a TCG guest), which is busy, not hung. A sweep that
+overruns that wait raises :class:`~resex_libvirt.exceptions.SampleLate`
+(the loop skips the interval, the knobs are held) and goes on; the next
+call of the same sweep takes its result once it is back. Only beyond
+``timeout_s`` is it abandoned as above.
+
 :class:`Guarded` wraps an adapter (the hypervisor, the fabric monitor when
 it reads libvirt) so that every method call goes through one watchdog.
 """
@@ -45,9 +54,9 @@ LOG = logging.getLogger(__name__)
 
 
 class _Call:
-    __slots__ = ("fn", "args", "kwargs", "done", "value", "error", "name")
+    __slots__ = ("fn", "args", "kwargs", "done", "value", "error", "name", "started")
 
-    def __init__(self, name, fn, args, kwargs):
+    def __init__(self, name, fn, args, kwargs, started=0.0):
         self.name = name
         self.fn = fn
         self.args = args
@@ -55,14 +64,19 @@ class _Call:
         self.done = threading.Event()
         self.value = None
         self.error = None
+        self.started = started
 
 
 class Watchdog:
     """Runs calls on a worker thread with a bounded wait (see the module docstring)."""
 
-    def __init__(self, timeout_s, name="hypervisor", clock=time.monotonic):
+    def __init__(self, timeout_s, name="hypervisor", clock=time.monotonic, sweep_wait_s=None):
         self.timeout_s = float(timeout_s)
+        #: How long a sweep is awaited before it is late (``None``: like any call).
+        self.sweep_wait_s = sweep_wait_s
         self.name = name
+        self._late = None          # a sweep that overran sweep_wait_s and goes on
+        self.late_sweeps = 0
         self._clock = clock
         self._lock = threading.Lock()
         self._work = threading.Condition(self._lock)
@@ -79,9 +93,57 @@ class Watchdog:
         with self._lock:
             return self._stuck is None
 
-    def call(self, name, fn, *args, **kwargs):
+    def sweep(self, name, fn, *args, **kwargs):
+        """A sweep: ``fn(*args, **kwargs)`` awaited ``sweep_wait_s``, else ``SampleLate``."""
+        if self.sweep_wait_s is None or self.sweep_wait_s >= self.timeout_s:
+            return self.call(name, fn, *args, **kwargs)
+        with self._lock:
+            late = self._late
+        if late is None:
+            return self.call(name, fn, *args, _wait=self.sweep_wait_s, **kwargs)
+        waited = self._clock() - late.started
+        if late.done.wait(max(0.0, min(self.sweep_wait_s, self.timeout_s - waited))):
+            with self._lock:
+                self._late = None
+            if late.name != name:
+                # Another sweep came back: this one starts now.
+                return self.call(name, fn, *args, _wait=self.sweep_wait_s, **kwargs)
+            if late.error is not None:
+                raise late.error
+            return late.value
+        if self._clock() - late.started >= self.timeout_s:
+            self._overran(late)
+        raise exceptions.SampleLate("%s call %s still running after %.0f ms" % (
+            self.name, late.name, 1000.0 * (self._clock() - late.started)))
+
+    def _overran(self, late):
+        """A late sweep passed ``timeout_s``: it is stuck, the hypervisor unavailable."""
+        with self._lock:
+            if not late.done.is_set() and self._late is late:
+                self._late = None
+                self._stuck, self._stuck_since = late, late.started
+                self.timeouts += 1
+                LOG.error("%s call %s did not return within %.1f s: hypervisor marked "
+                          "unavailable, every VM keeps its last knobs",
+                          self.name, late.name, self.timeout_s)
+        if not late.done.is_set():
+            raise exceptions.HypervisorUnavailable(
+                "%s call %s did not return within %.1f s"
+                % (self.name, late.name, self.timeout_s))
+
+    def call(self, name, fn, *args, _wait=None, **kwargs):
         """``fn(*args, **kwargs)`` on the worker, waiting at most ``timeout_s``."""
-        call = _Call(name, fn, args, kwargs)
+        with self._lock:
+            late = self._late
+        if late is not None:
+            # The worker is busy with a late sweep: wait for it, within its bound.
+            left = self.timeout_s - (self._clock() - late.started)
+            if not late.done.wait(max(0.0, left)):
+                self._overran(late)
+            with self._lock:
+                if self._late is late:
+                    self._late = None
+        call = _Call(name, fn, args, kwargs, self._clock())
         with self._lock:
             if self._stuck is not None:
                 raise exceptions.HypervisorUnavailable(
@@ -92,6 +154,13 @@ class Watchdog:
             self._ensure_worker()
             self._pending = call
             self._work.notify()
+        if _wait is not None and not call.done.wait(_wait):
+            with self._lock:
+                if not call.done.is_set() and self._pending is not call:
+                    self._late = call
+                    self.late_sweeps += 1
+                    raise exceptions.SampleLate("%s call %s still running after %.0f ms" % (
+                        self.name, name, 1000.0 * _wait))
         if not call.done.wait(self.timeout_s):
             with self._lock:
                 if not call.done.is_set():
@@ -147,16 +216,20 @@ class Watchdog:
 class Guarded:
     """An adapter whose every method call goes through a :class:`Watchdog`.
 
+    The methods named in ``sweeps`` are awaited as sweeps
+    (:meth:`Watchdog.sweep`).
+
     Attributes that are not callable are read directly. ``close()`` goes
     through the watchdog too (a hung libvirtd must not hang the exit), then
     closes the watchdog if this wrapper ``owns`` it (adapters sharing one
     watchdog: the hypervisor owns it, the fabric monitor does not).
     """
 
-    def __init__(self, inner, watchdog, owns=True):
+    def __init__(self, inner, watchdog, owns=True, sweeps=()):
         self._inner = inner
         self._watchdog = watchdog
         self._owns = owns
+        self._sweeps = frozenset(sweeps)
 
     @property
     def inner(self):
@@ -171,9 +244,10 @@ class Guarded:
         if not callable(attr):
             return attr
         watchdog = self._watchdog
+        run = watchdog.sweep if name in self._sweeps else watchdog.call
 
         def guarded(*args, **kwargs):
-            return watchdog.call(name, attr, *args, **kwargs)
+            return run(name, attr, *args, **kwargs)
         guarded.__name__ = name
         return guarded
 

@@ -39,6 +39,9 @@ from resex_libvirt import sampling
 
 LOG = logging.getLogger(__name__)
 
+#: Why :meth:`Controller.step` skipped its interval (``Controller.skipped``).
+UNAVAILABLE, LATE, FAILED = "unavailable", "late", "failed"
+
 #: The run's tallies of each VM: :class:`VMRecord`'s fields, kept as columns
 #: of the controller's own table, aligned with the market's rows.
 _RUN_FIELDS = ("ticks", "cap_sum", "cap_min", "cpu_sum", "tx_bytes", "lat_n", "lat_sum",
@@ -168,6 +171,10 @@ class Controller:
         self.last = Interval({}, {}, {})
         self._link = None
         self._down_logged = False
+        #: Why the last interval was skipped (:data:`UNAVAILABLE`, :data:`LATE`,
+        #: :data:`FAILED`), ``None`` when it ran; intervals skipped as late.
+        self.skipped = None
+        self.late_samples = 0
         self._retry = {}
         self._generation = None
         self._sent_names = None
@@ -219,16 +226,27 @@ class Controller:
             cpu, io = self._readings(vms)
             samples = self.sampler.sample_rows(now, cpu, io, self.link().mtu, self.market.layout)
         except exceptions.HypervisorUnavailable as exc:
+            self.skipped = UNAVAILABLE
             if not self._down_logged:
                 LOG.warning("hypervisor unavailable, holding knobs: %s", exc)
                 self._down_logged = True
             return None
+        except exceptions.SampleLate as exc:
+            # Busy, not down (a domain being created or destroyed): hold the
+            # knobs this interval; the sweep's result is taken when it comes.
+            self.skipped = LATE
+            self.late_samples += 1
+            LOG.debug("interval skipped: %s", exc)
+            return None
         except exceptions.ResexError as exc:
+            self.skipped = FAILED
             LOG.warning("sampling failed this interval: %s", exc)
             return None
         except Exception:
+            self.skipped = FAILED
             LOG.exception("unexpected error while sampling; interval skipped")
             return None
+        self.skipped = None
         if self._down_logged:
             LOG.info("hypervisor back")
             self._down_logged = False

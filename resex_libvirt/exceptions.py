@@ -45,6 +45,15 @@ class HypervisorUnavailable(HypervisorError):
     """The hypervisor connection is down; transient, retried with backoff."""
 
 
+class SampleLate(HypervisorError):
+    """A sweep of the hypervisor (the VM list, the statistics) is still running.
+
+    libvirt is up but busy (a domain being created or destroyed holds every
+    call that walks the domain list for 1-2 s): the interval is skipped, the
+    knobs are held, and the sweep's result is taken when it comes.
+    """
+
+
 class VMGone(HypervisorError):
     """The VM vanished (shut down, migrated, undefined) between two calls."""
 

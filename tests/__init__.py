@@ -12,3 +12,10 @@
 
 # Every test run starts with nova in native-threading mode (see native_threading).
 from tests import native_threading  # noqa: F401
+
+import hypothesis
+
+# Nothing in the tests is timed: on a loaded machine one example may take
+# longer than hypothesis' default 200 ms deadline, which is not a failure.
+hypothesis.settings.register_profile("resex", deadline=None)
+hypothesis.settings.load_profile("resex")

@@ -21,6 +21,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 import unittest
 from unittest import mock
 
@@ -113,6 +114,43 @@ class WatchdogTest(unittest.TestCase):
         wait_until(lambda: self.dog.available)
         self.assertEqual("ok", self.dog.call("again", lambda: "ok"))
         self.assertEqual(1, self.dog.timeouts)
+
+    def test_a_slow_sweep_is_late_not_down_and_its_result_is_taken_when_back(self):
+        dog = watchdog_mod.Watchdog(5.0, name="test", sweep_wait_s=0.05)
+        self.addCleanup(dog.close)
+        release = threading.Event()
+        with self.assertRaises(exceptions.SampleLate):
+            dog.sweep("vms", lambda: release.wait() and {"a": 1})
+        self.assertTrue(dog.available)
+        with self.assertRaises(exceptions.SampleLate):
+            dog.sweep("vms", mock.Mock())        # still running: no second call
+        release.set()
+        wait_until(lambda: dog._late.done.is_set())
+        self.assertEqual({"a": 1}, dog.sweep("vms", mock.Mock(side_effect=AssertionError)))
+        self.assertEqual("fresh", dog.sweep("vms", lambda: "fresh"))
+        self.assertEqual(0, dog.timeouts)
+        self.assertEqual(1, dog.late_sweeps)
+
+    def test_a_sweep_late_beyond_the_call_timeout_marks_the_hypervisor_unavailable(self):
+        dog = watchdog_mod.Watchdog(0.2, name="test", sweep_wait_s=0.05)
+        self.addCleanup(dog.close)
+        release = threading.Event()
+        self.addCleanup(release.set)
+        with self.assertRaises(exceptions.SampleLate):
+            dog.sweep("cpu_times", release.wait)
+        time.sleep(0.25)
+        with self.assertRaises(exceptions.HypervisorUnavailable):
+            dog.sweep("cpu_times", mock.Mock())
+        self.assertFalse(dog.available)
+
+    def test_another_call_waits_for_a_late_sweep_within_its_bound(self):
+        dog = watchdog_mod.Watchdog(5.0, name="test", sweep_wait_s=0.05)
+        self.addCleanup(dog.close)
+        release = threading.Event()
+        with self.assertRaises(exceptions.SampleLate):
+            dog.sweep("vms", release.wait)
+        threading.Timer(0.2, release.set).start()
+        self.assertEqual("restored", dog.call("restore_knobs", lambda: "restored"))
 
     def test_guarded_reads_plain_attributes_and_guards_methods(self):
         inner = mock.Mock(url="x")

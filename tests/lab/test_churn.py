@@ -1,0 +1,132 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Lab smoke test: guests created and destroyed under the real agent cost its loop nothing.
+
+Destroying a TCG guest takes libvirtd 1-2 s, and every call that walks the
+domain list (the bulk statistics the loop reads every interval among them)
+waits for it. The real agent runs at 0.1 s intervals next to a guest it
+caps (``resex:cpu_limit_pct``) while :data:`CYCLES` other guests are
+created and destroyed one after the other. Asserted: the loop was never
+late by more than one interval, the capped guest kept its cap (libvirt's
+read-back) through the churn, and the agent saw every guest come and go.
+The lateness figures are printed.
+"""
+
+import os
+import re
+import shutil
+import tempfile
+import time
+import unittest
+
+import libvirt
+
+from tests.lab import experiment
+from tests.lab import harness
+
+CYCLES = 10
+LIMIT_PCT = 20
+LATE = re.compile(r"control loop late by ([0-9.]+) ms; skipping (\d+) interval")
+
+
+@unittest.skipUnless(harness.is_root(),
+                     "the lab needs root (libvirtd, cgroups); this runner is not root")
+@unittest.skipUnless(os.path.exists("/usr/bin/apt-get"),
+                     "the lab installs its QEMU and libvirt from Debian packages (no apt-get)")
+class ChurnTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.workdir = tempfile.mkdtemp(prefix="resex-lab-churn-")
+        cls.lab = harness.Lab(workdir=cls.workdir)
+        cls.agent = None
+        cls.conn = None
+        try:
+            cls.lab.setup()
+            initrd = cls.lab.initramfs()
+            cls.bulk = cls.lab.guest("resex-churn-bulk", initrd, role="burn",
+                                     sla={"resex:cpu_limit_pct": LIMIT_PCT})
+            cls.conn = libvirt.open(harness.URI)
+            cls.agent = experiment.AgentProcess(cls.workdir, "churn", "io_shares", 1.0)
+            cls.agent.start(vms=1)
+            cls._churn(initrd)
+        except BaseException:
+            cls._teardown()
+            raise
+
+    @classmethod
+    def _cap(cls):
+        params = cls.conn.lookupByUUIDString(cls.bulk.uuid).schedulerParameters()
+        return (100.0 * params["global_quota"] / params["global_period"]
+                if params["global_quota"] > 0 else None)
+
+    @classmethod
+    def _churn(cls, initrd):
+        deadline = time.monotonic() + 30.0
+        while cls._cap() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        mark = len(cls.agent.log())
+        cls.caps = []
+        cls.destroy_s = []
+        for i in range(CYCLES):
+            guest = harness.Guest("resex-churn-%d" % i, cls.lab.kernel, initrd, role="idle",
+                                  workdir=cls.workdir)
+            cls.lab.guests.append(guest)
+            guest.start(cls.conn)
+            time.sleep(1.0)
+            cls.caps.append(cls._cap())
+            started = time.monotonic()
+            cls.conn.lookupByUUIDString(guest.uuid).destroy()
+            cls.destroy_s.append(time.monotonic() - started)
+            cls.conn.lookupByUUIDString(guest.uuid).undefine()
+            cls.lab.guests.remove(guest)
+            cls.caps.append(cls._cap())
+        time.sleep(1.5)
+        cls.log = cls.agent.log()[mark:]
+        cls.late = [(float(ms), int(n)) for ms, n in LATE.findall(cls.log)]
+        cls.exit_code = cls.agent.stop()
+        print("\n%d creates and destroys under the agent (destroy %.2f-%.2f s): loop late %d "
+              "time(s), %d interval(s) skipped, worst %.0f ms" % (
+                  CYCLES, min(cls.destroy_s), max(cls.destroy_s), len(cls.late),
+                  sum(n for _ms, n in cls.late), max([ms for ms, _n in cls.late] or [0.0])))
+
+    @classmethod
+    def _teardown(cls):
+        if cls.agent is not None and cls.agent.proc is not None:
+            harness.stop_pid(cls.agent.proc.pid)
+        if cls.conn is not None:
+            cls.conn.close()
+        cls.lab.teardown()
+        shutil.rmtree(cls.workdir, ignore_errors=True)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls._teardown()
+        super().tearDownClass()
+
+    def test_destroys_cost_the_loop_no_interval_beyond_one(self):
+        self.assertEqual([], [(ms, n) for ms, n in self.late if n > 1], self.log)
+
+    def test_the_capped_guest_kept_its_cap_through_the_churn(self):
+        self.assertTrue(all(c is not None and c <= LIMIT_PCT + 0.5 for c in self.caps),
+                        self.caps)
+
+    def test_the_agent_saw_every_guest_come_and_go(self):
+        for i in range(CYCLES):
+            self.assertIn("resex-churn-%d" % i, self.log)
+        self.assertEqual(0, self.exit_code)
+
+
+if __name__ == "__main__":
+    unittest.main()
