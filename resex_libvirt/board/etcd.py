@@ -58,13 +58,20 @@ import socket
 import threading
 import time
 import urllib.parse
+import warnings
 
-import etcd3gw
-from etcd3gw import exceptions as etcd_exc
 import requests
 
 from resex_libvirt.board import backend
 from resex_libvirt import exceptions
+
+with warnings.catch_warnings():
+    # etcd3gw imports futurist, which imports eventlet where it is installed
+    # (a nova-compute node) and so prints eight lines of its deprecation
+    # warning on every command; nothing here uses eventlet.
+    warnings.filterwarnings("ignore", message=r"\s*Eventlet is deprecated")
+    import etcd3gw
+    from etcd3gw import exceptions as etcd_exc
 
 LOG = logging.getLogger(__name__)
 
@@ -101,6 +108,36 @@ def _shutdown_stream(resp):
 def _lease_lost(exc):
     text = "%s %s" % (exc, getattr(exc, "detail_text", ""))
     return "lease not found" in text
+
+
+#: Words in an error's chain -> what an operator reads.
+_REASONS = (
+    (("name or service not known", "failed to resolve", "nodename nor servname",
+      "temporary failure in name resolution", "nameresolutionerror"), "name not resolved"),
+    (("connection refused",), "connection refused (is etcd running and listening there?)"),
+    (("timed out", "timeout"), "timed out"),
+    (("certificate verify failed", "sslerror", "ssl:"), "TLS handshake failed"),
+)
+
+
+def why(exc):
+    """Why a call failed, in words, from the whole chain of ``exc``.
+
+    etcd3gw raises its own errors without a message (``ConnectionFailedError:
+    ``), from the ``requests`` error that says what happened.
+    """
+    chain = []
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        chain.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    text = " ".join("%s %s" % (type(e).__name__, e) for e in chain).lower()
+    for words, reason in _REASONS:
+        if any(w in text for w in words):
+            return "%s (%s)" % (reason, type(chain[0]).__name__)
+    detail = next((str(e) for e in chain if str(e)), "")
+    return "%s: %s" % (type(chain[0]).__name__, detail) if detail else type(chain[0]).__name__
 
 
 class EtcdBoard(backend.Board):
@@ -142,7 +179,7 @@ class EtcdBoard(backend.Board):
 
     def _fail(self, what, exc):
         return exceptions.BoardUnavailable(
-            "etcd board %s: %s failed: %s: %s" % (self.url, what, type(exc).__name__, exc))
+            "etcd board %s: %s failed: %s" % (self.url, what, why(exc)))
 
     # -- the lease ----------------------------------------------------------------
     def _current_lease(self):

@@ -80,3 +80,16 @@ class BoardCLIOnEtcdTest(testtools.TestCase):
         self.assertNotIn("board unavailable", first)
         self.assertIn("board unavailable (showing the last read)", second)
         self.assertIn("cmp-2", second)
+
+
+class BoardCLIWithoutEtcdTest(unittest.TestCase):
+
+    def test_an_unreachable_etcd_is_one_line_saying_why_without_eventlets_warning(self):
+        proc = subprocess.run(
+            [sys.executable, "-m", "resex_libvirt.board.cli", "--url",
+             "etcd3+http://127.0.0.1:9/", "--timeout", "2"],
+            capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(0, proc.returncode)
+        self.assertNotIn("Eventlet", proc.stderr)
+        self.assertIn("connection refused", proc.stderr)
+        self.assertEqual(1, len(proc.stderr.strip().splitlines()), proc.stderr)

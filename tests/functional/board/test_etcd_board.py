@@ -125,6 +125,8 @@ class EtcdBoardTest(testtools.TestCase):
             self.board.snapshot()
         except exceptions.BoardUnavailable as exc:
             self.assertIsInstance(exc.__cause__, etcd_exc.Etcd3Exception)
+            # etcd3gw's own error has no message: the reason comes from its cause.
+            self.assertIn("connection refused", str(exc))
         self.etcd.start()
         self.assertEqual({"c1"}, set(self.board.snapshot()))  # data and lease survived
         self.board.publish(reports.make("c2"))
