@@ -135,14 +135,14 @@ class Watchdog:
         """``fn(*args, **kwargs)`` on the worker, waiting at most ``timeout_s``."""
         with self._lock:
             late = self._late
-        if late is not None:
-            # The worker is busy with a late sweep: wait for it, within its bound.
-            left = self.timeout_s - (self._clock() - late.started)
-            if not late.done.wait(max(0.0, left)):
+            if late is not None and late.done.is_set():
+                late = None         # taken by the next sweep of its name
+        if late is not None and _wait is None:
+            # The worker is busy with a late sweep (libvirtd busy with one
+            # domain): this call goes on a thread of its own meanwhile.
+            if self._clock() - late.started >= self.timeout_s:
                 self._overran(late)
-            with self._lock:
-                if self._late is late:
-                    self._late = None
+            return self._aside(_Call(name, fn, args, kwargs, self._clock()))
         call = _Call(name, fn, args, kwargs, self._clock())
         with self._lock:
             if self._stuck is not None:
@@ -176,6 +176,28 @@ class Watchdog:
                     raise exceptions.HypervisorUnavailable(
                         "%s call %s did not return within %.1f s"
                         % (self.name, name, self.timeout_s))
+        if call.error is not None:
+            raise call.error
+        return call.value
+
+    def _aside(self, call):
+        """Run ``call`` on a thread of its own, waiting at most ``timeout_s``."""
+        def run():
+            try:
+                call.value = call.fn(*call.args, **call.kwargs)
+            except BaseException as exc:    # handed to the caller, never lost
+                call.error = exc
+            call.done.set()
+
+        threading.Thread(target=run, name="%s-aside" % self.name, daemon=True).start()
+        if not call.done.wait(self.timeout_s):
+            with self._lock:
+                self.timeouts += 1
+            LOG.error("%s call %s did not return within %.1f s", self.name, call.name,
+                      self.timeout_s)
+            raise exceptions.HypervisorUnavailable(
+                "%s call %s did not return within %.1f s"
+                % (self.name, call.name, self.timeout_s))
         if call.error is not None:
             raise call.error
         return call.value
