@@ -61,9 +61,10 @@ cloud-status: bootstrap
 cloud-test: bootstrap
 	$(BIN)/python -m tests.cloud test
 
-# The smoke test of ResEx on RDMA verbs (Soft-RoCE guests, the real agent).
+# The smoke test of ResEx on RDMA verbs alone (Soft-RoCE guests, the real agent;
+# also part of make test).
 lab-verbs-smoke: bootstrap
-	RESEX_LAB_VERBS=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/lab/test_verbs_smoke.py
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/lab/test_verbs_smoke.py
 
 bench: bootstrap
 	$(BIN)/python -m bench
