@@ -132,18 +132,24 @@ def parse_lat(line):
     return None
 
 
-def parse_bw(line):
-    """A ``resex-bw`` console line -> ``{"bytes", "iters", "mbit_s"}`` (goodput), or None."""
+def parse_bw(line, burst_s):
+    """A ``resex-bw`` console line -> ``{"bytes", "iters", "mbit_s"}`` (goodput), or None.
+
+    The goodput is the burst's completed writes over its duration
+    (``iters x bytes / burst_s``): perftest's own ``BW average`` turns TSC
+    cycles into seconds and in duration mode on these guests often prints
+    0.00.
+    """
     m = BW_LINE.match(line.strip())
     if not m:
         return None
     f = _fields(m.group(1))
     try:
-        mbps = float(f["avg_MBps"])
-        return {"bytes": int(f["bytes"]), "iters": int(f["iters"]),
-                "mbit_s": mbps * 8.0 * 1.048576}
+        size, iters = int(f["bytes"]), int(f["iters"])
     except (KeyError, ValueError):
         return None
+    return {"bytes": size, "iters": iters, "mbit_s": 8.0 * size * iters / burst_s / 1e6,
+            "perftest_mbit_s": float(f.get("avg_MBps", "nan")) * 8.0 * 1.048576}
 
 
 class ConsoleTail:
@@ -431,7 +437,7 @@ class VerbsLab(harness.SetUpTearDown):
         """The interferer's ``ib_write_bw`` results printed between ``t0`` and ``t1``."""
         out = []
         for _t, line in self.consoles.tails[INTERFERER].since(t0, t1):
-            rec = parse_bw(line)
+            rec = parse_bw(line, self.burst_s)
             if rec is not None:
                 out.append(rec)
         return out
