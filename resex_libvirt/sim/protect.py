@@ -19,7 +19,9 @@ interference_threshold_pct / 100)``, the bound every table of the
 simulator uses) for good: the first request completion at which both the
 sliding-window mean (the requests of the last ``window_s``) and the mean
 of every later request until the interferer stops (or the run ends) are
-within the bound. A VM never interfered with is protected at its first
+within the bound, and that leaves at least :data:`HOLD_S` (half the span,
+if it is shorter) to hold it: a short lucky tail at the end of a run
+protects no one. A VM never interfered with is protected at its first
 request (about 0 ms); one whose SLA is not met on average until then has
 none (``None``: never). A run's figure is its slowest sensitive VM's.
 
@@ -32,6 +34,8 @@ import numpy as np
 
 #: The sliding window of the time to protect (s): 100 ms, a tenth of an epoch.
 WINDOW_S = 0.1
+#: How long, at least, the SLA must then hold until the interferer stops (s).
+HOLD_S = 0.5
 
 
 def bound_us(sla):
@@ -51,12 +55,13 @@ def interference_span(scenario):
     return first.start_s, stop
 
 
-def vm_time_to_protect(log, bound, start_s, stop_s, window_s=WINDOW_S):
+def vm_time_to_protect(log, bound, start_s, stop_s, window_s=WINDOW_S, hold_s=HOLD_S):
     """Seconds from ``start_s`` until ``log``'s latency is within ``bound`` for good.
 
     ``log`` is ``[(completion s, latency us), ...]`` in completion order.
     None when no request completed in ``[start_s, stop_s]`` or the SLA is
-    not held on average until ``stop_s`` from any request on.
+    not held on average until ``stop_s`` from any request on, at least
+    ``hold_s`` (half the span, if shorter) before ``stop_s``.
     """
     if not log:
         return None
@@ -74,7 +79,8 @@ def vm_time_to_protect(log, bound, start_s, stop_s, window_s=WINDOW_S):
     window = (csum[idx + 1] - csum[first]) / (idx + 1 - first)
     # The mean of request i and of every later one.
     suffix = (csum[n] - csum[idx]) / (n - idx)
-    ok = np.flatnonzero((window <= bound) & (suffix <= bound))
+    latest = stop_s - min(hold_s, (stop_s - start_s) / 2.0)
+    ok = np.flatnonzero((window <= bound) & (suffix <= bound) & (done <= latest))
     if not len(ok):
         return None
     return max(0.0, float(done[ok[0]]) - start_s)

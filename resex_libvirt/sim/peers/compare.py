@@ -390,6 +390,7 @@ def write_plots(data, out_dir):
             for k, r in enumerate(x for x in s["rows"] if x["policy"] != FRONTIER):
                 ax.plot([r["be_mb_s"]], [worst(r)], marker=markers[k % len(markers)],
                         linestyle="none", label=r["policy"])
+            ax.ticklabel_format(axis="both", useOffset=False)
             ax.set_title(s["scenario"], fontsize="small")
             ax.set_xlabel("best-effort MB/s")
             ax.set_ylabel("worst SLA VM mean / bound")

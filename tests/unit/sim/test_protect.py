@@ -52,6 +52,10 @@ class TimeToProtectTest(unittest.TestCase):
         t = protect.vm_time_to_protect(log(spans), 220.0, 0.0, 2.0)
         self.assertGreater(t, 1.0)
 
+    def test_a_short_lucky_tail_at_the_end_does_not_count(self):
+        self.assertIsNone(protect.vm_time_to_protect(
+            log([(1.8, 300.0), (2.0, 200.0)]), 220.0, 0.0, 2.0))
+
     def test_the_clock_starts_with_the_interferer(self):
         t = protect.vm_time_to_protect(log([(1.0, 200.0), (1.5, 300.0), (3.0, 200.0)]),
                                        220.0, 1.0, 3.0)
