@@ -229,6 +229,12 @@ class Comparison:
         rows.append(row("none", none))
         if frontier is not None and frontier["run"] is not None:
             rows.append(row(FRONTIER, frontier["run"], frontier["cap_pct"]))
+        elif frontier is not None:
+            # No static cap meets every SLA: a row that says so, with nothing to compare.
+            rows.append({"policy": FRONTIER, "cap_pct": None, "unreachable": True,
+                         "sla_vms": {}, "meets": False, "be_mb_s": None,
+                         "pct_uncontrolled": None, "pct_frontier": None, "protect_s": None,
+                         "swing_pct": None})
         for p in self.policies[1:]:
             rows.append(row(p, self.runs[(name, p, None)]))
         return {"scenario": name, "family": family(name), "description": sc.description,
@@ -255,7 +261,7 @@ def rank(row):
 
 
 def best_of(rows, policies):
-    cands = [r for r in rows if r["policy"] in policies]
+    cands = [r for r in rows if r["policy"] in policies and not r.get("unreachable")]
     return max(cands, key=rank) if cands else None
 
 
@@ -318,6 +324,9 @@ def format_table(data):
     body = []
     for s in data["scenarios"]:
         for r in s["rows"]:
+            if r.get("unreachable"):
+                body.append([s["scenario"], "frontier (no cap meets)"] + ["-"] * 7)
+                continue
             label = r["policy"] if r["cap_pct"] is None else "frontier (cap %g%%)" % r["cap_pct"]
             body.append([s["scenario"], label, _sla_cell(r), _p99_cell(r),
                          "%.0f" % r["be_mb_s"], report.fmt(r["pct_uncontrolled"], "%.0f"),

@@ -91,6 +91,18 @@ class VerdictTest(unittest.TestCase):
         self.assertIn("frontier (cap 27.5%)", text)
         self.assertIn(" 38 ", text)
 
+    def test_a_frontier_no_static_cap_reaches_is_shown_and_judges_no_one(self):
+        unreachable = {"policy": compare.FRONTIER, "cap_pct": None, "unreachable": True,
+                       "sla_vms": {}, "meets": False, "be_mb_s": None,
+                       "pct_uncontrolled": None, "pct_frontier": None, "protect_s": None,
+                       "swing_pct": None}
+        d = data([row("none", False, 200.0, 1.5), unreachable,
+                  row("io_shares", False, 50.0, 1.1),
+                  row("koordinator_suppress", False, 80.0, 1.3)])
+        self.assertIn("frontier (no cap meets)", compare.format_table(d))
+        (v,) = compare.verdicts(d)
+        self.assertEqual(("project", "latency"), (v["winner"], v["on"]))
+
 
 class CompareCommandTest(unittest.TestCase):
 
