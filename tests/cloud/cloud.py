@@ -520,7 +520,7 @@ class Cloud:
         _write(conf, json.dumps({"network_id": NETWORK_ID, "subnet_id": SUBNET_ID,
                                  "cidr": CIDR, "bridge": BRIDGE,
                                  "ifbs": {n: self.ifb(n) for n in self.nodes}}))
-        proc = self._gunicorn("neutron", "neutron", PORTS["neutron"],
+        proc = self._gunicorn("neutron", "neutron()", PORTS["neutron"],
                               self.env(RESEX_CLOUD_NEUTRON_CONF=conf), threads=8)
         wait_for_http("http://%s:%d/v2.0/networks" % (HOST, PORTS["neutron"]), proc,
                       self.log("neutron"))

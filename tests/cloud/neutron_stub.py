@@ -267,13 +267,11 @@ def _tc(*args):
         LOG.warning("tc %s: %s", " ".join(args), proc.stderr.strip())
 
 
-def _make_application():
+def make_application():
+    """The WSGI app, configured from ``RESEX_CLOUD_NEUTRON_CONF``, its tap thread running."""
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(process)d %(levelname)s %(name)s %(message)s")
     with open(os.environ["RESEX_CLOUD_NEUTRON_CONF"]) as f:
         stub = Stub(json.load(f))
     threading.Thread(target=stub.run_attacher, name="tap-attacher", daemon=True).start()
     return stub
-
-
-application = _make_application()

@@ -26,8 +26,13 @@ MODULES = {
     "glance": "glance.wsgi.api",
     "placement": "placement.wsgi.api",
     "nova": "nova.wsgi.osapi_compute",
-    "neutron": "tests.cloud.neutron_stub",
 }
+
+
+def neutron():
+    """The neutron stand-in (gunicorn calls ``tests.cloud.wsgi_apps:neutron()``)."""
+    from tests.cloud import neutron_stub
+    return neutron_stub.make_application()
 
 
 def __getattr__(name):
