@@ -40,12 +40,14 @@ import urllib.request
 import uuid
 
 from tests.cloud import procs
+from tests.lab import harness
 
 LOG = logging.getLogger(__name__)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STATE_DIR = os.environ.get("RESEX_CLOUD_DIR", "/var/tmp/resex-cloud")
-LAB_LOCK = "/tmp/resex-lab.lock"
+#: The lab's machine-wide lock (``RESEX_LAB_LOCK``), as tests/lab takes it.
+LAB_LOCK = harness.LOCK_PATH
 VENV_BIN = os.path.dirname(os.path.abspath(sys.executable))
 HOST = "127.0.0.1"
 REGION = "RegionOne"
