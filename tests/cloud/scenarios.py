@@ -232,8 +232,8 @@ class Scenarios:
                       timeout=60)
         heard = self.wait_for(
             "latency reports from %s in the agent's epoch lines" % name,
-            lambda: re.search(r"%s cap [^|;]* lat (\d+)us" % name,
-                              self.log_lines(agent_log, mark)),
+            lambda: re.search(r"(?:%s|%s)[^|;]*? cap [^|;]* lat (\d+)us"
+                              % (name, server.id), self.log_lines(agent_log, mark)),
             timeout=120)
         self.figures["sensitive_latency_us"] = int(heard.group(1))
         assert int(heard.group(1)) > guests.SLA_US, (
