@@ -157,6 +157,7 @@ class Agent:
         self.summaries = []
         self.skipped_intervals = 0
         self.held_intervals = 0
+        self._in_force = {}         # uuid -> the cap the written knobs express
         self._epoch_ticks = 0       # intervals of the current epoch ...
         self._epoch_held = 0        # ... and those without the hypervisor
         self._held_last = False
@@ -375,9 +376,20 @@ class Agent:
 
     def _vm_part(self, v):
         lat = self.last_windows.get(v.vm)
-        return "%s cap %.0f/%.0f%% rate %.2f%s (%s)" % (
-            self._name(v.vm), v.cap_mean, v.cap_min, v.rate,
+        return "%s cap %.0f/%.0f%%%s rate %.2f%s (%s)" % (
+            self._name(v.vm), v.cap_mean, v.cap_min, self._in_force_part(v), v.rate,
             " lat %.0fus" % lat.mean_us if lat is not None else "", self.reason(v.vm))
+
+    def _in_force_part(self, v):
+        """`` in force 1.93%`` where the knobs written say otherwise than the market's cap."""
+        if v.vm not in self._in_force:
+            return ""
+        cap = self._in_force[v.vm]
+        rec = self.vms.get(v.vm)
+        full = 100.0 * max(1, rec.info.vcpus if rec is not None else 1)
+        if cap is None:
+            return "" if v.cap_min >= full - 0.5 else " in force none"
+        return "" if abs(cap - v.cap_min) < 0.5 else " in force %.2f%%" % cap
 
     def _log_summary(self, summary, report):
         """One INFO line naming the most throttled VMs and counting the rest.
@@ -386,6 +398,11 @@ class Agent:
         (the ones the market throttled most), then the highest charging
         rate; every VM is listed, by name, at DEBUG.
         """
+        try:
+            self._in_force = self.hypervisor.caps_in_force()
+        except Exception:
+            LOG.debug("no caps in force this epoch", exc_info=True)
+            self._in_force = {}
         columns = summary.columns
         # Lowest mean cap first, then highest rate; ties in row order.
         order = np.lexsort((-columns["rate"], columns["cap_mean"]))

@@ -127,6 +127,15 @@ class Hypervisor(abc.ABC):
     def restore_knobs(self, uuid, params):
         """Write back raw parameters previously read with :meth:`get_knobs`."""
 
+    def caps_in_force(self):
+        """``{uuid: cap percent or None}`` as last written to the hypervisor, no call made.
+
+        What the driver's parameters express, which may differ from the
+        market's decision (a QEMU cap under 1 % of a period is written with
+        a longer period; an operator may hold the knob). Default: ``{}``.
+        """
+        return {}
+
     def adopt_operator_values(self, values):
         """Knob values operators set live before this start (from the journal).
 

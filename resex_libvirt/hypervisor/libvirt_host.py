@@ -357,6 +357,13 @@ class LibvirtHypervisor(base.Hypervisor):
             self._seed(vm)
         return vm
 
+    def caps_in_force(self):
+        out = {}
+        for uuid, vm in self._vms.items():
+            if vm.mapping is not None and vm.written:
+                out[uuid] = vm.mapping.cap_of(vm.written, vm.info.vcpus)
+        return out
+
     def adopt_operator_values(self, values):
         self._seeded = {uuid: dict(v) for uuid, v in values.items()}
 

@@ -26,30 +26,50 @@ import sys
 from tests.faults import scenarios
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m tests.faults")
-    parser.add_argument("--short", action="store_true", help="the CI lengths")
-    parser.add_argument("-k", default="", help="only the faults whose key contains this")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.CRITICAL)
-    rows = []
-    for key, fn, ci_kw, full_kw in scenarios.TABLE:
-        if args.k not in key:
-            continue
-        if key == "journal full" and os.geteuid() != 0:
-            rows.append((key + " (needs root: skipped)", "-", "-", "-", ""))
-            continue
-        r = fn(**(ci_kw if args.short else full_kw))
-        lost = "%d" % r.lost + (" (%d held)" % r.held if r.held else "")
-        rows.append((r.fault, lost, "%d" % r.wrong, "%.2f s" % r.recovery_s, r.note))
-        print("  done: %s" % r.fault, file=sys.stderr, flush=True)
+def _row(r):
+    lost = "%d" % r.lost + (" (%d held)" % r.held if r.held else "")
+    print("  done: %s" % r.fault, file=sys.stderr, flush=True)
+    return (r.fault, lost, "%d" % r.wrong, "%.2f s" % r.recovery_s, r.note)
+
+
+def _print(title, rows):
     head = ("fault", "control intervals lost", "caps wrong after", "recovery time", "note")
     widths = [max(len(str(row[i])) for row in rows + [head]) for i in range(5)]
     line = " | ".join("%%-%ds" % w for w in widths)
+    print(title)
     print(line % head)
     print("-+-".join("-" * w for w in widths))
     for row in rows:
         print(line % row)
+    print()
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m tests.faults")
+    parser.add_argument("--short", action="store_true", help="the CI lengths")
+    parser.add_argument("-k", default="", help="only the faults whose key contains this")
+    parser.add_argument("--table", choices=("both", "simulated", "real"), default="both",
+                        help="the simulated host's table, the real libvirtd's, or both")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.CRITICAL)
+    if args.table in ("both", "simulated"):
+        rows = []
+        for key, fn, ci_kw, full_kw in scenarios.TABLE:
+            if args.k not in key:
+                continue
+            if key == "journal full" and os.geteuid() != 0:
+                rows.append((key + " (needs root: skipped)", "-", "-", "-", ""))
+                continue
+            rows.append(_row(fn(**(ci_kw if args.short else full_kw))))
+        _print("The agent on the simulated host:", rows)
+    if args.table in ("both", "real"):
+        title = "The real agent on a real libvirtd with TCG guests (caps read from libvirt " \
+                "and the cgroups):"
+        if os.geteuid() != 0:
+            print(title + " skipped: the lab needs root\n")
+        else:
+            from tests.faults import real_libvirt
+            _print(title, [_row(r) for r in real_libvirt.run(args.short, args.k)])
     return 0
 
 
