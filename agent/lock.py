@@ -127,11 +127,12 @@ def host_lock_path(uri, run_dir=LIBVIRT_RUN_DIR):
 
     ``<scheme>:///system`` (QEMU, Xen): ``/run/libvirt/resex-agent.lock``
     whatever the scheme, one agent per libvirtd. Any other URI (the test
-    driver, a session daemon): a file named by the URI's hash in the
-    system's temporary directory.
+    driver, a session daemon, a daemon on another socket such as
+    ``qemu+unix:///system?socket=...``): a file named by the URI's hash in
+    the system's temporary directory.
     """
     parsed = urllib.parse.urlsplit(uri or "")
-    if parsed.path.rstrip("/") == "/system" and not parsed.netloc:
+    if parsed.path.rstrip("/") == "/system" and not parsed.netloc and not parsed.query:
         return os.path.join(run_dir, HOST_LOCK_NAME)
     digest = hashlib.sha256((uri or "").encode()).hexdigest()[:16]
     return os.path.join(tempfile.gettempdir(), "resex-agent-%s.lock" % digest)

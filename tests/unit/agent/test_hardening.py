@@ -73,8 +73,8 @@ class HostLockTest(TmpDirCase):
     def test_other_uris_lock_a_file_of_their_own(self):
         test_lock = lock_mod.host_lock_path("test:///default")
         self.assertNotEqual(test_lock, lock_mod.host_lock_path("test:///other"))
-        self.assertNotEqual("/run/libvirt/resex-agent.lock",
-                            lock_mod.host_lock_path("qemu+tcp://node2/system"))
+        for uri in ("qemu+tcp://node2/system", "qemu+unix:///system?socket=/tmp/x/sock"):
+            self.assertNotEqual("/run/libvirt/resex-agent.lock", lock_mod.host_lock_path(uri))
 
     def test_a_second_agent_of_the_host_is_refused_whatever_its_state_directory(self):
         path = os.path.join(self.dir, "host.lock")
