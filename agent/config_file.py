@@ -88,6 +88,17 @@ def _nearest(name, candidates):
     return match[0] if match else None
 
 
+def _parsed(conf, files):
+    """``(path, {section: {key: [values]}})`` of each file oslo.config can parse."""
+    for path in config_files(conf) if files is None else files:
+        sections = {}
+        try:
+            cfg.ConfigParser(path, sections).parse()
+        except Exception:
+            continue            # oslo.config has already accepted or reported it
+        yield path, sections
+
+
 def unknown(conf, files=None):
     """Every :class:`Unknown` section and option in the files ``conf`` read.
 
@@ -97,12 +108,7 @@ def unknown(conf, files=None):
     """
     known = known_names(conf)
     found = []
-    for path in config_files(conf) if files is None else files:
-        sections = {}
-        try:
-            cfg.ConfigParser(path, sections).parse()
-        except Exception:
-            continue            # oslo.config has already accepted or reported it
+    for path, sections in _parsed(conf, files):
         for section, values in sections.items():
             names = known.get(section)
             if names is None:
@@ -126,12 +132,7 @@ def inline_comments(conf, files=None):
         secret.update((getattr(group, "name", group) or "DEFAULT", o.dest)
                       for o in opts if getattr(o, "secret", False))
     found = []
-    for path in config_files(conf) if files is None else files:
-        sections = {}
-        try:
-            cfg.ConfigParser(path, sections).parse()
-        except Exception:
-            continue
+    for path, sections in _parsed(conf, files):
         for section, values in sections.items():
             for key, value in sorted(values.items()):
                 if (section, key.replace("-", "_")) in secret:
