@@ -31,7 +31,7 @@ thread of the agent) and waits at most ``timeout_s`` for it:
 * when the abandoned call finally returns, the hypervisor is available again
   (one info line with how long it was out), and the next call goes through.
 
-A *sweep* (a call named in :attr:`Guarded.sweeps`: the VM list, the CPU
+A *sweep* (a method :class:`Guarded` is given as ``sweeps``: the VM list, the CPU
 and interface statistics) is awaited only ``sweep_wait_s``: libvirtd holds
 every call that walks the domain list while a domain is created or
 destroyed (1-2 s for a TCG guest), which is busy, not hung. A sweep that
