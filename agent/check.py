@@ -212,17 +212,23 @@ def _not_created_yet(conf):
     return path
 
 
-def _board(conf, parts):
+def _board(conf, parts, say):
+    """The ``board:`` line: not configured, not created yet, or read once."""
     if parts.board is None:
-        return None, None
-    if _not_created_yet(conf) is not None:
-        return 0, None
+        say("board: not configured (nothing is published for the Nova scheduler)")
+        return
+    fresh = _not_created_yet(conf)
+    if fresh is not None:
+        say("board: ok (%s does not exist yet: the agent creates it at start)", fresh)
+        return
     try:
         count = parts.board.count()
         mine = parts.board.snapshot().get(conf.agent.host)
     except exceptions.ResexError as exc:
         raise _Failed("board", "%s: %s" % (getattr(parts.board, "url", "?"), exc)) from exc
-    return count, mine
+    say("board: ok (%s, %d host(s); this host: %s)", parts.board.url, count,
+        "no report yet" if mine is None
+        else "epoch %d, %.0f s old" % (mine.epoch, time.time() - mine.ts))
 
 
 def _state_dir(conf, say):
@@ -315,16 +321,7 @@ def run_check(conf, out=sys.stdout):
             say("fabric: ok (link %s, %.3g Gb/s, MTU %d)", link.name,
                 link.capacity_bytes_per_s * 8 / 1e9, link.mtu)
         _state_dir(conf, say)
-        count, mine = _board(conf, parts)
-        fresh = _not_created_yet(conf)
-        if count is None:
-            say("board: not configured (nothing is published for the Nova scheduler)")
-        elif fresh is not None:
-            say("board: ok (%s does not exist yet: the agent creates it at start)", fresh)
-        else:
-            say("board: ok (%s, %d host(s); this host: %s)", parts.board.url, count,
-                "no report yet" if mine is None
-                else "epoch %d, %.0f s old" % (mine.epoch, time.time() - mine.ts))
+        _board(conf, parts, say)
         say("VMs the agent would control:" if vms else "VMs the agent would control: none")
         for uuid, info in sorted(vms.items(), key=lambda kv: kv[1].name):
             say("  %s (%s): %d vCPU, cap %g..%g%%, SLA %s from %s, knobs %s",
