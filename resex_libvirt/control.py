@@ -172,9 +172,8 @@ class Controller:
         self._link = None
         self._down_logged = False
         #: Why the last interval was skipped (:data:`UNAVAILABLE`, :data:`LATE`,
-        #: :data:`FAILED`), ``None`` when it ran; intervals skipped as late.
+        #: :data:`FAILED`), ``None`` when it ran.
         self.skipped = None
-        self.late_samples = 0
         self._retry = {}
         self._generation = None
         self._sent_names = None
@@ -235,7 +234,6 @@ class Controller:
             # Busy, not down (a domain being created or destroyed): hold the
             # knobs this interval; the sweep's result is taken when it comes.
             self.skipped = LATE
-            self.late_samples += 1
             LOG.debug("interval skipped: %s", exc)
             return None
         except exceptions.ResexError as exc:
