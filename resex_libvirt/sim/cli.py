@@ -181,7 +181,8 @@ def cmd_run(args):
 
 
 def compare_rows(names, policies, duration=None, progress=None):
-    """Per scenario and policy: each SLA VM's mean latency over its SLA, the others' MB/s."""
+    """Per scenario and policy: each SLA VM's mean over its SLA, the others' MB/s, protection."""
+    from resex_libvirt.sim import protect
     from resex_libvirt.sim import runner
     from resex_libvirt.sim import scenario as scenario_mod
     rows = []
@@ -206,7 +207,9 @@ def compare_rows(names, policies, duration=None, progress=None):
                 else:
                     others += r.throughput_mb_s
             rows.append({"scenario": sc.name, "policy": policy, "sla_vms": sla_vms,
-                         "others_mb_s": others})
+                         "others_mb_s": others,
+                         "protect_s": protect.time_to_protect(sc, res),
+                         "swing_pct": protect.cap_swing(sc, res)})
     return rows
 
 
@@ -215,11 +218,16 @@ def format_compare(rows):
     for r in rows:
         cells = ["%s %.3fx%s" % (n, v["vs_sla"], "" if v["meets"] else " MISS")
                  for n, v in r["sla_vms"].items() if v["vs_sla"] is not None]
+        protects = r["sla_vms"] and r["others_mb_s"]
         body.append([r["scenario"], r["policy"], "; ".join(cells) or "-",
-                     "%.0f" % r["others_mb_s"]])
+                     "%.0f" % r["others_mb_s"],
+                     ("never" if r["protect_s"] is None else "%.0f" % (1000.0 * r["protect_s"]))
+                     if protects else "-",
+                     report.fmt(r["swing_pct"], "%.0f")])
     return report.table(
         "Each SLA VM's mean latency / its latency_sla_us (MISS: over its threshold), "
-        "and the other VMs' MB/s", ["scenario", "policy", "SLA VMs", "others MB/s"], body)
+        "the other VMs' MB/s, the time to protect (ms) and the interferers' cap swing (%)",
+        ["scenario", "policy", "SLA VMs", "others MB/s", "protect ms", "swing %"], body)
 
 
 #: ``compare``'s policies, and those ``compare --peers`` sets against the peers.
@@ -350,6 +358,10 @@ def build_parser():
     p.add_argument("--jobs", type=_positive_int, default=os.cpu_count() or 1,
                    help="with --peers: runs made at once, in worker processes (default: "
                         "one per CPU); the tables are the same whatever the number")
+    p.add_argument("--statistic", default="mean,p99",
+                   help="with --peers: the SLA statistics compared, comma-separated: the mean "
+                        "(every policy), and p99 (the p99 static-cap frontier and the "
+                        "project's policies on a p99 SLA) (default: %(default)s)")
     p.add_argument("--out", metavar="DIR",
                    help="with --peers: write peers.json and a plot per scenario family")
     p.add_argument("--duration", type=float, help="override every run's length (s)")

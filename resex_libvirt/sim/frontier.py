@@ -10,28 +10,34 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""The static-cap frontier of a scenario for the mean or the p99 SLA (``resex-sim frontier``).
+"""The static-cap frontier of a scenario, for the mean or the p99 SLA: one computation.
 
 The interferers (the VMs without a latency SLA; without any, the sensitive
 VMs but the one with the lowest base latency) are held at one fixed cap,
-swept over :data:`CAPS` and bisected :data:`BISECT` times at the edge; a
-point *meets* when every sensitive VM's statistic is within its bound (a
-capped sensitive VM's too: its own cap slows it).
-The frontier is the interferers' largest throughput among the points that
-meet: what the CPU lever can buy at that SLA. A policy is then run with the
-same SLA and placed against it. For the ``p99`` statistic each sensitive
-VM's SLA becomes its base 99th percentile (its p99 alone on the host) with
-its own threshold (``resex:latency_statistic=p99``).
+swept over :data:`CAPS` below their full size (the full size is the
+uncontrolled run) and bisected :data:`BISECT` times at the edge; a point
+*meets* when every sensitive VM's statistic (the one its SLA is on) is
+within its bound (a capped sensitive VM's too: its own cap slows it). The
+frontier is the capped VMs' largest throughput among the points that meet:
+what the CPU lever can buy at that SLA. For the ``p99`` statistic each
+sensitive VM's SLA becomes its base 99th percentile (its p99 alone on the
+host) with its own threshold (``resex:latency_statistic=p99``).
+
+``resex-sim frontier`` runs it point by point (:func:`sweep`);
+``resex-sim compare --peers`` runs the same points in worker processes
+(:func:`grid`, :func:`edge`, :func:`best`), so both print one frontier.
 """
 
 import dataclasses
 
+from resex_libvirt.sim import protect
 from resex_libvirt.sim import report
 from resex_libvirt.sim import runner
 from resex_libvirt.sim import scenario as scenario_mod
 from resex_libvirt import sla as sla_mod
 
-#: The static caps of the sweep (percent of one pCPU).
+#: The static caps of the sweep (percent of one pCPU); those at or over the
+#: capped VMs' full size are the uncontrolled run.
 CAPS = (5.0, 10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 100.0)
 #: Bisection steps between the last cap that meets and the first that does not.
 BISECT = 2
@@ -47,8 +53,7 @@ def statistic_us(result, statistic):
     return result.latency_p99_us if statistic == "p99" else result.latency_mean_us
 
 
-def bound_us(sla):
-    return sla.latency_sla_us * (1.0 + sla.interference_threshold_pct / 100.0)
+bound_us = protect.bound_us
 
 
 def capped_vms(sc):
@@ -62,6 +67,18 @@ def capped_vms(sc):
     return [vm.name for vm in sensitive[1:]]
 
 
+def full_pct(sc):
+    """The capped VMs' full size (percent): a cap at or over it is no cap."""
+    sizes = [100.0 * max(1, sc.vm(name).vcpus) for name in capped_vms(sc)]
+    return min(sizes) if sizes else None
+
+
+def grid(sc, caps=CAPS):
+    """The caps of the coarse sweep below the capped VMs' full size (none without any)."""
+    full = full_pct(sc)
+    return () if full is None else tuple(c for c in caps if c < full)
+
+
 def _with(sc, changes):
     """``sc`` with each named VM's SLA replaced by ``changes[name](sla)``."""
     vms = tuple(dataclasses.replace(vm, sla=changes[vm.name](vm.sla)) if vm.name in changes
@@ -69,7 +86,14 @@ def _with(sc, changes):
     return dataclasses.replace(sc, vms=vms)
 
 
-def _static(sc):
+def with_caps(sc, cap_pct):
+    """``sc`` with every capped VM (:func:`capped_vms`) limited to ``cap_pct``."""
+    return _with(sc, {name: (lambda s: dataclasses.replace(s, limit_pct=float(cap_pct)))
+                      for name in capped_vms(sc)})
+
+
+def static(sc):
+    """``sc`` run with every VM at its limit (the ``none`` policy)."""
     return runner.run_static(sc) if runner.static_applies(sc) else runner.run(sc, "none")
 
 
@@ -81,46 +105,82 @@ def with_statistic(sc, statistic):
     for vm in sc.vms:
         if not vm.sla.sensitive:
             continue
-        base = _static(dataclasses.replace(sc, vms=(vm,))).vm(vm.name).latency_p99_us
+        base = static(dataclasses.replace(sc, vms=(vm,))).vm(vm.name).latency_p99_us
         changes[vm.name] = (lambda s, base=base: dataclasses.replace(
             s, latency_sla_us=round(base, 1), latency_statistic=statistic))
     return _with(sc, changes)
 
 
-def _judged(sc, statistic, res):
-    """Each sensitive VM's statistic over its SLA base, and whether all meet."""
-    out, meets = {}, True
+def judged(sc, res):
+    """Each sensitive VM's statistic over its SLA base, whether all meet, the capped MB/s.
+
+    Each VM is judged on the statistic its SLA is on
+    (``resex:latency_statistic``: the mean unless it says p99).
+    """
+    vs, meets = {}, True
     for vm in sc.vms:
         if not vm.sla.sensitive:
             continue
-        value = statistic_us(res.vm(vm.name), statistic)
-        out[vm.name] = None if value is None else value / vm.sla.latency_sla_us
+        value = statistic_us(res.vm(vm.name), vm.sla.latency_statistic)
+        vs[vm.name] = None if value is None else value / vm.sla.latency_sla_us
         meets = meets and value is not None and value <= bound_us(vm.sla)
-    return out, meets
+    return {"vs_sla": vs, "meets": meets,
+            "capped_mb_s": sum(res.vm(n).throughput_mb_s for n in capped_vms(sc))}
 
 
-def sweep(sc, statistic, caps=CAPS, bisect=BISECT):
-    """The static-cap points of ``sc`` (already :func:`with_statistic`), in cap order."""
-    capped = capped_vms(sc)
+def edge(points):
+    """``(lo, hi)``: the caps to bisect between, or None (nothing to refine).
+
+    ``points`` are ``{"cap_pct", "meets"}`` of the coarse sweep and the
+    uncontrolled run; there is an edge when some cap meets and no cap does
+    not hold it (the uncontrolled run misses).
+    """
+    points = sorted(points, key=lambda p: p["cap_pct"])
+    meeting = [p["cap_pct"] for p in points if p["meets"]]
+    if not meeting or points[-1]["meets"]:
+        return None
+    lo = max(meeting)
+    return lo, min(p["cap_pct"] for p in points if not p["meets"] and p["cap_pct"] > lo)
+
+
+def middle(lo_hi):
+    """The cap a bisection of ``(lo, hi)`` tries next."""
+    lo, hi = lo_hi
+    return round((lo + hi) / 2.0, 2)
+
+
+def narrowed(lo_hi, mid, meets):
+    """``(lo, hi)`` once the cap ``mid`` met its SLA (``meets``) or did not."""
+    return (mid, lo_hi[1]) if meets else (lo_hi[0], mid)
+
+
+def best(points):
+    """The point of most capped throughput that meets (among equals, the highest cap), or None."""
+    return max((p for p in points if p["meets"]), key=lambda p: (p["capped_mb_s"], p["cap_pct"]),
+               default=None)
+
+
+def sweep(sc, statistic=None, caps=CAPS, bisect=BISECT):
+    """The static-cap points of ``sc`` (already :func:`with_statistic`), in cap order.
+
+    ``statistic`` is kept for the callers' sake: each VM is judged on its
+    own SLA's statistic.
+    """
+    full = full_pct(sc)
+    if full is None:
+        return []
 
     def point(cap):
-        limited = _with(sc, {name: (lambda s: dataclasses.replace(s, limit_pct=float(cap)))
-                             for name in capped})
-        res = _static(limited)
-        vs, meets = _judged(sc, statistic, res)
-        return {"cap_pct": cap, "vs_sla": vs, "meets": meets,
-                "capped_mb_s": sum(res.vm(n).throughput_mb_s for n in capped)}
+        limited = with_caps(sc, cap) if cap < full else sc
+        return dict(judged(sc, static(limited)), cap_pct=cap)
 
-    points = [point(cap) for cap in caps]
-    meeting = [p for p in points if p["meets"]]
-    if meeting and not points[-1]["meets"]:
-        lo = max(p["cap_pct"] for p in meeting)
-        hi = min(p["cap_pct"] for p in points if not p["meets"] and p["cap_pct"] > lo)
-        for _ in range(bisect):
-            mid = round((lo + hi) / 2.0, 2)
-            p = point(mid)
-            points.append(p)
-            lo, hi = (mid, hi) if p["meets"] else (lo, mid)
+    points = [point(cap) for cap in grid(sc, caps)] + [point(full)]
+    span = edge(points)
+    for _ in range(bisect if span else 0):
+        mid = middle(span)
+        p = point(mid)
+        points.append(p)
+        span = narrowed(span, mid, p["meets"])
     return sorted(points, key=lambda p: p["cap_pct"])
 
 
@@ -131,23 +191,22 @@ def evaluate(name, statistic, policies=DEFAULT_POLICIES, duration=None):
         sc = sc.with_duration(duration)
     sc = with_statistic(sc, statistic)
     capped = capped_vms(sc)
-    points = sweep(sc, statistic)
-    best = max((p for p in points if p["meets"]), key=lambda p: p["capped_mb_s"],
-               default=None)
-    frontier = best["capped_mb_s"] if best else None
+    points = sweep(sc, statistic) or [dict(judged(sc, static(sc)), cap_pct=100.0)]
+    top = best(points) if capped else None
+    frontier = top["capped_mb_s"] if top else None
     runs = {}
     for policy in policies:
         res = runner.run(sc, policy)
-        vs, meets = _judged(sc, statistic, res)
-        mb_s = sum(res.vm(n).throughput_mb_s for n in capped)
-        runs[policy] = {"vs_sla": vs, "meets": meets, "capped_mb_s": mb_s,
+        j = judged(sc, res)
+        mb_s = j["capped_mb_s"]
+        runs[policy] = {"vs_sla": j["vs_sla"], "meets": j["meets"], "capped_mb_s": mb_s,
                         "pct_of_frontier": (100.0 * mb_s / frontier) if frontier else None}
     return {"scenario": sc.name, "statistic": statistic, "capped": capped,
             "slas": {vm.name: {"latency_sla_us": vm.sla.latency_sla_us,
                                "bound_us": bound_us(vm.sla)}
                      for vm in sc.vms if vm.sla.sensitive},
             "sweep": points, "uncontrolled": points[-1], "lowest_cap": points[0],
-            "frontier_cap_pct": best["cap_pct"] if best else None,
+            "frontier_cap_pct": top["cap_pct"] if top else None,
             "frontier_mb_s": frontier, "policies": runs}
 
 

@@ -42,7 +42,8 @@ each peer, and the issue's goals, printed, never asserted.
 import concurrent.futures
 import multiprocessing
 
-from resex_libvirt.sim import paper
+from resex_libvirt import exceptions
+from resex_libvirt.sim import frontier as frontier_mod
 from resex_libvirt.sim import peers
 from resex_libvirt.sim import protect
 from resex_libvirt.sim import report
@@ -51,9 +52,9 @@ from resex_libvirt.sim import scenario as scenario_mod
 
 #: The project's policies the peers are measured against, by default.
 PROJECT = ("free_market", "io_shares", "latency_target")
-#: The frontier's coarse grid (percent of one pCPU) and its bisections, as the paper's.
-CAPS = paper.FRONTIER_CAPS
-BISECT = paper.FRONTIER_BISECT
+#: The SLA statistics compared by default: the mean (every policy) and the p99
+#: (the project's policies against the p99 frontier).
+STATISTICS = ("mean", "p99")
 FRONTIER = "frontier"
 #: Within this much, two throughputs (or two latency ratios) are a tie.
 TIE = 0.02
@@ -66,13 +67,6 @@ def family(name):
 
 def best_effort(sc):
     return [vm for vm in sc.vms if not vm.sla.sensitive]
-
-
-def with_caps(sc, cap_pct):
-    """``sc`` with every VM without a latency SLA limited to ``cap_pct``."""
-    for vm in best_effort(sc):
-        sc = paper.with_limit(sc, vm.name, cap_pct)
-    return sc
 
 
 def summarize(sc, res):
@@ -94,27 +88,34 @@ def summarize(sc, res):
         else:
             be += r.throughput_mb_s
     return {"sla_vms": sla_vms, "be_mb_s": be,
+            "capped_mb_s": frontier_mod.judged(sc, res)["capped_mb_s"],
             "meets": all(v["meets"] for v in sla_vms.values()),
             "protect_s": protect.time_to_protect(sc, res),
             "swing_pct": protect.cap_swing(sc, res), "wall_s": res.wall_s}
 
 
-def _scenario(name, duration_s):
+_P99_SCENARIOS = {}
+
+
+def _scenario(name, duration_s, statistic="mean"):
     sc = scenario_mod.load(name)
-    return sc if duration_s is None else sc.with_duration(duration_s)
+    sc = sc if duration_s is None else sc.with_duration(duration_s)
+    if statistic == "mean":
+        return sc
+    # The p99 SLAs take a run of each sensitive VM alone: made once per process.
+    key = (name, duration_s, statistic)
+    if key not in _P99_SCENARIOS:
+        _P99_SCENARIOS[key] = frontier_mod.with_statistic(sc, statistic)
+    return _P99_SCENARIOS[key]
 
 
-def _static(sc):
-    return runner.run_static(sc) if runner.static_applies(sc) else runner.run(sc, "none")
-
-
-def run_one(duration_s, name, policy, cap_pct=None):
-    """One run's summary: ``policy`` (``none``: uncontrolled), or every BE VM at ``cap_pct``."""
-    sc = _scenario(name, duration_s)
+def run_one(duration_s, name, statistic, policy, cap_pct=None):
+    """One run's summary: ``policy`` (``none``: uncontrolled), or the capped VMs at ``cap_pct``."""
+    sc = _scenario(name, duration_s, statistic)
     if cap_pct is not None:
-        return summarize(sc, _static(with_caps(sc, cap_pct)))
+        return summarize(sc, frontier_mod.static(frontier_mod.with_caps(sc, cap_pct)))
     if policy == "none":
-        return summarize(sc, _static(sc))
+        return summarize(sc, frontier_mod.static(sc))
     return summarize(sc, runner.run(sc, policy))
 
 
@@ -122,20 +123,23 @@ class Comparison:
     """Runs (in ``jobs`` processes) and tabulates the comparison of ``names``.
 
     Every run is deterministic (same scenario, same seed): the tables are
-    the same whatever the number of workers.
+    the same whatever the number of workers. The static-cap frontier is
+    :mod:`resex_libvirt.sim.frontier`'s, its points run here in parallel.
     """
 
-    def __init__(self, names, project=PROJECT, duration_s=None, jobs=1, progress=None):
+    def __init__(self, names, project=PROJECT, duration_s=None, jobs=1, progress=None,
+                 statistics=STATISTICS):
         self.names = list(names)
         self.project = [p for p in project if p not in peers.NAMES and p != "none"]
         self.policies = ["none"] + list(peers.NAMES) + self.project
         self.duration_s = duration_s
         self.jobs = max(1, int(jobs))
         self.progress = progress
+        self.statistics = list(statistics)
         self.runs = {}
 
     def _map(self, keys):
-        """Make the runs of ``keys`` (``(name, policy, cap)``) not made yet."""
+        """Make the runs of ``keys`` (``(name, statistic, policy, cap)``) not made yet."""
         todo = [k for k in dict.fromkeys(keys) if k not in self.runs]
         if self.jobs == 1 or len(todo) < 2:
             for k in todo:
@@ -150,72 +154,72 @@ class Comparison:
     def _done(self, key, summary):
         self.runs[key] = summary
         if self.progress is not None:
-            name, policy, cap = key
+            name, statistic, policy, cap = key
             what = policy if cap is None else "cap %g%%" % cap
-            self.progress("%s %s: %.1f s" % (name, what, summary["wall_s"]))
+            self.progress("%s (%s SLA) %s: %.1f s" % (name, statistic, what, summary["wall_s"]))
+
+    def _policies(self, statistic):
+        """Every policy on the mean SLA; on a tail SLA the project's (the peers read no p99)."""
+        return self.policies if statistic == "mean" else ["none"] + self.project
 
     def _grid(self, name):
-        sc = _scenario(name, self.duration_s)
-        if not best_effort(sc):
-            return ()
-        full = min(100.0 * max(1, vm.vcpus) for vm in best_effort(sc))
-        return tuple(c for c in CAPS if c < full)
+        return frontier_mod.grid(_scenario(name, self.duration_s))
 
-    def _point(self, name, cap):
-        s = self.runs[(name, "none", cap)]
-        return {"cap_pct": cap, "meets": s["meets"], "be_mb_s": s["be_mb_s"], "run": s}
+    def _points(self, name, statistic):
+        """The frontier's points run so far, the uncontrolled run as the full size's."""
+        caps = sorted(c for (n, st, p, c) in self.runs
+                      if n == name and st == statistic and c is not None)
+        points = [dict(self.runs[(name, statistic, "none", c)], cap_pct=c) for c in caps]
+        none = self.runs[(name, statistic, "none", None)]
+        full = frontier_mod.full_pct(_scenario(name, self.duration_s))
+        points.append(dict(none, cap_pct=full))
+        return points
 
     def evaluate(self):
         """Every run, and the table's data as plain dicts."""
-        keys = [(n, p, None) for n in self.names for p in self.policies]
-        keys += [(n, "none", c) for n in self.names for c in self._grid(n)]
+        pairs = [(n, st) for st in self.statistics for n in self.names]
+        keys = [(n, st, p, None) for n, st in pairs for p in self._policies(st)]
+        keys += [(n, st, "none", c) for n, st in pairs for c in self._grid(n)]
         self._map(keys)
         # The bisections at the SLA's edge, every scenario's step at once.
         edges = {}
-        for n in self.names:
-            grid = self._grid(n)
-            if not grid:
-                continue
-            points = [self._point(n, c) for c in grid]
-            points.append({"cap_pct": 100.0, "meets": self.runs[(n, "none", None)]["meets"]})
-            meeting = [p["cap_pct"] for p in points if p["meets"]]
-            if meeting and not points[-1]["meets"]:
-                lo = max(meeting)
-                edges[n] = (lo, min(p["cap_pct"] for p in points
-                                    if not p["meets"] and p["cap_pct"] > lo))
-        for _ in range(BISECT):
-            mids = {n: round((lo + hi) / 2.0, 2) for n, (lo, hi) in edges.items()}
-            self._map([(n, "none", mid) for n, mid in mids.items()])
-            for n, mid in mids.items():
-                lo, hi = edges[n]
-                edges[n] = (mid, hi) if self.runs[(n, "none", mid)]["meets"] else (lo, mid)
-        return {"scenarios": [self._scenario_data(n) for n in self.names],
+        for n, st in pairs:
+            if self._grid(n):
+                span = frontier_mod.edge(self._points(n, st))
+                if span is not None:
+                    edges[(n, st)] = span
+        for _ in range(frontier_mod.BISECT):
+            mids = {k: frontier_mod.middle(span) for k, span in edges.items()}
+            self._map([(n, st, "none", mid) for (n, st), mid in mids.items()])
+            for (n, st), mid in mids.items():
+                edges[(n, st)] = frontier_mod.narrowed(
+                    edges[(n, st)], mid, self.runs[(n, st, "none", mid)]["meets"])
+        data = {"scenarios": [self._scenario_data(n) for n in self.names],
                 "project": list(self.project), "peers": list(peers.NAMES),
                 "duration_s": self.duration_s}
+        if "p99" in self.statistics:
+            data["tail"] = [self._tail_data(n) for n in self.names]
+        return data
 
-    def _frontier(self, name):
-        caps = sorted(c for (n, p, c) in self.runs if n == name and c is not None)
-        if not caps:
+    def _frontier(self, name, statistic="mean"):
+        if not self._grid(name):
             return None
-        none = self.runs[(name, "none", None)]
-        points = [dict(self._point(name, c)) for c in caps]
-        points.append({"cap_pct": 100.0, "meets": none["meets"], "be_mb_s": none["be_mb_s"],
-                       "run": none})
-        # The most throughput meeting every SLA; among equals, the highest cap.
-        best = max((p for p in points if p["meets"]), key=lambda p: (p["be_mb_s"], p["cap_pct"]),
-                   default=None)
+        points = self._points(name, statistic)
+        top = frontier_mod.best(points)
         sweep = [{"cap_pct": p["cap_pct"], "meets": p["meets"], "be_mb_s": p["be_mb_s"],
-                  "vs_bound": max((v["vs_bound"] for v in p["run"]["sla_vms"].values()
+                  "capped_mb_s": p["capped_mb_s"],
+                  "vs_bound": max((v["vs_bound"] for v in p["sla_vms"].values()
                                    if v["vs_bound"] is not None), default=None)}
                  for p in points]
-        if best is None:
-            return {"cap_pct": None, "be_mb_s": None, "run": None, "sweep": sweep}
-        return {"cap_pct": best["cap_pct"], "be_mb_s": best["be_mb_s"], "run": best["run"],
-                "sweep": sweep}
+        if top is None:
+            return {"cap_pct": None, "be_mb_s": None, "capped_mb_s": None, "run": None,
+                    "sweep": sweep}
+        return {"cap_pct": top["cap_pct"], "be_mb_s": top["be_mb_s"],
+                "capped_mb_s": top["capped_mb_s"], "run": top, "sweep": sweep}
 
     def _scenario_data(self, name):
         sc = _scenario(name, self.duration_s)
-        none = self.runs[(name, "none", None)]
+        none = self.runs[(name, "mean", "none", None)]
         frontier = self._frontier(name)
         rows = []
 
@@ -223,8 +227,8 @@ class Comparison:
             r = dict(s, policy=policy, cap_pct=cap)
             r["pct_uncontrolled"] = (100.0 * s["be_mb_s"] / none["be_mb_s"]
                                      if none["be_mb_s"] else None)
-            top = frontier["be_mb_s"] if frontier else None
-            r["pct_frontier"] = 100.0 * s["be_mb_s"] / top if top else None
+            top = frontier["capped_mb_s"] if frontier else None
+            r["pct_frontier"] = 100.0 * s["capped_mb_s"] / top if top else None
             return r
         rows.append(row("none", none))
         if frontier is not None and frontier["run"] is not None:
@@ -236,13 +240,40 @@ class Comparison:
                          "pct_uncontrolled": None, "pct_frontier": None, "protect_s": None,
                          "swing_pct": None})
         for p in self.policies[1:]:
-            rows.append(row(p, self.runs[(name, p, None)]))
+            rows.append(row(p, self.runs[(name, "mean", p, None)]))
         return {"scenario": name, "family": family(name), "description": sc.description,
                 "best_effort": [vm.name for vm in best_effort(sc)],
+                "capped": frontier_mod.capped_vms(sc),
                 "frontier": None if frontier is None else {
                     "cap_pct": frontier["cap_pct"], "be_mb_s": frontier["be_mb_s"],
-                    "sweep": frontier["sweep"]},
+                    "capped_mb_s": frontier["capped_mb_s"], "sweep": frontier["sweep"]},
                 "rows": rows}
+
+    def _tail_data(self, name):
+        """The p99 SLA: its frontier, and each project policy against it."""
+        sc = _scenario(name, self.duration_s, "p99")
+        none = self.runs[(name, "p99", "none", None)]
+        front = self._frontier(name, "p99")
+        lowest = None
+        if front is not None:
+            lowest = min(front["sweep"], key=lambda p: p["cap_pct"])
+        top = front["capped_mb_s"] if front else None
+        policies = {}
+        for p in self.project:
+            s = self.runs[(name, "p99", p, None)]
+            policies[p] = {"meets": s["meets"], "worst": worst(s),
+                           "capped_mb_s": s["capped_mb_s"],
+                           "pct_frontier": 100.0 * s["capped_mb_s"] / top if top else None}
+        return {"scenario": name, "capped": frontier_mod.capped_vms(sc),
+                "slas_us": {vm.name: vm.sla.latency_sla_us for vm in sc.vms
+                            if vm.sla.sensitive},
+                "uncontrolled": {"worst": worst(none), "meets": none["meets"],
+                                 "capped_mb_s": none["capped_mb_s"]},
+                "lowest_cap": None if lowest is None else {
+                    "cap_pct": lowest["cap_pct"], "worst": lowest["vs_bound"]},
+                "frontier": None if front is None else {
+                    "cap_pct": front["cap_pct"], "capped_mb_s": front["capped_mb_s"]},
+                "policies": policies}
 
 
 # -- verdicts --------------------------------------------------------------------------
@@ -342,6 +373,40 @@ def format_table(data):
          "protect ms", "swing %"], body)
 
 
+def _ratio(value):
+    return "-" if value is None else "%.3fx" % value
+
+
+def format_tail(data):
+    """The p99 SLA: each scenario's p99 frontier and the project's policies against it."""
+    body = []
+    for t in data.get("tail", ()):
+        front, low = t["frontier"], t["lowest_cap"]
+        cells = [t["scenario"], " ".join("%.0f" % v for v in t["slas_us"].values()) or "-",
+                 "%s%s" % (_ratio(t["uncontrolled"]["worst"]),
+                           "" if t["uncontrolled"]["meets"] else " MISS"),
+                 "-" if low is None else "%s @%g%%" % (_ratio(low["worst"]), low["cap_pct"])]
+        if front is None:
+            cells += ["-", "-"]
+        elif front["cap_pct"] is None:
+            cells += ["unreachable", "-"]
+        else:
+            cells += ["%g%%" % front["cap_pct"], "%.0f" % front["capped_mb_s"]]
+        for p in data["project"]:
+            r = t["policies"][p]
+            cells.append("%s%s %.0f%s" % (
+                _ratio(r["worst"]), "" if r["meets"] else " MISS", r["capped_mb_s"],
+                "" if r["pct_frontier"] is None else " %.0f%%" % r["pct_frontier"]))
+        body.append(cells)
+    return report.table(
+        "Tail SLA (resex:latency_statistic=p99; each SLA VM's SLA: its p99 alone): the worst "
+        "SLA VM's p99 / its bound (uncontrolled; at the lowest cap),\nthe p99 static-cap "
+        "frontier (the largest cap meeting every p99 SLA; unreachable: none does) and the capped "
+        "VMs' MB/s there; each policy: p99 / bound, capped VMs' MB/s, % of the p99 frontier",
+        ["scenario", "p99 SLA us", "uncontrolled", "lowest cap", "p99 frontier",
+         "frontier MB/s"] + list(data["project"]), body)
+
+
 def format_verdicts(data):
     rows = [[v["scenario"], v["peer"], v["project"], v["winner"], v["on"], v["faster"] or "-"]
             for v in verdicts(data)]
@@ -368,14 +433,17 @@ def goals(data):
 
 def format_goals(data):
     lines = ["Goals (printed, not asserted):"]
-    for goal, held, exceptions in goals(data):
+    for goal, held, cases in goals(data):
         lines.append("  %-66s %s" % (goal, "held" if held else
-                                     "NOT held: " + "; ".join(exceptions)))
+                                     "NOT held: " + "; ".join(cases)))
     return "\n".join(lines)
 
 
 def format_all(data):
-    return "\n\n".join([format_table(data), format_verdicts(data), format_goals(data)])
+    parts = [format_table(data)]
+    if data.get("tail"):
+        parts.append(format_tail(data))
+    return "\n\n".join(parts + [format_verdicts(data), format_goals(data)])
 
 
 # -- plots -----------------------------------------------------------------------------
@@ -421,8 +489,13 @@ def cmd(args, project, progress=None):
     import json
     import os
     names = args.scenario or scenario_mod.names()
+    statistics = [st for st in getattr(args, "statistic", "mean,p99").split(",") if st]
+    unknown = [st for st in statistics if st not in STATISTICS]
+    if unknown or "mean" not in statistics:
+        raise exceptions.ConfigError("--statistic: %s (the mean, and optionally p99)"
+                                     % ", ".join(unknown or statistics))
     comparison = Comparison(names, project=project, duration_s=args.duration, jobs=args.jobs,
-                            progress=progress)
+                            progress=progress, statistics=statistics)
     data = comparison.evaluate()
     data["verdicts"] = verdicts(data)
     data["goals"] = [{"goal": g, "held": h, "exceptions": e} for g, h, e in goals(data)]

@@ -143,6 +143,18 @@ class CompareTest(unittest.TestCase):
             self.assertEqual({"vm64k", "vm512k_sla"}, set(r["sla_vms"]))
             self.assertAlmostEqual(1.5, r["sla_vms"]["vm512k_sla"]["bound"])
 
+    def test_compare_prints_the_time_to_protect_and_the_cap_swing(self):
+        rc, out, _ = call("compare", "paper_64k_vs_2m", "--policies", "none,io_shares",
+                          "--duration", "0.6")
+        self.assertEqual(0, rc)
+        self.assertIn("protect ms", out)
+        none, taxed = [line.split() for line in out.splitlines()
+                       if line.startswith("paper_64k_vs_2m")]
+        # Uncontrolled, the 2 MB sender keeps the 64 KB server over its SLA.
+        self.assertEqual("never", none[-2])
+        self.assertNotEqual("never", taxed[-2])
+        self.assertGreater(float(taxed[-1]), 0.0)
+
     def test_compare_refuses_an_unknown_policy(self):
         rc, _, err = call("compare", "two_sensitive", "--policies", "nope")
         self.assertEqual(2, rc)

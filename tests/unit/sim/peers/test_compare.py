@@ -161,3 +161,51 @@ class SummarizeTest(unittest.TestCase):
             if v.name == "vm64k" else v for v in sc.vms))
         self.assertTrue(compare.summarize(on_mean, res)["meets"])
         self.assertFalse(compare.summarize(on_p99, res)["meets"])
+
+
+class OneFrontierTest(unittest.TestCase):
+
+    def test_compare_and_frontier_find_the_same_frontier_for_the_mean_and_the_p99(self):
+        from resex_libvirt.sim import frontier
+        from resex_libvirt.sim import scenario as scenario_mod
+        name, duration = "paper_64k_vs_2m", 0.5
+        data = compare.Comparison([name], project=("io_shares",), duration_s=duration).evaluate()
+        (s,) = data["scenarios"]
+        (t,) = data["tail"]
+        for statistic, got in (("mean", s["frontier"]), ("p99", t["frontier"])):
+            sc = frontier.with_statistic(
+                scenario_mod.load(name).with_duration(duration), statistic)
+            top = frontier.best(frontier.sweep(sc, statistic))
+            self.assertEqual(None if top is None else top["cap_pct"], got["cap_pct"], statistic)
+        # The 2 MB transfers already on the wire: no static cap brings the p99 back.
+        self.assertIsNone(t["frontier"]["cap_pct"])
+        self.assertIsNotNone(s["frontier"]["cap_pct"])
+
+    def test_the_command_prints_the_tail_frontier_and_each_policy_against_it(self):
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(io.StringIO()):
+            rc = cli.main(["compare", "--peers", "paper_64k_vs_2m", "--duration", "0.3",
+                           "--jobs", "1", "--policies", "io_shares"])
+        self.assertEqual(0, rc)
+        text = buf.getvalue()
+        self.assertIn("Tail SLA", text)
+        tail = text[text.index("Tail SLA"):].split("\n\n")[0]
+        (line,) = [x for x in tail.splitlines() if x.startswith("paper_64k_vs_2m")]
+        self.assertIn("unreachable", line)
+        self.assertIn("MISS", line)
+
+    def test_the_mean_alone_runs_no_tail(self):
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(io.StringIO()):
+            rc = cli.main(["compare", "--peers", "paper_64k_vs_2m", "--duration", "0.3",
+                           "--jobs", "1", "--policies", "io_shares", "--statistic", "mean",
+                           "--json"])
+        self.assertEqual(0, rc)
+        self.assertNotIn("tail", json.loads(buf.getvalue()))
+
+    def test_an_unknown_statistic_is_refused(self):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            rc = cli.main(["compare", "--peers", "paper_64k_vs_2m", "--statistic", "p95"])
+        self.assertEqual(2, rc)
+        self.assertIn("p95", err.getvalue())
