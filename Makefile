@@ -29,10 +29,13 @@ $(STAMP): requirements.txt test-requirements.txt upper-constraints.txt setup.cfg
 demo: bootstrap
 	$(BIN)/resex-agent --config-file etc/resex/resex-agent-demo.conf
 
-# Unit, functional and the lab smoke tests (real libvirtd + QEMU guests; they
-# set themselves up as root and skip, saying why, without root).
+# Unit, functional and the lab smoke tests (real libvirtd + QEMU guests), and
+# the cloud smoke (a real OpenStack on this machine, doc/source/cloud.rst: about
+# 5 minutes); the lab and the cloud set themselves up as root and skip, saying
+# why, without root.
 test: bootstrap
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit tests/functional tests/lab
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/unit tests/functional tests/lab \
+		tests/cloud
 
 # The full lab: cap accuracy and the ResEx experiment on real guests, over TCP
 # and over RDMA verbs (Soft-RoCE guests).
