@@ -57,6 +57,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -73,6 +74,7 @@ from resex_libvirt.market import policy as policy_mod
 from resex_libvirt.sim import policies as sim_policies
 from tests.lab import harness
 from tests.lab import network
+from tests.lab import sidebyside
 
 LOG = logging.getLogger(__name__)
 
@@ -81,6 +83,9 @@ SINK_PORT = 5001
 SENSITIVE = "resex-lat"
 INTERFERER = "resex-bulk"
 TAPS = {SENSITIVE: "rxtap-lat", INTERFERER: "rxtap-bulk"}
+#: The runs of ``--runs`` by default: the project's policies, then the peers.
+RUNS = ("base", "interfered", "free_market", "io_shares", "latency_target",
+        "koordinator_suppress", "crane_throttle", "ewma_step")
 
 #: Shell run by the guest before its role: the address from ``resex.ip=`` on eth0.
 NET_UP = b"""#!/bin/busybox sh
@@ -318,30 +323,63 @@ url = sqlite:///%(board)s
 """
 
 
+def research_policies():
+    """``{name: class}`` the lab installs for its agent beyond the plugins.
+
+    The paper's variants (``resex-sim``'s) and the peers
+    (:mod:`resex_libvirt.sim.peers`; Koordinator's and Crane's with the
+    host's capacity, :mod:`tests.lab.peer_plugins`).
+    """
+    from resex_libvirt.sim.peers import ewma_step
+    from tests.lab import peer_plugins
+    classes = dict(sim_policies.RESEARCH)
+    classes.update({"koordinator_suppress": peer_plugins.KoordinatorSuppress,
+                    "crane_throttle": peer_plugins.CraneThrottle,
+                    "ewma_step": ewma_step.EWMAStep})
+    return classes
+
+
+def policy_class(name):
+    """The class the lab's agent loads for ``name``: a research policy, else a plugin."""
+    return research_policies().get(name) or sim_policies.factory(name)
+
+
 def policy_group(policy, decay_half_life):
     """The policy's own option group, with ``decay_half_life`` if it has that option."""
-    options = policy_mod.options_of(sim_policies.factory(policy))
+    options = policy_mod.options_of(policy_class(policy))
     if not any(o.name == "decay_half_life" for o in options):
         return ""
     return "\n[market_%s]\ndecay_half_life = %g\n" % (policy, decay_half_life)
 
 
-def research_install(directory):
-    """A distribution that registers the simulator's research policies as agent plugins.
+#: :mod:`tests.lab.peer_plugins` as the agent imports it (a copy beside the entry points,
+#: so that the agent never imports the ``tests`` package).
+PEER_PLUGINS_MODULE = "resex_lab_peers"
 
-    The paper's variants are not plugins of the agent (``resex-sim``'s
-    only); the lab runs them on the real agent as any third-party policy
-    is installed: a ``*.dist-info`` with their entry points, on the
-    agent's ``PYTHONPATH``. Returns the environment to start it with.
+
+def research_install(directory):
+    """A distribution that registers the lab's research policies as agent plugins.
+
+    The paper's variants and the peers are not plugins of the agent
+    (``resex-sim``'s only, :func:`research_policies`); the lab runs them on
+    the real agent as any third-party policy is installed: a
+    ``*.dist-info`` with their entry points, on the agent's ``PYTHONPATH``,
+    with :mod:`tests.lab.peer_plugins` copied beside it as
+    :data:`PEER_PLUGINS_MODULE`. Returns the environment to start it with.
     """
+    from tests.lab import peer_plugins
     info = os.path.join(directory, "resex_lab_research-1.0.dist-info")
     os.makedirs(info, exist_ok=True)
+    shutil.copyfile(peer_plugins.__file__,
+                    os.path.join(directory, PEER_PLUGINS_MODULE + ".py"))
     with open(os.path.join(info, "METADATA"), "w") as f:
         f.write("Metadata-Version: 2.1\nName: resex-lab-research\nVersion: 1.0\n")
     with open(os.path.join(info, "entry_points.txt"), "w") as f:
         f.write("[%s]\n" % policy_mod.NAMESPACE)
-        for name, cls in sorted(sim_policies.RESEARCH.items()):
-            f.write("%s = %s:%s\n" % (name, cls.__module__, cls.__name__))
+        for name, cls in sorted(research_policies().items()):
+            module = (PEER_PLUGINS_MODULE if cls.__module__ == peer_plugins.__name__
+                      else cls.__module__)
+            f.write("%s = %s:%s\n" % (name, module, cls.__name__))
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (directory, env.get("PYTHONPATH")) if p)
     return env
@@ -375,7 +413,7 @@ class AgentProcess:
                 "policy_group": policy_group(policy, decay_half_life),
                 "period_us": period_us, "board": os.path.join(self.dir, "board.sqlite")})
         self.env = (research_install(os.path.join(self.dir, "research"))
-                    if policy in sim_policies.RESEARCH else None)
+                    if policy in research_policies() else None)
         self.proc = None
         self.returncode = None
 
@@ -956,13 +994,7 @@ def plot(runs, outdir):
     return paths
 
 
-def main(argv=None):
-    pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--transport", choices=("tcp", "rdma"), default="tcp")
-    known, rest = pre.parse_known_args(argv)
-    if known.transport == "rdma":
-        # Its own program (it builds on this module): the same process, its own options.
-        os.execv(sys.executable, [sys.executable, "-m", "tests.lab.verbs_experiment"] + rest)
+def parse_args(argv):
     parser = argparse.ArgumentParser(description="resex-libvirt lab: the ResEx experiment "
                                                  "on two QEMU/TCG guests")
     parser.add_argument("--transport", choices=("tcp", "rdma"), default="tcp",
@@ -981,9 +1013,9 @@ def main(argv=None):
                         help="[latency] window_reports of the agent")
     parser.add_argument("--decay-half-life", type=float, default=0.05,
                         help="[market] decay_half_life of the agent (epochs)")
-    parser.add_argument("--runs",
-                        default="base,interfered,free_market,io_shares,latency_target",
-                        help="runs: base, interfered and any installed policy name")
+    parser.add_argument("--runs", default=",".join(RUNS),
+                        help="runs: base, interfered, any installed policy name, the "
+                             "paper's variants and the peers (installed for the lab's agent)")
     parser.add_argument("--sweep", default="20,10,7,5,3,1",
                         help="static caps (%% of a pCPU) held on the interferer without the "
                              "agent, to show what any cap policy could reach ('' = none)")
@@ -993,69 +1025,97 @@ def main(argv=None):
     parser.add_argument("--no-install", action="store_true")
     parser.add_argument("--cap-period-us", type=int, default=10000,
                         help="CFS period of the caps ([libvirt] qemu_cap_period_us)")
-    args = parser.parse_args(argv)
-    if not harness.is_root():
-        print("the lab needs root (libvirtd, cgroups, bridges)", file=sys.stderr)
-        return 2
+    return parser.parse_args(argv)
+
+
+def start_process():
+    """Logging, and the signals that must still run the teardown."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="lab %(levelname)s %(name)s: %(message)s")
-    out = args.out or tempfile.mkdtemp(prefix="resex-lab-out-")
-    os.makedirs(out, exist_ok=True)
     # SIGTERM (a CI timeout) and Ctrl-C (even when started with SIGINT ignored, as a
-    # background job is) must still run the teardown below.
+    # background job is) must still run the teardown.
     signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    wanted = args.runs.split(",")
-    policies = {"base": "none", "interfered": "none"}
-    exp = Experiment(rate_mbit=args.rate_mbit, queue_ms=args.queue_ms,
-                     probe_rate=args.probe_rate, install=not args.no_install,
-                     period_us=args.cap_period_us)
+
+
+def run_all(exp, args):
+    """Every run of ``--runs`` and the sweep on a lab that is up: ``(base, sweep)``."""
     kw = {"warmup_s": args.warmup, "window_reports": args.window_reports,
           "decay_half_life": args.decay_half_life}
-    try:
-        exp.setup(threshold_pct=args.threshold, wait_s=args.wait)
-        print("lab up in %s: bottleneck %g Mbit/s (tbf queue %g ms), BenchEx at %g req/s"
-              % (exp.workdir, args.rate_mbit, args.queue_ms, args.probe_rate), flush=True)
-        base = exp.run("base", "none", args.seconds, interfere=False, **kw)
-        sla = base["latency"]["mean_us"]
-        exp.set_sla(sla, args.threshold)
-        print("base: mean %.0f us, p99 %.0f us -> resex:latency_sla_us = %.0f, threshold %g%%"
-              % (sla, base["latency"]["p99_us"], sla, args.threshold), flush=True)
-        for name in wanted:
-            if name == "base":
-                continue
-            r = exp.run(name, policies.get(name, name), args.seconds, interfere=True, **kw)
-            print("%s: p99 %.0f us, interferer %.2f Mbit/s, cap mean %s" % (
-                name, r["latency"]["p99_us"], r["interferer_mbit_s"],
-                r["interferer_cap_mean_pct"]), flush=True)
-        caps = [float(c) for c in args.sweep.split(",") if c.strip()]
-        sweep = exp.sweep([None] + caps, args.sweep_seconds) if caps else []
-    finally:
-        exp.teardown()
-    front = frontier(exp.runs, sweep, args.threshold)
-    summary = {"settings": vars(args), "sla_us": sla, "figures": figures(exp.runs),
-               "runs": exp.runs, "sweep": sweep, "frontier": front}
+    base = exp.run("base", "none", args.seconds, interfere=False, **kw)
+    sla = base["latency"]["mean_us"]
+    exp.set_sla(sla, args.threshold)
+    print("base: mean %.0f us, p99 %.0f us -> resex:latency_sla_us = %.0f, threshold %g%%"
+          % (sla, base["latency"]["p99_us"], sla, args.threshold), flush=True)
+    for name in args.runs.split(","):
+        if name == "base":
+            continue
+        r = exp.run(name, "none" if name == "interfered" else name, args.seconds,
+                    interfere=True, **kw)
+        print("%s: p99 %.0f us, interferer %.2f Mbit/s, cap mean %s" % (
+            name, r["latency"]["p99_us"], r["interferer_mbit_s"],
+            r["interferer_cap_mean_pct"]), flush=True)
+    caps = [float(c) for c in args.sweep.split(",") if c.strip()]
+    return base, (exp.sweep([None] + caps, args.sweep_seconds) if caps else [])
+
+
+def report(summary, out, args):
+    """Writes ``results.json`` and the plots; prints every table."""
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump(summary, f, indent=1)
-    paths = plot(exp.runs, out)
+    runs, sweep, front = summary["runs"], summary["sweep"], summary["frontier"]
+    paths = plot(runs, out)
     if front:
         paths.append(plot_frontier(front, out))
     print()
     print("ResEx on QEMU/TCG: sensitive guest's BenchEx latency, interferer's bulk TCP through "
           "a %g Mbit/s bottleneck (%g s runs):" % (args.rate_mbit, args.seconds))
-    print(format_table(exp.runs))
+    print(format_table(runs))
     if sweep:
         print()
         print("Static caps on the interferer, no agent (%g s each): the latency/throughput "
               "frontier any cap policy is on here:" % args.sweep_seconds)
-        print(format_sweep(sweep, base["latency"]))
+        print(format_sweep(sweep, runs[0]["latency"]))
     if front:
         print()
         print("Each policy against the static-cap sweep (swing: the interferer's cap, max - "
               "min over the second half of the run; frontier@p99: the most any static cap "
               "kept with a p99 no worse):")
         print(format_frontier(front))
+    for title, data in sidebyside.from_results(summary):
+        print()
+        print(sidebyside.format_all(data, title))
     print("results: %s; plots: %s" % (os.path.join(out, "results.json"), ", ".join(paths)))
+
+
+def main(argv=None):
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--transport", choices=("tcp", "rdma"), default="tcp")
+    known, rest = pre.parse_known_args(argv)
+    if known.transport == "rdma":
+        # Its own program (it builds on this module): the same process, its own options.
+        os.execv(sys.executable, [sys.executable, "-m", "tests.lab.verbs_experiment"] + rest)
+    args = parse_args(argv)
+    if not harness.is_root():
+        print("the lab needs root (libvirtd, cgroups, bridges)", file=sys.stderr)
+        return 2
+    start_process()
+    out = args.out or tempfile.mkdtemp(prefix="resex-lab-out-")
+    os.makedirs(out, exist_ok=True)
+    exp = Experiment(rate_mbit=args.rate_mbit, queue_ms=args.queue_ms,
+                     probe_rate=args.probe_rate, install=not args.no_install,
+                     period_us=args.cap_period_us)
+    try:
+        exp.setup(threshold_pct=args.threshold, wait_s=args.wait)
+        print("lab up in %s: bottleneck %g Mbit/s (tbf queue %g ms), BenchEx at %g req/s"
+              % (exp.workdir, args.rate_mbit, args.queue_ms, args.probe_rate), flush=True)
+        base, sweep = run_all(exp, args)
+    finally:
+        exp.teardown()
+    summary = {"settings": vars(args), "sla_us": base["latency"]["mean_us"],
+               "figures": figures(exp.runs), "runs": exp.runs, "sweep": sweep,
+               "frontier": frontier(exp.runs, sweep, args.threshold)}
+    report(summary, out, args)
     return 0
 
 

@@ -21,10 +21,11 @@ For each buffer size a fresh lab, then ``--rounds`` interleaved rounds of
 every configuration:
 
 * ``base`` (gate closed) and ``interfered`` (``[market] policy = none``);
-* each policy of ``--runs`` the agent has installed, with the real
-  ``resex-agent``, the SLA being the first base run's mean and
-  ``--threshold`` (``io_shares_paper`` is a research policy of
-  ``resex-sim``: said and skipped);
+* each policy of ``--runs``, with the real ``resex-agent``, the SLA being
+  the first base run's mean and ``--threshold``: the agent's plugins, and
+  the paper's ``io_shares_paper`` and the peers (``koordinator_suppress``,
+  ``crane_throttle``, ``ewma_step``), research policies the lab installs
+  for its agent (:func:`tests.lab.experiment.research_install`);
 * the static-cap sweep: ``--sweep`` caps held on the interferer by the
   actuator (no agent), for each CFS period of ``--sweep-periods`` (a capped
   guest runs, and sends, in bursts of one period's quota).
@@ -35,24 +36,28 @@ rate at its tap (offered bytes, retransmits included); its cap mean/min and
 swing (max - min over the run's second half); the seconds from the
 interferer's start until the sensitive guest's windows met the SLA three
 in a row; and the load average at the end of each round's run. Then the
-goals (the issue's table), ``results.json`` and ``verbs_frontier.png``.
+goals (the issue's table), the peers table (:mod:`tests.lab.sidebyside`),
+``results.json`` and ``verbs_frontier.png``.
 """
 
 import argparse
 import json
 import logging
 import os
-import signal
 import statistics
 import sys
 import tempfile
 
+from tests.lab import experiment
 from tests.lab import harness
+from tests.lab import sidebyside
 from tests.lab import verbs
 
 LOG = logging.getLogger(__name__)
 
-POLICIES = ("io_shares", "latency_target", "io_shares_paper")
+#: ``--runs`` by default: the project's policies, the paper's IOShares, the peers.
+POLICIES = ("io_shares", "latency_target", "io_shares_paper", "koordinator_suppress",
+            "crane_throttle", "ewma_step")
 
 
 def installed_policies():
@@ -208,7 +213,7 @@ def plot(per_size, outdir):
     return path
 
 
-def main(argv=None):
+def parse_args(argv):
     parser = argparse.ArgumentParser(
         prog="python -m tests.lab.experiment --transport rdma",
         description="resex-libvirt lab: the ResEx experiment on RDMA verbs (Soft-RoCE guests)")
@@ -227,86 +232,105 @@ def main(argv=None):
     parser.add_argument("--threshold", type=float, default=10.0)
     parser.add_argument("--window-reports", type=int, default=4)
     parser.add_argument("--bulk-size", type=int, default=65536)
-    parser.add_argument("--runs", default=",".join(POLICIES))
+    parser.add_argument("--runs", default=",".join(POLICIES),
+                        help="policies: any installed one, the paper's variants and the "
+                             "peers (installed for the lab's agent)")
     parser.add_argument("--sweep", default="20,5", help="static caps, %% of a pCPU")
     parser.add_argument("--sweep-periods", default="10000,100000",
                         help="CFS periods (us) of the static caps")
     parser.add_argument("--cap-period-us", type=int, default=10000,
                         help="CFS period of the agent's caps")
     parser.add_argument("--no-install", action="store_true")
-    args = parser.parse_args(argv)
-    if not harness.is_root():
-        print("the lab needs root (libvirtd, cgroups, bridges)", file=sys.stderr)
-        return 2
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="lab %(levelname)s %(name)s: %(message)s")
-    out = args.out or tempfile.mkdtemp(prefix="resex-verbs-out-")
-    os.makedirs(out, exist_ok=True)
-    signal.signal(signal.SIGTERM, lambda *a: sys.exit(143))
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    return parser.parse_args(argv)
+
+
+def plan_of(args):
+    """One round's configurations; a policy the agent cannot load is said and left out."""
     caps = [float(c) for c in args.sweep.split(",") if c.strip()]
     periods = [int(p) for p in args.sweep_periods.split(",") if p.strip()]
-    installed = installed_policies()
+    loadable = installed_policies() | set(experiment.research_policies())
     wanted = [r for r in args.runs.split(",") if r]
     for name in wanted:
-        if name not in installed and name not in ("base", "interfered"):
-            # io_shares_paper is a research policy of resex-sim, not an agent plugin.
-            print("policy %s is not installed for the agent (resex.policies): not run"
-                  % name, flush=True)
-    plan = configs([r for r in wanted if r in installed], caps, periods)
-    per_size, report, image = {}, {}, None
-    for size in [int(s) for s in args.sizes.split(",")]:
-        rate = request_rate(size, args.rate_mbit, args.load)
-        lab = verbs.VerbsLab(rate_mbit=args.rate_mbit, queue_ms=args.queue_ms,
-                             tool="benchex", size=size, rate=rate, verb=args.verb,
-                             bulk_size=args.bulk_size, install=not args.no_install,
-                             period_us=args.cap_period_us)
-        results = {name: [] for name, _k, _a in plan}
-        sla = None
-        try:
-            lab.setup(threshold_pct=args.threshold)
-            image = lab.image
-            print("size %d: lab up in %s, BenchEx %g req/s, bottleneck %g Mbit/s"
-                  % (size, lab.workdir, rate, args.rate_mbit), flush=True)
-            for rnd in range(args.rounds):
-                for name, kind, arg in plan:
-                    r = run_one(lab, kind, arg, args, sla)
-                    results[name].append(r)
-                    if sla is None and kind == "base":
-                        sla = (r["latency"]["mean_us"], args.threshold)
-                        lab.set_sla(*sla)
-                    print("size %d round %d %s: p99 %.0f us mean %.0f us goodput %.2f "
-                          "Mbit/s tap %.2f Mbit/s load %.1f" % (
-                              size, rnd + 1, name, r["latency"]["p99_us"],
-                              r["latency"]["mean_us"], r["interferer_goodput_mbit_s"],
-                              r["interferer_mbit_s"], r["load_avg"]), flush=True)
-        finally:
-            lab.teardown()
-        rows = [summarize(name, kind, results[name]) for name, kind, _a in plan]
-        per_size[size] = rows
-        report[size] = {"rate_req_s": rate, "sla": sla, "rows": rows,
-                        "goals": goals(rows, args.threshold)[0],
-                        "runs": {k: [{kk: vv for kk, vv in r.items() if kk != "polls"}
-                                     for r in v] for k, v in results.items()}}
-    with open(os.path.join(out, "results.json"), "w") as f:
-        json.dump({"settings": vars(args), "image": image, "sizes": report}, f, indent=1,
-                  default=str)
-    path = plot(per_size, out)
-    print()
-    for size, rows in sorted(per_size.items()):
+        if name not in loadable and name not in ("base", "interfered"):
+            print("policy %s is neither installed for the agent (resex.policies) nor one "
+                  "of the lab's research policies: not run" % name, flush=True)
+    return configs([r for r in wanted if r in loadable], caps, periods)
+
+
+def run_size(size, plan, args):
+    """A fresh lab for ``size``-byte requests, every round of ``plan``: its report entry."""
+    rate = request_rate(size, args.rate_mbit, args.load)
+    lab = verbs.VerbsLab(rate_mbit=args.rate_mbit, queue_ms=args.queue_ms,
+                         tool="benchex", size=size, rate=rate, verb=args.verb,
+                         bulk_size=args.bulk_size, install=not args.no_install,
+                         period_us=args.cap_period_us)
+    results = {name: [] for name, _k, _a in plan}
+    sla = None
+    try:
+        lab.setup(threshold_pct=args.threshold)
+        print("size %d: lab up in %s, BenchEx %g req/s, bottleneck %g Mbit/s"
+              % (size, lab.workdir, rate, args.rate_mbit), flush=True)
+        for rnd in range(args.rounds):
+            for name, kind, arg in plan:
+                r = run_one(lab, kind, arg, args, sla)
+                results[name].append(r)
+                if sla is None and kind == "base":
+                    sla = (r["latency"]["mean_us"], args.threshold)
+                    lab.set_sla(*sla)
+                print("size %d round %d %s: p99 %.0f us mean %.0f us goodput %.2f "
+                      "Mbit/s tap %.2f Mbit/s load %.1f" % (
+                          size, rnd + 1, name, r["latency"]["p99_us"],
+                          r["latency"]["mean_us"], r["interferer_goodput_mbit_s"],
+                          r["interferer_mbit_s"], r["load_avg"]), flush=True)
+    finally:
+        lab.teardown()
+    rows = [summarize(name, kind, results[name]) for name, kind, _a in plan]
+    return lab.image, {"rate_req_s": rate, "sla": sla, "rows": rows,
+                       "goals": goals(rows, args.threshold)[0],
+                       "runs": {k: [{kk: vv for kk, vv in r.items() if kk != "polls"}
+                                    for r in v] for k, v in results.items()}}
+
+
+def print_report(summary, path):
+    args = summary["settings"]
+    for size, rep in sorted(summary["sizes"].items()):
         print("ResEx on RDMA verbs (Soft-RoCE, QEMU/TCG): BenchEx --verb %s, %d-byte requests "
               "at %g req/s; ib_write_bw interferer; %g Mbit/s tbf; medians of %d rounds of "
-              "%g s:" % (args.verb, size, report[size]["rate_req_s"], args.rate_mbit,
-                         args.rounds, args.seconds))
-        print(format_table(rows))
-        for line in goals(rows, args.threshold)[1]:
+              "%g s:" % (args["verb"], size, rep["rate_req_s"], args["rate_mbit"],
+                         args["rounds"], args["seconds"]))
+        print(format_table(rep["rows"]))
+        for line in goals(rep["rows"], args["threshold"])[1]:
             print("  " + line)
         print()
+    for title, data in sidebyside.from_results(summary):
+        print(sidebyside.format_all(data, title))
+        print()
+    image = summary["image"]
     if image:
         print("guest image: %s, %.1f MB gzipped (%.1f MB unpacked), %d modules" % (
             image["initrd"], image["initrd_bytes"] / 1e6, image["unpacked_bytes"] / 1e6,
             len(image["modules"])))
-    print("results: %s; plot: %s" % (os.path.join(out, "results.json"), path))
+    print("results: %s; plot: %s" % (os.path.join(args["out"], "results.json"), path))
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if not harness.is_root():
+        print("the lab needs root (libvirtd, cgroups, bridges)", file=sys.stderr)
+        return 2
+    experiment.start_process()
+    args.out = args.out or tempfile.mkdtemp(prefix="resex-verbs-out-")
+    os.makedirs(args.out, exist_ok=True)
+    plan = plan_of(args)
+    report, image = {}, None
+    for size in [int(s) for s in args.sizes.split(",")]:
+        image, report[size] = run_size(size, plan, args)
+    summary = {"settings": vars(args), "image": image, "sizes": report}
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump(summary, f, indent=1, default=str)
+    path = plot({size: rep["rows"] for size, rep in report.items()}, args.out)
+    print()
+    print_report(summary, path)
     return 0
 
 
