@@ -31,7 +31,11 @@ socket). Runs, one fresh agent each:
   it sends nothing); its mean latency becomes its declared
   ``resex:latency_sla_us`` (libvirt metadata) for the runs that follow;
 * ``interfered``: both guests, ``[market] policy = none``;
-* ``free_market``: Algorithm 1; ``io_shares``: Algorithm 2.
+* each policy of ``--runs``: the project's (``free_market``, ``io_shares``,
+  ``latency_target``), the paper's variants and the peers
+  (``koordinator_suppress``, ``crane_throttle``, ``ewma_step``), the last
+  two kinds research policies the lab installs for its agent
+  (:func:`research_install`), never production entry points.
 
 For each: the sensitive guest's latency p50, p99, mean and standard
 deviation, the interferer's throughput (bytes the sink received per second)
@@ -42,6 +46,9 @@ and PNG plots (matplotlib, Agg) in ``--out``.
 Then a static sweep (no agent): fixed caps on the interferer, set through
 the agent's actuator, each measured the same way: the latency/throughput
 frontier on which every cap policy lies in this lab.
+
+Last the peers table (:mod:`tests.lab.sidebyside`): ``resex-sim compare
+--peers``' columns on these runs.
 
 The figure of merit: IOShares should cut the interference, the
 sensitive guest's p99 above its base, by at least 70 % while the
