@@ -856,15 +856,15 @@ def format_frontier(data):
     """The policy-vs-static-cap table (see :func:`frontier`)."""
     head = ("run", "cap mean/min %", "swing", "p99 us", "p99 cut", "mean us", "Mbit/s",
             "kept", "frontier@p99", "% of it")
-    lines = ["%-16s %14s %6s %9s %8s %9s %7s %5s %12s %7s" % head]
+    lines = ["%-20s %14s %6s %9s %8s %9s %7s %5s %12s %7s" % head]
     for r in data["static"]:
-        lines.append("%-16s %14s %6s %9.0f %8s %9.0f %7.2f %5s %12s %7s" % (
+        lines.append("%-20s %14s %6s %9.0f %8s %9.0f %7.2f %5s %12s %7s" % (
             "static " + ("none" if r["cap_pct"] is None else "%g" % r["cap_pct"]),
             "-" if r["cap_pct"] is None else "%g" % r["cap_pct"], "0", r["p99_us"],
             _pct(r["p99_cut_pct"]), r["mean_us"], r["mbit_s"], _pct(r["kept_pct"]),
             "-", "-"))
     for r in data["policies"]:
-        lines.append("%-16s %14s %6s %9.0f %8s %9.0f %7.2f %5s %12s %7s" % (
+        lines.append("%-20s %14s %6s %9.0f %8s %9.0f %7.2f %5s %12s %7s" % (
             r["name"], "-" if r["cap_mean_pct"] is None else "%.1f/%.1f" % (
                 r["cap_mean_pct"], r["cap_min_pct"]),
             "-" if r["swing_pct"] is None else "%.1f" % r["swing_pct"], r["p99_us"],
@@ -909,10 +909,10 @@ def plot_frontier(data, outdir):
 def format_table(runs):
     head = ("run", "p50 us", "p99 us", "mean us", "std us", "reqs", "intf Mbit/s",
             "cap mean %", "cap min %")
-    lines = ["%-12s %9s %9s %9s %9s %6s %12s %10s %9s" % head]
+    lines = ["%-20s %9s %9s %9s %9s %6s %12s %10s %9s" % head]
     for r in runs:
         lat = r["latency"]
-        lines.append("%-12s %9.0f %9.0f %9.0f %9.0f %6d %12.2f %10s %9s" % (
+        lines.append("%-20s %9.0f %9.0f %9.0f %9.0f %6d %12.2f %10s %9s" % (
             r["name"], lat["p50_us"], lat["p99_us"], lat["mean_us"], lat["std_us"], lat["n"],
             r["interferer_mbit_s"],
             "-" if r["interferer_cap_mean_pct"] is None else "%.1f" % r["interferer_cap_mean_pct"],

@@ -146,9 +146,12 @@ def versus(mine, peer):
 
 
 def faster(mine, peer):
-    """``project``, ``peer`` or ``tie``: who protected first (never is last)."""
-    a = mine["protect_s"] if mine.get("protect_s") is not None else float("inf")
-    b = peer["protect_s"] if peer.get("protect_s") is not None else float("inf")
+    """``project``, ``peer`` or ``tie``: who protected first (never is last); None: neither."""
+    a, b = mine.get("protect_s"), peer.get("protect_s")
+    if a is None and b is None:
+        return None
+    a = float("inf") if a is None else a
+    b = float("inf") if b is None else b
     return "tie" if a == b else ("project" if a < b else "peer")
 
 
@@ -180,7 +183,7 @@ def _protect(r):
 
 def format_table(data):
     """The rows, the frontier's among them, as ``resex-sim compare --peers`` prints them."""
-    fmt = "%-22s %11s %8s %11s %7s %7s %9s %7s"
+    fmt = "%-23s %13s %8s %11s %7s %7s %9s %7s"
     lines = [fmt % ("policy", "mean/SLA", "p99/SLA", "intf Mbit/s", "% unctl", "% front",
                     "protect s", "swing %")]
     rows = list(data["rows"])
@@ -211,8 +214,8 @@ def format_verdicts(data):
     lines = ["The project's best policy against each peer (tie: within %d%%):"
              % round(100 * TIE)]
     for v in vs:
-        lines.append("  %-22s vs %-15s better: %-7s on %-10s protects first: %s" % (
-            v["peer"], v["project"], v["winner"], v["on"], v["faster"]))
+        lines.append("  %-20s vs %-15s better: %-7s on %-10s protects first: %s" % (
+            v["peer"], v["project"], v["winner"], v["on"], v["faster"] or "neither"))
     matched = [v for v in vs if v["winner"] in ("peer", "tie")]
     quicker = [v for v in vs if v["faster"] in ("peer", "tie")]
     lines.append("  a peer matched or beat the project: %s" % (

@@ -242,6 +242,11 @@ class PeersTableTest(unittest.TestCase):
         self.assertEqual([], sidebyside.verdicts(data))
         self.assertIn("no verdict", sidebyside.format_verdicts(data))
 
+    def test_when_neither_protects_nobody_protected_first(self):
+        self.assertIsNone(sidebyside.faster({"protect_s": None}, {"protect_s": None}))
+        self.assertEqual("peer", sidebyside.faster({"protect_s": None}, {"protect_s": 9.0}))
+        self.assertEqual("tie", sidebyside.faster({"protect_s": 2.0}, {"protect_s": 2.0}))
+
 
 if __name__ == "__main__":
     unittest.main()
