@@ -742,6 +742,7 @@ class Experiment(harness.SetUpTearDown):
             sum(100.0 if c is None else c for c in caps) / len(caps) if caps else None)
         result["interferer_cap_min_pct"] = min(
             (100.0 if c is None else c for c in caps), default=None)
+        result["cap_swing_pct"] = cap_swing(result)
         self.runs.append(result)
         return result
 
@@ -793,11 +794,8 @@ def _pct(value):
 
 def cap_swing(run, settle_fraction=0.5):
     """Max minus min of the interferer's polled cap after ``settle_fraction`` of the run."""
-    polls = [p for p in run.get("polls", []) if INTERFERER in p]
-    late = polls[int(len(polls) * settle_fraction):]
-    caps = [100.0 if p[INTERFERER]["cap_pct"] is None else p[INTERFERER]["cap_pct"]
-            for p in late]
-    return (max(caps) - min(caps)) if caps else None
+    return sidebyside.swing([p[INTERFERER]["cap_pct"] for p in run.get("polls", [])
+                             if INTERFERER in p], settle_fraction)
 
 
 def frontier(runs, sweep, threshold_pct):

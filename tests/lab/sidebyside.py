@@ -49,15 +49,30 @@ PEERS = ("koordinator_suppress", "crane_throttle", "ewma_step")
 TIE = 0.02
 
 
-def protect_s(series, sla_us, threshold_pct):
-    """Seconds to the first of three SLA-meeting one-second windows in a row; None: never."""
-    from tests.lab import verbs
-    return verbs.sla_restored(series, sla_us, threshold_pct)
+def sla_restored(series, sla_us, threshold_pct, consecutive=3):
+    """Seconds from the start of ``series`` until ``consecutive`` windows in a row meet the SLA.
+
+    ``series`` is ``[(second, n, mean_us, p99_us)]``; a window meets the SLA
+    when its mean is within ``threshold_pct`` of ``sla_us``; the time is the
+    first of those windows'. None if never.
+    """
+    limit = sla_us * (1.0 + threshold_pct / 100.0)
+    run = 0
+    for i, (t, _n, mean_us, _p99) in enumerate(series):
+        run = run + 1 if mean_us <= limit else 0
+        if run >= consecutive:
+            return series[i - consecutive + 1][0]
+    return None
+
+
+def swing(caps, settle_fraction=0.5):
+    """Max minus min of polled caps (None: uncapped, 100) after ``settle_fraction`` of them."""
+    late = [100.0 if c is None else c for c in caps[int(len(caps) * settle_fraction):]]
+    return (max(late) - min(late)) if late else None
 
 
 def tcp_rows(summary):
     """The table's inputs from the TCP experiment's ``results.json`` (a dict)."""
-    from tests.lab import experiment
     thr = summary["settings"]["threshold"]
     rows = []
     for r in summary["runs"]:
@@ -67,8 +82,8 @@ def tcp_rows(summary):
                      "kind": "uncontrolled" if r["name"] == "interfered" else "policy",
                      "mean_us": r["latency"]["mean_us"], "p99_us": r["latency"]["p99_us"],
                      "mbit_s": r["interferer_mbit_s"],
-                     "protect_s": protect_s(r["latency_series"], summary["sla_us"], thr),
-                     "swing_pct": experiment.cap_swing(r)})
+                     "protect_s": sla_restored(r["latency_series"], summary["sla_us"], thr),
+                     "swing_pct": r.get("cap_swing_pct")})
     for s in summary["sweep"]:
         rows.append({"name": "static", "kind": "static",
                      "cap_pct": 100.0 if s["cap_pct"] is None else s["cap_pct"],

@@ -147,8 +147,9 @@ def tcp_summary():
     def run(name, mean, p99, mbit, means, caps):
         return {"name": name, "latency": {"mean_us": mean, "p99_us": p99},
                 "interferer_mbit_s": mbit, "latency_series": _series(means),
-                "polls": [{"t": i, experiment.INTERFERER: {"cap_pct": c}}
-                          for i, c in enumerate(caps)]}
+                "cap_swing_pct": experiment.cap_swing(
+                    {"polls": [{"t": i, experiment.INTERFERER: {"cap_pct": c}}
+                               for i, c in enumerate(caps)]})}
     return {
         "settings": {"threshold": 10.0, "seconds": 60.0, "sweep_seconds": 15.0},
         "sla_us": 1000.0,

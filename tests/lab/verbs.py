@@ -55,6 +55,7 @@ from tests.lab import experiment
 from tests.lab import harness
 from tests.lab import network
 from tests.lab import rdma
+from tests.lab import sidebyside
 
 LOG = logging.getLogger(__name__)
 
@@ -540,16 +541,5 @@ class VerbsLab(harness.SetUpTearDown):
         return result
 
 
-def sla_restored(series, sla_us, threshold_pct, consecutive=3):
-    """Seconds from the start of ``series`` until ``consecutive`` windows in a row meet the SLA.
-
-    A window meets it when its mean is within ``threshold_pct`` of
-    ``sla_us``; the time is the first of those windows'. None if never.
-    """
-    limit = sla_us * (1.0 + threshold_pct / 100.0)
-    run = 0
-    for i, (t, _n, mean_us, _p99) in enumerate(series):
-        run = run + 1 if mean_us <= limit else 0
-        if run >= consecutive:
-            return series[i - consecutive + 1][0]
-    return None
+#: The time to SLA of a run's one-second windows (the peers table's ``protect s`` too).
+sla_restored = sidebyside.sla_restored
