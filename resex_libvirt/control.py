@@ -65,6 +65,22 @@ class ReadsByRows(typing.Protocol):
 
 
 @typing.runtime_checkable
+class DelaysByRows(typing.Protocol):
+    """A hypervisor that reads vCPU run delays aligned with the market's rows (the simulated host)."""
+
+    def delay_times_rows(self, rows):
+        """Cumulative run delay (ns) of the VMs of ``rows`` in its order; -1: none."""
+
+
+@typing.runtime_checkable
+class ReportsRunDelay(typing.Protocol):
+    """A hypervisor that gives its vCPUs' run delay (a libvirt host: ``vcpu.<n>.delay``)."""
+
+    def vcpu_times(self):
+        """``{uuid: VcpuTimes}`` of the last CPU-time sweep."""
+
+
+@typing.runtime_checkable
 class CountsByRows(typing.Protocol):
     """A fabric monitor that reads I/O counters aligned with the market's rows."""
 
@@ -161,6 +177,10 @@ class Controller:
         # The optional capabilities, declared (the Protocols above), resolved once.
         self._cpu_rows = hypervisor.cpu_times_rows if isinstance(hypervisor, ReadsByRows) else None
         self._io_rows = fabric.counters_rows if isinstance(fabric, CountsByRows) else None
+        self._delay_rows = (hypervisor.delay_times_rows if isinstance(hypervisor, DelaysByRows)
+                            else None)
+        self._delay_map = (hypervisor.vcpu_times if isinstance(hypervisor, ReportsRunDelay)
+                           else None)
         self._evented = isinstance(hypervisor, FollowsEvents)
         self._originals = isinstance(hypervisor, ReportsOriginals)
         self._syncing = [s for s in self.latency_sources if isinstance(s, SyncsVMs)]
@@ -200,7 +220,8 @@ class Controller:
         try:
             vms = self.discover()
             cpu, io = self._readings(vms)
-            self.sampler.sample_rows(now, cpu, io, self.link().mtu, self.market.layout)
+            self.sampler.sample_rows(now, cpu, io, self.link().mtu, self.market.layout,
+                                     self._delays())
         except exceptions.ResexError as exc:
             LOG.debug("first readings failed: %s", exc)
 
@@ -218,12 +239,26 @@ class Controller:
             return cpu, {}
         return cpu, self._io_rows(rows) if self._io_rows is not None else self.fabric.counters(vms)
 
+    def _delays(self):
+        """The vCPUs' cumulative run delays of this sweep (ns), by rows when the adapter can.
+
+        Read after the CPU times: a libvirt host gives them from the same
+        bulk sweep (:meth:`~resex_libvirt.hypervisor.base.Hypervisor.vcpu_times`);
+        ``{}`` where the driver has none.
+        """
+        if self._delay_rows is not None:
+            return self._delay_rows(self.market.layout)
+        if self._delay_map is None:
+            return None
+        return {uuid: v.delay_ns for uuid, v in self._delay_map().items()}
+
     def step(self, now):
         """Run one interval ending at monotonic ``now``; ``None`` if it was skipped."""
         try:
             vms = self.discover()
             cpu, io = self._readings(vms)
-            samples = self.sampler.sample_rows(now, cpu, io, self.link().mtu, self.market.layout)
+            samples = self.sampler.sample_rows(now, cpu, io, self.link().mtu, self.market.layout,
+                                               self._delays())
         except exceptions.HypervisorUnavailable as exc:
             self.skipped = UNAVAILABLE
             if not self._down_logged:

@@ -49,9 +49,10 @@ class Sampler:
         self._names = []
         self._rows_ts = None
         self._has = self._ns = self._tx = self._rx = np.zeros(0, dtype=np.int64)
+        self._delay = None
         self._all = np.ones(0, dtype=bool)
 
-    def sample_rows(self, ts, cpu_times, io_counters, mtu, rows):
+    def sample_rows(self, ts, cpu_times, io_counters, mtu, rows, delays=None):
         """This sweep's samples as a :class:`SampleBatch` aligned with ``rows``.
 
         ``rows`` is the market's :attr:`~resex_libvirt.market.market.Market.layout`
@@ -62,6 +63,10 @@ class Sampler:
         running), ``io_counters`` a tuple ``(tx_bytes, rx_bytes)`` of int64
         arrays. A VM needs a reading in this sweep and the last to have a
         sample, and a reading below the last one counts from zero (a reset).
+        ``delays`` (optional) are the VMs' cumulative vCPU run delays (ns),
+        an int64 array aligned with ``rows`` or a mapping ``{vm: ns}``; the
+        batch's ``delay_pct`` is their increase in percent of one pCPU (0
+        where a VM has no reading in this sweep or the last).
         """
         names, version = rows.names, rows.version
         n = len(names)
@@ -108,8 +113,27 @@ class Sampler:
         # The MTUs started: a ceiling division (the deltas are never negative).
         mtus = d_tx + (mtu - 1)
         mtus //= mtu
+        delay_pct = None
+        if delays is not None or self._delay is not None:
+            delay_pct = self._delays(delays, seen, scale)
         return records.SampleBatch(self._names, version, ts, seen, d_cpu * scale, d_tx, mtus,
-                                   (rx, l_rx, mtu))
+                                   (rx, l_rx, mtu), delay_pct)
+
+    def _delays(self, delays, seen, scale):
+        """Run delay since the last sweep, percent of one pCPU (the last sweep's kept)."""
+        n = len(self._names)
+        if delays is None:
+            now = np.full(n, -1, dtype=np.int64)
+        elif isinstance(delays, np.ndarray):
+            now = delays
+        else:
+            now = np.fromiter((delays.get(vm, -1) for vm in self._names), np.int64, n)
+        last, self._delay = self._delay, now
+        if last is None or len(last) != n:
+            return np.zeros(n)
+        d = records.delta(now, last)
+        d[~seen | (now < 0) | (last < 0)] = 0
+        return d * scale
 
     def _realign(self, names, version):
         """Carry the last readings over to a new row order (VMs joined or left)."""
@@ -128,6 +152,9 @@ class Sampler:
             n = len(names)
             self._has = np.zeros(n, dtype=bool)
             self._ns = self._tx = self._rx = np.zeros(n, dtype=np.int64)
+        if self._delay is not None:
+            self._delay = (np.where(known, self._delay[take], -1) if len(self._delay)
+                           else np.full(len(names), -1, dtype=np.int64))
         # A copy, kept until the next change: batches share it.
         self._names = list(names)
         self._version = version

@@ -24,6 +24,7 @@ import collections.abc
 
 import numpy as np
 
+from resex_libvirt.market import cpu_contention
 from resex_libvirt.market import credit
 from resex_libvirt.market import interferers
 from resex_libvirt.market import policy
@@ -122,6 +123,11 @@ class IOShares(policy.Policy):
     * ``heavier`` is 1.1, not 1.5: six 128 KB senders each send only ~1.2
       times the 64 KB VM's rate, and all of them together are the
       interference; equal senders (ratio ~1, paper Fig. 8) are still spared.
+    * **CPU contention is interference too** (not in the paper, whose VMs
+      each have a pCPU): a sensitive VM whose vCPUs wait for a pCPU gets a
+      higher weight, and its CPU-using neighbours a cap if the weight is not
+      enough (:mod:`.cpu_contention`); the lower of that cap and the tax's
+      is in force.
     """
 
     name = "io_shares"
@@ -132,8 +138,8 @@ class IOShares(policy.Policy):
     #: sensitive VM's moving averages (NaN: none yet).
     columns = {**credit.COLUMNS, "tax_rate": (np.nan, np.float64),
                "tax_kind": (-1, np.int8), "smooth_intf": (np.nan, np.float64),
-               "smooth_mean": (np.nan, np.float64)}
-    options = credit.OPTIONS + (
+               "smooth_mean": (np.nan, np.float64), **cpu_contention.COLUMNS}
+    options = credit.OPTIONS + cpu_contention.OPTIONS + (
         DECAY_HALF_LIFE,
         policy.Option("heavier", 1.1, min=1.0, max=1000.0,
                       help="An interferer must demand at least this many times the victim's "
@@ -157,6 +163,12 @@ class IOShares(policy.Policy):
         self._reasons = {}
         self._taxes = []
         self._names = None
+        self._cpu = cpu_contention.State()
+        self._weights = {}
+
+    def weights(self):
+        """``{vm: factor}``: the boosts of sensitive VMs waiting for a pCPU (:mod:`.cpu_contention`)."""
+        return self._weights
 
     def reasons(self):
         return self._reasons
@@ -166,6 +178,7 @@ class IOShares(policy.Policy):
 
     def forget(self, vm):
         self._reasons.pop(vm, None)
+        self._weights.pop(vm, None)
 
     def _smooth(self, view):
         """Each reporting sensitive VM's interference, averaged over ``smoothing`` of an epoch.
@@ -214,6 +227,26 @@ class IOShares(policy.Policy):
             pairs = credit.spared(view, self.opts, self._reasons, self._taxed(view))
             credit.answer(view, self._reasons,
                           [(rows[~answered[rows]], caps[~answered[rows]]) for rows, caps in pairs])
+        self._contention(view)
+
+    def _contention(self, view):
+        """The CPU-contention rule's boosts, and its caps on top of the tax's (the lower wins)."""
+        t = view.t
+        moved = cpu_contention.decide(view, self.opts, self._cpu)
+        held = (~np.isnan(t.cc_cap)).nonzero()[0]
+        rows = np.union1d(moved, held).astype(np.intp) if len(moved) else held
+        if len(rows):
+            limit = t.limit[rows]
+            rate = np.fmax(t.tax_rate[rows], 1.0)
+            caps = np.fmin(limit / rate, t.credit_cap[rows])
+            if len(moved):
+                # A released tax-free row goes back to its limit (and its reason with it).
+                for k in moved.tolist():
+                    if t.tax_kind[k] > 0:
+                        t.tax_kind[k] = -1
+            cpu_contention.answer(view, rows, caps, rate, self._reasons)
+        if len(self._weights) or (t.cc_boost > 1.0).any():
+            self._weights = cpu_contention.weights(view)
 
     def _settle(self, view, rows, named, protected):
         """Decay the rates of the taxed VMs (``rows``) not named this interval; answer them all."""

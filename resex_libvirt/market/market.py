@@ -320,6 +320,7 @@ _COLUMNS = {
     "base_std": (np.nan, np.float64),
     # This interval's inputs.
     "seen": (False, bool), "cpu_pct": (0.0, np.float64), "tx_mtus": (0, np.int64),
+    "delay_pct": (0.0, np.float64),
     "tx_bytes": (0, np.int64), "win": (False, bool), "win_count": (0, np.int64),
     "win_mean": (np.nan, np.float64), "intf": (np.nan, np.float64),
     # The epoch's tallies; the cap is integrated over ticks on change.
@@ -347,7 +348,7 @@ class Market:
         self.specs = {}
         self._specs_ro = types.MappingProxyType(self.specs)
         self.view = policy_mod.SlotView(t, self._specs_ro, params.intervals_per_epoch,
-                                        params.min_cap_pct, self.ledger)
+                                        params.min_cap_pct, self.ledger, params.pcpus)
         self._snapshot = None
         self._layout = None
         self._reader_rows = None
@@ -452,6 +453,7 @@ class Market:
         self._cpu_price = table_mod.number(params.cpu_price)
         self._io_price = table_mod.number(params.io_price)
         self.view.min_cap_pct = params.min_cap_pct
+        self.view.pcpus = params.pcpus
         self.ledger.set_supply(params.cpu_supply, params.io_supply)
         t = self.table
         for vm, spec in self.specs.items():
@@ -572,6 +574,7 @@ class Market:
             samples = records.SampleBatch.of(samples, t.layout())
             got = samples.columns_for(t.version)
         t.seen, t.cpu_pct, t.tx_mtus, t.tx_bytes = got
+        t.delay_pct = samples.delay_pct
         return samples
 
     def _charge(self):

@@ -53,8 +53,10 @@ PROTECTED = "protected"
 TARGET = "target"
 #: Released: its victim's latency did not respond to its cap (:mod:`.response`).
 NO_RESPONSE = "no_response"
+#: Capped to the room a sensitive VM waiting for a pCPU leaves (:mod:`.cpu_contention`).
+CONTENTION = "contention"
 #: Every reason a policy may give, in order of display.
-REASONS = (UNCAPPED, CREDIT, TAX, DECAY, PROTECTED, TARGET, NO_RESPONSE)
+REASONS = (UNCAPPED, CREDIT, TAX, DECAY, PROTECTED, TARGET, NO_RESPONSE, CONTENTION)
 
 #: The fields of one taxation record: ``taxes()`` gives tuples in this order.
 TAX_FIELDS = ("victim", "interferer", "interference_pct", "io_share", "rate_increase", "rate")
@@ -118,8 +120,8 @@ class MarketView:
 #: (:attr:`Policy.columns`).
 READABLE = frozenset((
     "floor", "limit", "cap", "rate", "mtu_rate", "shares", "sensitive", "sla_us", "threshold",
-    "balance", "allocation", "seen", "cpu_pct", "tx_mtus", "win", "win_mean", "win_count",
-    "intf"))
+    "balance", "allocation", "seen", "cpu_pct", "tx_mtus", "delay_pct", "win", "win_mean",
+    "win_count", "intf"))
 
 
 class ReadOnlyColumns:
@@ -181,8 +183,8 @@ class SlotView:
     ``cap`` and ``rate`` (in force), ``mtu_rate`` (recent MTUs per
     interval), ``shares``, ``sensitive``, ``sla_us`` and ``threshold`` (the
     latency SLA, NaN without one), ``balance`` and ``allocation`` (the
-    ledger), this interval's ``seen``, ``cpu_pct`` and ``tx_mtus`` (the
-    samples), ``win`` (a latency window arrived), ``win_mean`` and
+    ledger), this interval's ``seen``, ``cpu_pct``, ``delay_pct`` (the
+    vCPUs' run delay) and ``tx_mtus`` (the samples), ``win`` (a latency window arrived), ``win_mean`` and
     ``win_count``, and ``intf``: the interference percentage of each
     sensitive VM that reported (NaN for the others).
 
@@ -191,10 +193,12 @@ class SlotView:
     touched only for the VMs concerned.
     """
 
-    def __init__(self, table, specs, intervals_per_epoch, min_cap_pct, ledger=None):
+    def __init__(self, table, specs, intervals_per_epoch, min_cap_pct, ledger=None, pcpus=1):
         self.t = table
         self.specs = specs
         self.ledger = ledger
+        #: The pCPUs the VMs share (the market's ``pcpus``).
+        self.pcpus = pcpus
         #: This interval's samples and latency windows, as the market was given
         #: them (for :class:`MappingPolicy`; the columns hold the same).
         self.samples = self.windows = types.MappingProxyType({})

@@ -35,7 +35,10 @@ class Sample(typing.NamedTuple):
     a VM with several vCPUs). ``tx_mtus`` is the number of link MTUs the VM
     sent (paper Section V-A: "we track the number of MTUs sent"). ``ts`` is
     the monotonic time at the end of the interval, in seconds; the market
-    itself never reads it. A named tuple: one is made per VM per interval.
+    itself never reads it. ``delay_pct`` is the time the VM's vCPUs sat
+    runnable without running (the host's run delay, ``vcpu.<n>.delay``), in
+    percent of one pCPU over the interval; 0 where the host gives none. A
+    named tuple: one is made per VM per interval.
     """
 
     vm: str
@@ -45,6 +48,7 @@ class Sample(typing.NamedTuple):
     tx_mtus: int = 0
     rx_bytes: int = 0
     rx_mtus: int = 0
+    delay_pct: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -133,6 +137,7 @@ class SampleBatch(collections.abc.Mapping):
         n = len(names)
         seen, cpu = [False] * n, [0.0] * n
         mtus, tx, rx, rx_mtus = [0] * n, [0] * n, [0] * n, [0] * n
+        delay = [0.0] * n
         slots = {vm: k for k, vm in enumerate(names)}
         ts = 0.0
         for vm, s in samples.items():
@@ -141,20 +146,25 @@ class SampleBatch(collections.abc.Mapping):
                 seen[k] = True
                 cpu[k], mtus[k], tx[k] = s.cpu_pct, s.tx_mtus, s.tx_bytes
                 rx[k], rx_mtus[k], ts = s.rx_bytes, s.rx_mtus, s.ts
+                delay[k] = s.delay_pct
         batch = cls(names, layout.version, ts, np.array(seen, dtype=bool),
                     np.fmax(np.array(cpu, dtype=np.float64), 0.0),
                     np.maximum(np.array(tx, dtype=np.int64), 0),
-                    np.maximum(np.array(mtus, dtype=np.int64), 0), None)
+                    np.maximum(np.array(mtus, dtype=np.int64), 0), None,
+                    np.fmax(np.array(delay, dtype=np.float64), 0.0))
         batch._rx = (np.array(rx, dtype=np.int64), np.array(rx_mtus, dtype=np.int64))
         batch._slots = slots
         return batch
 
-    def __init__(self, names, version, ts, seen, cpu_pct, tx_bytes, tx_mtus, receive):
+    def __init__(self, names, version, ts, seen, cpu_pct, tx_bytes, tx_mtus, receive,
+                 delay_pct=None):
         self.names = names
         self.version = version
         self.ts = ts
         self.seen = seen
         self.cpu_pct = cpu_pct
+        #: Run delay in percent of one pCPU (never below zero; zeros: none read).
+        self.delay_pct = np.zeros(len(names)) if delay_pct is None else delay_pct
         self.tx_bytes = tx_bytes
         self.tx_mtus = tx_mtus
         # (readings, last readings, MTU): received bytes, worked out on first use.
@@ -199,7 +209,8 @@ class SampleBatch(collections.abc.Mapping):
     def __getitem__(self, vm):
         k = self._slot(vm)
         return Sample(vm, self.ts, float(self.cpu_pct[k]), int(self.tx_bytes[k]),
-                      int(self.tx_mtus[k]), int(self.rx_bytes[k]), int(self.rx_mtus[k]))
+                      int(self.tx_mtus[k]), int(self.rx_bytes[k]), int(self.rx_mtus[k]),
+                      float(self.delay_pct[k]))
 
     def __contains__(self, vm):
         try:

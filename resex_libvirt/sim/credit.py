@@ -32,6 +32,12 @@ A cap of ``None`` (or >= 100: one vCPU cannot use more than its pCPU) is
 "uncapped": the VM runs whenever it has work, its pCPU being its own (the
 paper pins one VM per pCPU, so weights never matter and are not modelled).
 Periods are aligned to multiples of ``period_ns`` from time zero.
+
+Where the VMs share fewer pCPUs than they have vCPUs
+(:mod:`~resex_libvirt.sim.cpu_share`), the host also sets each VM's
+*share* of a pCPU for the period; the budget is then that of the lower of
+the cap and the share (``cap_pct``, what the engine reads), while
+``knob_pct`` stays the cap written through the knob.
 """
 
 INFINITE = float("inf")
@@ -40,13 +46,13 @@ INFINITE = float("inf")
 class CapScheduler:
     """The CPU budget of one single-vCPU VM under a credit-scheduler cap."""
 
-    __slots__ = ("period_ns", "cap_pct", "used_ns")
+    __slots__ = ("period_ns", "cap_pct", "knob_pct", "share_pct", "used_ns")
 
     def __init__(self, period_ns, cap_pct=None):
         if period_ns < 1:
             raise ValueError("period_ns must be >= 1")
         self.period_ns = int(period_ns)
-        self.cap_pct = None
+        self.cap_pct = self.knob_pct = self.share_pct = None
         self.used_ns = 0
         self.set_cap(cap_pct)
 
@@ -58,7 +64,21 @@ class CapScheduler:
                 raise ValueError("cap_pct must be > 0 (None means uncapped)")
             if cap_pct >= 100.0:
                 cap_pct = None
-        self.cap_pct = cap_pct
+        self.knob_pct = cap_pct
+        self._combine()
+
+    def set_share(self, share_pct):
+        """The VM's share of a pCPU this period (``None``: a whole pCPU; > 0 otherwise)."""
+        if share_pct is not None:
+            share_pct = float(share_pct)
+            if not share_pct > 0:
+                raise ValueError("share_pct must be > 0 (None means a whole pCPU)")
+        self.share_pct = share_pct
+        self._combine()
+
+    def _combine(self):
+        knob, share = self.knob_pct, self.share_pct
+        self.cap_pct = knob if share is None else (share if knob is None else min(knob, share))
 
     @property
     def capped(self):

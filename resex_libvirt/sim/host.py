@@ -18,7 +18,8 @@ same narrow interfaces as the real adapters, so the agent loop (and the
 fast runner) drive it exactly as they drive libvirt:
 
 * :class:`~resex_libvirt.hypervisor.base.Hypervisor`: the scenario's VMs
-  that are alive now (each on its own pCPU, as in the paper), their
+  that are alive now (each on its own pCPU, as in the paper, unless the
+  scenario gives fewer ``pcpus``: then they contend for them), their
   cumulative CPU time and run delay (:meth:`SimHost.vcpu_times`), and a
   Xen-like ``cap``/``weight`` knob;
 * :class:`~resex_libvirt.fabric.base.FabricMonitor`: cumulative transmit
@@ -104,7 +105,7 @@ class SimHost(hyp_base.Hypervisor, fabric_base.FabricMonitor):
     def __init__(self, scenario, model=None, window_size=64, freshness_s=0.05, reports=True):
         self.scenario = scenario
         self.testbed = testbed_mod.Testbed(scenario.link_bytes_per_s, seed=scenario.seed,
-                                           model=model)
+                                           model=model, pcpus=scenario.pcpus)
         self._lock = threading.RLock()
         self._defs = {}
         self._by_name = {}
@@ -193,7 +194,8 @@ class SimHost(hyp_base.Hypervisor, fabric_base.FabricMonitor):
             return {uuid: vm.cpu_ns for uuid, vm in self.testbed.vms.items() if vm.active}
 
     def vcpu_times(self):
-        """``{uuid: VcpuTimes}``: each running VM's run delay (parked by its cap, with work)."""
+        """``{uuid: VcpuTimes}``: each running VM's run delay (with work, parked by its cap
+        or waiting for a pCPU)."""
         with self._lock:
             return {uuid: hyp_base.VcpuTimes(vm.delay_ns, vm.cpu_ns, 1)
                     for uuid, vm in self.testbed.vms.items() if vm.active}
@@ -212,6 +214,13 @@ class SimHost(hyp_base.Hypervisor, fabric_base.FabricMonitor):
         with self._lock:
             vms = self._row_vms(rows)
             return np.fromiter((vm.cpu_ns if vm is not None and vm.active else -1
+                                for vm in vms), np.int64, len(vms))
+
+    def delay_times_rows(self, rows):
+        """Run delay ns of the VMs of ``rows`` (the market's table) in its order; -1: not running."""
+        with self._lock:
+            vms = self._row_vms(rows)
+            return np.fromiter((vm.delay_ns if vm is not None and vm.active else -1
                                 for vm in vms), np.int64, len(vms))
 
     def set_knobs(self, uuid, cap_pct, weight):
@@ -236,7 +245,7 @@ class SimHost(hyp_base.Hypervisor, fabric_base.FabricMonitor):
         """Xen credit's raw parameters: ``cap`` (0 = uncapped) and ``weight``."""
         with self._lock:
             vm = self._vm(uuid)
-            cap = vm.sched.cap_pct
+            cap = vm.sched.knob_pct
             return {"cap": 0 if cap is None else cap, "weight": vm.weight}
 
     def restore_knobs(self, uuid, params):
@@ -248,8 +257,8 @@ class SimHost(hyp_base.Hypervisor, fabric_base.FabricMonitor):
         self.set_knobs(uuid, None if cap <= 0 else cap, weight)
 
     def pcpus(self):
-        """One pCPU per VM of the scenario (paper Section VII)."""
-        return len(self.scenario.vms)
+        """The scenario's ``pcpus``: by default one per VM (paper Section VII)."""
+        return self.scenario.pcpus or len(self.scenario.vms)
 
     # -- FabricMonitor ------------------------------------------------------------
     def counters(self, vms):

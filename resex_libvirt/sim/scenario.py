@@ -52,7 +52,7 @@ NAMESPACE = uuid_mod.UUID("6f1c1b52-7d1e-4b8e-9a57-52e5c0a7e2d1")
 SUFFIX = ".toml"
 
 _TOP_KEYS = {"name", "description", "duration_s", "interval_s", "epoch_s", "seed",
-             "realtime", "warmup_s", "link", "vms"}
+             "realtime", "warmup_s", "link", "vms", "pcpus"}
 _LINK_KEYS = {"bytes_per_s", "mtu"}
 _VM_KEYS = {"name", "buffer", "compute_us", "clients", "think_us", "arrival_rate_per_s",
             "arrival_process", "start_s", "stop_s", "vcpus", "sla"}
@@ -91,6 +91,7 @@ class Scenario:
     warmup_s: float = 0.0
     link_bytes_per_s: float = float(1 << 30)
     mtu: int = 1024
+    pcpus: int | None = None
     description: str = ""
     path: str | None = None
     warnings: tuple = ()
@@ -282,6 +283,7 @@ def parse(data, source="<scenario>", default_name="scenario"):
     seed = top.number(data, "seed", 1, integer=True, minimum=0)
     realtime = top.number(data, "realtime", 0.0, minimum=0.0, maximum=1000.0)
     warmup = top.number(data, "warmup_s", 0.0, minimum=0.0)
+    pcpus = top.number(data, "pcpus", None, integer=True, minimum=1, maximum=4096)
     if warmup >= duration:
         raise top.error("warmup_s", "must be shorter than duration_s")
 
@@ -314,7 +316,7 @@ def parse(data, source="<scenario>", default_name="scenario"):
     return Scenario(name=name, description=top.string(data, "description", ""),
                     vms=tuple(vms), duration_s=duration, interval_s=interval, epoch_s=epoch,
                     seed=seed, realtime=realtime, warmup_s=warmup, link_bytes_per_s=bytes_per_s,
-                    mtu=mtu, path=source, warnings=tuple(warnings))
+                    mtu=mtu, pcpus=pcpus, path=source, warnings=tuple(warnings))
 
 
 #: An SLA may sit this far below the VM's computed base latency (rounding: the

@@ -42,12 +42,20 @@ counted as the link carries them. A VM that has work (computing or polling)
 while its cap has parked it accumulates *run delay* (``delay_ns``): the time
 a Linux host counts in the vCPU thread's schedstat run delay when a CFS
 quota throttles it, and libvirt reports as ``vcpu.<n>.delay``.
+
+With ``pcpus`` fewer than the running VMs, the VMs contend for the pCPUs:
+at each period's start every VM's share of a pCPU is worked out by weight
+(:mod:`~resex_libvirt.sim.cpu_share`) and bounds its budget as a cap does,
+so a VM with work beyond its share waits, and that wait is run delay too.
+By default (``pcpus=None``) every VM has a pCPU of its own, as in the
+paper, and shares never apply.
 """
 
 import heapq
 import math
 import random
 
+from resex_libvirt.sim import cpu_share
 from resex_libvirt.sim import credit
 from resex_libvirt.sim import link as link_mod
 from resex_libvirt.sim import model as model_mod
@@ -76,6 +84,7 @@ class SimVM:
         self.on_cpu = False      # running since synced_ns (until its next event)
         self.parked = False      # has work but no budget since synced_ns (run delay)
         self.delay_ns = 0        # cumulative run delay: runnable, not running
+        self.runnable_ns = 0     # cpu_ns + delay_ns at the last period's start
         self.next_ns = None      # its next event (the heap may hold stale ones)
 
     @property
@@ -90,8 +99,11 @@ class SimVM:
 class Testbed:
     """A host of VMs sharing one link; advance it with :meth:`run_until`."""
 
-    def __init__(self, link_bytes_per_s, seed=0, model=None):
+    def __init__(self, link_bytes_per_s, seed=0, model=None, pcpus=None):
+        if pcpus is not None and pcpus < 1:
+            raise ValueError("pcpus must be >= 1 (None: one per VM)")
         self.model = model or model_mod.CALIBRATED
+        self.pcpus = pcpus
         self.link = link_mod.Link(link_bytes_per_s)
         self.seed = seed
         self.now_ns = 0
@@ -338,6 +350,23 @@ class Testbed:
             self._sync(vm, now)
             vm.sched.new_period()
             due[vm.order] = vm
+        if self.pcpus is not None:
+            self._share_pcpus()
+
+    def _share_pcpus(self):
+        """Each running VM's share of the pCPUs for the period starting now (cpu_share)."""
+        period = self.model.sched_period_ns
+        running = [vm for vm in self.vms.values() if vm.state == "active"]
+        demands = []
+        for vm in running:
+            runnable = vm.cpu_ns + vm.delay_ns
+            demands.append(100.0 * min(period, runnable - vm.runnable_ns) / period)
+            vm.runnable_ns = runnable
+        shares = cpu_share.entitlements(demands, [vm.weight for vm in running],
+                                        [vm.sched.knob_pct for vm in running], self.pcpus)
+        for vm, share in zip(running, shares):
+            if share != vm.sched.share_pct:
+                vm.sched.set_share(share)
 
     def _sync(self, vm, now):
         """Account the CPU ``vm`` used since it was last brought up to date."""

@@ -1,0 +1,249 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""CPU contention as interference: functions over the market's columns.
+
+A latency-sensitive VM whose vCPUs wait for a pCPU (the host's run delay,
+``delay_pct``) is helped first by a higher scheduler weight (Xen and Co.'s
+preference for the VM that benefits most), then, if the weight at its
+ceiling is not enough, by capping its CPU-using neighbours to the room it
+leaves, split by mClock's reservation / shares / limit. A policy that
+applies the rule declares :data:`COLUMNS` and :data:`OPTIONS` and calls
+:func:`decide` every interval and :func:`answer` after its own answers.
+The rule and its limits are in ``doc/source/market.rst``.
+"""
+
+import math
+
+import numpy as np
+
+from resex_libvirt.market import policy
+
+#: ``cc_wait`` and ``cc_run``: each VM's smoothed run delay and CPU use (percent
+#: of one pCPU; NaN: none yet); ``cc_boost``: the weight factor in force
+#: (1: none); ``cc_cap``: the cap the rule holds on a neighbour (NaN: none).
+COLUMNS = {"cc_wait": (np.nan, np.float64), "cc_run": (np.nan, np.float64),
+           "cc_boost": (1.0, np.float64), "cc_cap": (np.nan, np.float64)}
+
+OPTIONS = (
+    policy.Option("cpu_boost_max", 8.0, min=1.0, max=256.0,
+                  help="CPU contention: the highest weight factor a sensitive VM whose "
+                       "vCPUs wait for a pCPU is given (1: no boost)."),
+    policy.Option("cpu_caps", True,
+                  help="CPU contention: when the boost at cpu_boost_max is not enough, cap "
+                       "the VMs that use the CPU to the room the waiting VMs leave (mClock: "
+                       "reservation first, then shares, never above the limit)."),
+    policy.Option("cpu_smoothing", 0.02, min=0.0, max=1.0,
+                  help="CPU contention: run delay and CPU use are moving averages over this "
+                       "fraction of an epoch."),
+    policy.Option("cpu_period", 0.01, min=0.0, max=1.0, open_min=True,
+                  help="CPU contention: fraction of an epoch between two updates (10 ms at "
+                       "the paper's 1 ms interval: one scheduling period)."),
+    policy.Option("cpu_half_life", 0.1, min=0.001, max=100.0,
+                  help="CPU contention: half-life, in epochs, of a boost or a cap once no "
+                       "sensitive VM waits."),
+)
+
+#: Run delay under this percent of one pCPU is noise, not evidence (the
+#: board's :data:`~resex_libvirt.board.evidence.MIN_DELAY_FRACTION`).
+MIN_WAIT_PCT = 0.1
+
+
+class State:
+    """The rule's per-policy counters (its per-VM state is in :data:`COLUMNS`).
+
+    ``quiet``: no VM has run delay on record and the rule holds nothing,
+    so an interval without run delay changes nothing (the common case of a
+    host whose VMs each have a pCPU: a few operations, not the rule).
+    """
+
+    __slots__ = ("since", "quiet")
+
+    def __init__(self):
+        self.since = 0
+        self.quiet = True
+
+
+def smooth(view, opts, state):
+    """Fold this interval's ``delay_pct`` and ``cpu_pct`` into ``cc_wait`` and ``cc_run``.
+
+    A VM whose cap was below its limit this interval starts afresh (NaN):
+    its run delay was its own cap's throttling, not evidence of contention.
+    Returns False when there was nothing to do (``state.quiet``).
+    """
+    t = view.t
+    seen = t.seen
+    if state.quiet and not t.delay_pct.any():
+        return False
+    if not seen.any():
+        return True
+    alpha = 1.0 / max(1.0, opts.cpu_smoothing * view.intervals_per_epoch)
+    capped = t.cap < t.limit
+    for col, new in (("cc_wait", t.delay_pct), ("cc_run", t.cpu_pct)):
+        old = getattr(t, col)
+        upd = np.where(np.isnan(old), new, old + alpha * (new - old))
+        setattr(t, col, np.where(capped, np.nan, np.where(seen, upd, old)))
+    return True
+
+
+def victims(t):
+    """Mask of the sensitive VMs whose vCPUs wait for a pCPU beyond their SLA's threshold.
+
+    Waiting evidence is required: a smoothed run delay above
+    :data:`MIN_WAIT_PCT` that stretches the VM's CPU work by more than its
+    ``interference_threshold_pct`` (``100 x wait / run``), while its cap is
+    at its limit (a cap's throttling is run delay too, and no neighbour
+    causes it). A VM whose last latency window is within its SLA's bound is
+    not a victim, whatever the host sees (a claim may veto, never start,
+    an action).
+    """
+    wait, run = t.cc_wait, t.cc_run
+    waiting = t.sensitive & (wait > MIN_WAIT_PCT)
+    stretch = 100.0 * np.divide(wait, run, out=np.full(len(t), np.inf), where=run > 0.0)
+    waiting &= stretch > t.threshold
+    fine = t.win & (t.win_mean <= t.sla_us * (1.0 + t.threshold / 100.0))
+    return waiting & ~fine
+
+
+def mclock_split(room, floor, limit, shares):
+    """Divide ``room`` percent of pCPU time: reservations first, then by shares, up to limits.
+
+    mClock (Gulati, Merchant, Varman, OSDI 2010, Section 3): each VM gets
+    its reservation ``floor``; what is left is split in proportion to
+    ``shares`` (water-filling: a VM at its ``limit`` leaves the rest to the
+    others). Never below ``floor`` (even if the reservations add up to more
+    than ``room``), never above ``limit``.
+    """
+    n = len(floor)
+    got = np.array(floor, dtype=np.float64)
+    left = room - float(got.sum())
+    open_ = got < limit
+    while left > 1e-9 and open_.any():
+        w = np.where(open_, shares, 0.0)
+        total = float(w.sum())
+        if total <= 0.0:
+            w = open_.astype(np.float64)
+            total = float(w.sum())
+        add = left * w / total
+        new = np.minimum(got + add, limit)
+        left -= float((new - got).sum())
+        got = new
+        open_ = got < limit - 1e-9
+        if n == 0:
+            break
+    return np.minimum(np.maximum(got, floor), limit)
+
+
+def decide(view, opts, state):
+    """Update the boosts and caps of the CPU-contention rule; returns the rows whose cap moved.
+
+    Every ``cpu_period`` of an epoch: each victim's (:func:`victims`) weight
+    factor rises by its stretch (``x (1 + wait / run)``), up to
+    ``cpu_boost_max``; a victim already at that ceiling gets its neighbours
+    capped (``cpu_caps``): the VMs that use CPU and are not victims share
+    ``100 x pcpus`` minus what the victims demand (``run + wait``) by
+    :func:`mclock_split`, and a neighbour using more than its part is capped
+    there. A VM's boost decays back (half-life ``cpu_half_life``) while it
+    does not wait at all, the caps while no sensitive VM does; a wait
+    under the threshold holds both where they are. Rows of caps set or
+    released are returned.
+    """
+    nothing = np.zeros(0, dtype=np.intp)
+    every = max(1, round(opts.cpu_period * view.intervals_per_epoch))
+    state.since += 1
+    if not smooth(view, opts, state):
+        return nothing
+    if state.since < every:
+        return nothing
+    state.since = 0
+    t = view.t
+    hit = victims(t)
+    # Held, not decayed, while a sensitive VM still waits at all (hysteresis:
+    # decay until the wait is back, then stay).
+    waiting = t.sensitive & (t.cc_wait > MIN_WAIT_PCT)
+    boost = t.cc_boost
+    held = t.cc_cap
+    factor = math.pow(0.5, 1.0 / max(1e-9, opts.cpu_half_life * view.intervals_per_epoch
+                                     / every))
+    calm = ~waiting & (boost > 1.0)
+    if calm.any():
+        decayed = 1.0 + (boost - 1.0) * factor
+        boost = np.where(calm, np.where(decayed < 1.0 + 1e-6, 1.0, decayed), boost)
+    run = np.nan_to_num(t.cc_run)
+    wait = np.nan_to_num(t.cc_wait)
+    if hit.any():
+        stretch = np.divide(wait, run, out=np.full(len(t), 1.0), where=run > 0.0)
+        boost = np.where(hit, np.minimum(opts.cpu_boost_max, boost * (1.0 + stretch)), boost)
+    t.cc_boost = boost
+    moved = []
+    full = hit & (boost >= opts.cpu_boost_max)
+    if opts.cpu_caps and full.any():
+        demand = float(np.minimum(run + wait, t.limit)[hit].sum())
+        room = max(0.0, 100.0 * view.pcpus - demand)
+        users = ~hit & t.seen & (run > 0.0)
+        rows = users.nonzero()[0]
+        if len(rows):
+            part = mclock_split(room, t.floor[rows], t.limit[rows], t.shares[rows])
+            cur = np.where(np.isnan(held[rows]), t.limit[rows], held[rows])
+            new = np.minimum(cur, np.maximum(part, t.floor[rows]))
+            over = run[rows] > part
+            new = np.where(over, new, cur)
+            change = new < cur
+            if change.any():
+                held[rows[change]] = new[change]
+                moved.append(rows[change])
+    elif not waiting.any():
+        rows = (~np.isnan(held)).nonzero()[0]
+        if len(rows):
+            limit = t.limit[rows]
+            # Back towards the limit: the gap halves every half-life.
+            grown = limit - (limit - held[rows]) * factor
+            back = grown >= limit - 0.5
+            held[rows] = np.where(back, np.nan, grown)
+            moved.append(rows)
+    state.quiet = not (np.nan_to_num(t.cc_wait) > 0.0).any() and not (boost > 1.0).any() \
+        and np.isnan(held).all()
+    if state.quiet:
+        t.cc_wait = np.full(len(t), np.nan)
+        t.cc_run = np.full(len(t), np.nan)
+    if not moved:
+        return nothing
+    return np.unique(np.concatenate(moved))
+
+
+def weights(view):
+    """``{vm: factor}`` of the boosts in force (:meth:`~.policy.Policy.weights`)."""
+    t = view.t
+    rows = (t.cc_boost > 1.0).nonzero()[0]
+    return {t.names[k]: float(t.cc_boost[k]) for k in rows.tolist()}
+
+
+def answer(view, rows, caps, rates, reasons):
+    """Answer the rule's caps for ``rows`` on top of ``caps`` (each row's cap otherwise).
+
+    ``caps`` and ``rates`` are what the policy's own rules give these rows
+    (their limit and 1.0 when nothing holds them); the lower cap wins.
+    Reasons: :data:`~.policy.CONTENTION` where the rule's cap binds.
+    """
+    if not len(rows):
+        return
+    t = view.t
+    held = t.cc_cap[rows]
+    binds = ~np.isnan(held) & (held < caps)
+    final = view.clamp(np.where(binds, held, caps), rows)
+    view.answer(rows, final, rates)
+    names = t.names
+    for k, b in zip(rows.tolist(), binds.tolist()):
+        if b:
+            reasons[names[k]] = policy.CONTENTION
+        elif reasons.get(names[k]) == policy.CONTENTION:
+            reasons[names[k]] = policy.UNCAPPED
