@@ -66,7 +66,7 @@ class ReadsByRows(typing.Protocol):
 
 @typing.runtime_checkable
 class DelaysByRows(typing.Protocol):
-    """A hypervisor that reads vCPU run delays aligned with the market's rows (the simulated host)."""
+    """A hypervisor that reads run delays aligned with the market's rows (the simulated host)."""
 
     def delay_times_rows(self, rows):
         """Cumulative run delay (ns) of the VMs of ``rows`` in its order; -1: none."""

@@ -167,7 +167,7 @@ class IOShares(policy.Policy):
         self._weights = {}
 
     def weights(self):
-        """``{vm: factor}``: the boosts of sensitive VMs waiting for a pCPU (:mod:`.cpu_contention`)."""
+        """``{vm: factor}``: weight boosts: sensitive VMs waiting for a pCPU."""
         return self._weights
 
     def reasons(self):

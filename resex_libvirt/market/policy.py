@@ -184,9 +184,9 @@ class SlotView:
     interval), ``shares``, ``sensitive``, ``sla_us`` and ``threshold`` (the
     latency SLA, NaN without one), ``balance`` and ``allocation`` (the
     ledger), this interval's ``seen``, ``cpu_pct``, ``delay_pct`` (the
-    vCPUs' run delay) and ``tx_mtus`` (the samples), ``win`` (a latency window arrived), ``win_mean`` and
-    ``win_count``, and ``intf``: the interference percentage of each
-    sensitive VM that reported (NaN for the others).
+    vCPUs' run delay) and ``tx_mtus`` (the samples), ``win`` (a latency
+    window arrived), ``win_mean`` and ``win_count``, and ``intf``: the
+    interference percentage of each sensitive VM that reported (NaN for the others).
 
     A policy answers with :meth:`answer` (a VM not answered keeps its cap
     and rate); ``specs`` and ``reasons`` stay keyed by VM name, and are

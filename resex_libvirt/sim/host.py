@@ -194,8 +194,7 @@ class SimHost(hyp_base.Hypervisor, fabric_base.FabricMonitor):
             return {uuid: vm.cpu_ns for uuid, vm in self.testbed.vms.items() if vm.active}
 
     def vcpu_times(self):
-        """``{uuid: VcpuTimes}``: each running VM's run delay (with work, parked by its cap
-        or waiting for a pCPU)."""
+        """``{uuid: VcpuTimes}``: each running VM's run delay (parked with work: cap, pCPUs)."""
         with self._lock:
             return {uuid: hyp_base.VcpuTimes(vm.delay_ns, vm.cpu_ns, 1)
                     for uuid, vm in self.testbed.vms.items() if vm.active}
@@ -217,7 +216,7 @@ class SimHost(hyp_base.Hypervisor, fabric_base.FabricMonitor):
                                 for vm in vms), np.int64, len(vms))
 
     def delay_times_rows(self, rows):
-        """Run delay ns of the VMs of ``rows`` (the market's table) in its order; -1: not running."""
+        """Run delay ns of the VMs of ``rows`` (the market's table) in order; -1: not running."""
         with self._lock:
             vms = self._row_vms(rows)
             return np.fromiter((vm.delay_ns if vm is not None and vm.active else -1

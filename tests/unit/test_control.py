@@ -214,8 +214,8 @@ class _MappingsOnly:
 
 class ReadingsByRowsTest(unittest.TestCase):
 
-    def _run(self, wrap, policy="io_shares"):
-        sc = scenario_mod.load("paper_64k_vs_2m").with_duration(0.3)
+    def _run(self, wrap, policy="io_shares", name="paper_64k_vs_2m"):
+        sc = scenario_mod.load(name).with_duration(0.3)
         host = host_mod.SimHost(sc)
         link = host.link()
         params = market_mod.MarketParams(
@@ -229,7 +229,8 @@ class ReadingsByRowsTest(unittest.TestCase):
         for i in range(1, 300):
             host.advance_to(i * sc.interval_s)
             done = ctl.step(host.now())
-            caps.append(sorted((vm, d.cap_pct, d.rate) for vm, d in done.decisions.items()))
+            caps.append(sorted((vm, d.cap_pct, d.rate, d.weight)
+                               for vm, d in done.decisions.items()))
             if i % 100 == 0:
                 ctl.market.end_epoch()
         return caps, ctl.table(sc.interval_s)
@@ -239,4 +240,13 @@ class ReadingsByRowsTest(unittest.TestCase):
         by_mappings = self._run(_MappingsOnly)
         self.assertTrue(hasattr(host_mod.SimHost, "cpu_times_rows"))
         self.assertEqual(by_mappings, by_rows)
-        self.assertTrue(any(cap < 100.0 for step in by_rows[0] for _vm, cap, _rate in step))
+        self.assertTrue(any(cap < 100.0 for step in by_rows[0] for _vm, cap, _rate, _w in step))
+
+    def test_run_delay_reaches_the_market_by_rows_and_by_mappings(self):
+        # CPU contention: the sensitive VM's weight rises on its run delay,
+        # read by rows (the simulated host) or from vcpu_times (libvirt's way).
+        by_rows = self._run(lambda host: host, name="cpu_hog")
+        by_mappings = self._run(_MappingsOnly, name="cpu_hog")
+        self.assertEqual(by_mappings, by_rows)
+        self.assertTrue(any(w > market_mod.market.BASE_WEIGHT
+                            for step in by_rows[0] for _vm, _cap, _rate, w in step))

@@ -115,6 +115,31 @@ class SampleRowsTest(unittest.TestCase):
         batch = s.sample_rows(1.0, {"b": 10**9, "c": 2 * 10**8}, {}, 1024, t)
         self.assertEqual([100.0, 20.0], batch.cpu_pct.tolist())
 
+    def test_run_delay_is_a_percentage_of_one_pcpu(self):
+        t = self._table("a", "b")
+        s = sampling.Sampler()
+        s.sample_rows(0.0, {"a": 0, "b": 0}, {}, 1024, t, {"a": 0, "b": 10**9})
+        batch = s.sample_rows(1.0, {"a": 10**9, "b": 10**9}, {}, 1024, t,
+                              {"a": 25 * 10**7, "b": 10**9})
+        self.assertEqual([25.0, 0.0], batch.delay_pct.tolist())
+        self.assertEqual(25.0, batch["a"].delay_pct)
+
+    def test_run_delay_follows_a_vm_leaving_and_a_missing_reading(self):
+        t = self._table("a", "b", "c")
+        s = sampling.Sampler()
+        s.sample_rows(0.0, {"a": 0, "b": 0, "c": 0}, {}, 1024, t, {"a": 0, "b": 0, "c": 0})
+        t.remove("a")
+        batch = s.sample_rows(1.0, {"b": 10**9, "c": 10**9}, {}, 1024, t,
+                              {"b": 5 * 10**8})
+        self.assertEqual([50.0, 0.0], batch.delay_pct.tolist())
+
+    def test_no_run_delay_given_is_zero(self):
+        t = self._table("a")
+        s = sampling.Sampler()
+        s.sample_rows(0.0, {"a": 0}, {}, 1024, t)
+        batch = s.sample_rows(1.0, {"a": 10**9}, {}, 1024, t)
+        self.assertEqual([0.0], batch.delay_pct.tolist())
+
     def test_a_vm_missing_from_a_sweep_has_no_sample_and_zero_usage(self):
         t = self._table("a", "b")
         s = sampling.Sampler()
