@@ -42,6 +42,9 @@ OPTIONS = (
                   help="CPU contention: when the boost at cpu_boost_max is not enough, cap "
                        "the VMs that use the CPU to the room the waiting VMs leave (mClock: "
                        "reservation first, then shares, never above the limit)."),
+    policy.Option("cpu_target", 0.5, min=0.0, max=1.0,
+                  help="CPU contention: the caps leave each waiting VM a stretch (run delay "
+                       "over run time) of this fraction of its SLA's threshold."),
     policy.Option("cpu_smoothing", 0.02, min=0.0, max=1.0,
                   help="CPU contention: run delay and CPU use are moving averages over this "
                        "fraction of an epoch."),
@@ -76,8 +79,8 @@ class State:
 def smooth(view, opts, state):
     """Fold this interval's ``delay_pct`` and ``cpu_pct`` into ``cc_wait`` and ``cc_run``.
 
-    A VM whose cap was below its limit this interval starts afresh (NaN):
-    its run delay was its own cap's throttling, not evidence of contention.
+    The run delay of a VM whose cap was below its limit this interval starts
+    afresh (NaN): it was its own cap's throttling, not evidence of contention.
     Returns False when there was nothing to do (``state.quiet``).
     """
     t = view.t
@@ -91,8 +94,20 @@ def smooth(view, opts, state):
     for col, new in (("cc_wait", t.delay_pct), ("cc_run", t.cpu_pct)):
         old = getattr(t, col)
         upd = np.where(np.isnan(old), new, old + alpha * (new - old))
-        setattr(t, col, np.where(capped, np.nan, np.where(seen, upd, old)))
+        upd = np.where(seen, upd, old)
+        if col == "cc_wait":
+            upd = np.where(capped, np.nan, upd)
+        setattr(t, col, upd)
     return True
+
+
+def stretch_of(t):
+    """Per row: ``100 x wait / run`` of the smoothed run delay (inf: waited, never ran)."""
+    wait, run = np.nan_to_num(t.cc_wait), np.nan_to_num(t.cc_run)
+    with np.errstate(over="ignore"):
+        stretch = np.divide(wait, run, out=np.full(len(t), np.inf), where=run > 0.0)
+    stretch[wait <= 0.0] = 0.0
+    return 100.0 * stretch
 
 
 def victims(t):
@@ -106,10 +121,8 @@ def victims(t):
     not a victim, whatever the host sees (a claim may veto, never start,
     an action).
     """
-    wait, run = t.cc_wait, t.cc_run
-    waiting = t.sensitive & (wait > MIN_WAIT_PCT)
-    stretch = 100.0 * np.divide(wait, run, out=np.full(len(t), np.inf), where=run > 0.0)
-    waiting &= stretch > t.threshold
+    waiting = t.sensitive & (t.cc_wait > MIN_WAIT_PCT)
+    waiting &= stretch_of(t) > t.threshold
     fine = t.win & (t.win_mean <= t.sla_us * (1.0 + t.threshold / 100.0))
     return waiting & ~fine
 
@@ -150,12 +163,14 @@ def decide(view, opts, state):
     factor rises by its stretch (``x (1 + wait / run)``), up to
     ``cpu_boost_max``; a victim already at that ceiling gets its neighbours
     capped (``cpu_caps``): the VMs that use CPU and are not victims share
-    ``100 x pcpus`` minus what the victims demand (``run + wait``) by
-    :func:`mclock_split`, and a neighbour using more than its part is capped
-    there. A VM's boost decays back (half-life ``cpu_half_life``) while it
-    does not wait at all, the caps while no sensitive VM does; a wait
-    under the threshold holds both where they are. Rows of caps set or
-    released are returned.
+    ``100 x pcpus`` minus what the victims demand (``run + wait``, less the
+    wait ``cpu_target`` of their threshold allows) by :func:`mclock_split`,
+    and a neighbour using more than its part is capped there at once; while
+    the victims' stretch is within their threshold the caps move towards
+    their part (half-life ``cpu_half_life``), and once no sensitive VM at
+    its weight ceiling waits they grow back to the limit. A VM's boost
+    decays back the same way while it does not wait at all. Rows of caps
+    set or released are returned.
     """
     nothing = np.zeros(0, dtype=np.intp)
     every = max(1, round(opts.cpu_period * view.intervals_per_epoch))
@@ -181,35 +196,44 @@ def decide(view, opts, state):
     run = np.nan_to_num(t.cc_run)
     wait = np.nan_to_num(t.cc_wait)
     if hit.any():
-        stretch = np.divide(wait, run, out=np.full(len(t), 1.0), where=run > 0.0)
+        with np.errstate(over="ignore"):
+            stretch = np.divide(wait, run, out=np.full(len(t), 1.0), where=run > 0.0)
         boost = np.where(hit, np.minimum(opts.cpu_boost_max, boost * (1.0 + stretch)), boost)
     t.cc_boost = boost
     moved = []
-    full = hit & (boost >= opts.cpu_boost_max)
-    if opts.cpu_caps and full.any():
-        demand = float(np.minimum(run + wait, t.limit)[hit].sum())
-        room = max(0.0, 100.0 * view.pcpus - demand)
-        users = ~hit & t.seen & (run > 0.0)
+    # The waiting sensitive VMs whose weight is at its ceiling: only caps help them more.
+    spent = waiting & (boost >= opts.cpu_boost_max)
+    held_rows = (~np.isnan(held)).nonzero()[0]
+    if opts.cpu_caps and spent.any() and ((hit & spent).any() or len(held_rows)):
+        demand = np.minimum(run + wait, t.limit)
+        # What a victim may still wait: cpu_target of its threshold, over its run.
+        slack = run * opts.cpu_target * np.nan_to_num(t.threshold) / 100.0
+        room = max(0.0, 100.0 * view.pcpus - float((demand - slack)[spent].sum()))
+        users = ~spent & t.seen & (run > 0.0)
         rows = users.nonzero()[0]
         if len(rows):
-            part = mclock_split(room, t.floor[rows], t.limit[rows], t.shares[rows])
-            cur = np.where(np.isnan(held[rows]), t.limit[rows], held[rows])
-            new = np.minimum(cur, np.maximum(part, t.floor[rows]))
-            over = run[rows] > part
-            new = np.where(over, new, cur)
-            change = new < cur
+            part = np.maximum(mclock_split(room, t.floor[rows], t.limit[rows],
+                                           t.shares[rows]), t.floor[rows])
+            limit = t.limit[rows]
+            cur = np.where(np.isnan(held[rows]), limit, held[rows])
+            if (hit & spent).any():
+                # Over the threshold: down to the part at once (never up).
+                new = np.where(run[rows] > part, np.minimum(cur, part), cur)
+            else:
+                # Within it: the held caps move towards the part (half-life).
+                new = np.where(np.isnan(held[rows]), cur, part + (cur - part) * factor)
+            new = np.minimum(new, limit)
+            new = np.where(new >= limit - 0.5, np.nan, new)
+            change = ~((new == held[rows]) | (np.isnan(new) & np.isnan(held[rows])))
             if change.any():
                 held[rows[change]] = new[change]
                 moved.append(rows[change])
-    elif not waiting.any():
-        rows = (~np.isnan(held)).nonzero()[0]
-        if len(rows):
-            limit = t.limit[rows]
-            # Back towards the limit: the gap halves every half-life.
-            grown = limit - (limit - held[rows]) * factor
-            back = grown >= limit - 0.5
-            held[rows] = np.where(back, np.nan, grown)
-            moved.append(rows)
+    elif not spent.any() and len(held_rows):
+        limit = t.limit[held_rows]
+        # Back towards the limit: the gap halves every half-life.
+        grown = limit - (limit - held[held_rows]) * factor
+        held[held_rows] = np.where(grown >= limit - 0.5, np.nan, grown)
+        moved.append(held_rows)
     state.quiet = not (np.nan_to_num(t.cc_wait) > 0.0).any() and not (boost > 1.0).any() \
         and np.isnan(held).all()
     if state.quiet:

@@ -21,12 +21,15 @@ of PARDA (Gulati et al., FAST 2009, Section 3)::
 in bounded, smoothed steps; a cap whose victim's latency does not respond
 is released (:mod:`.response`); optionally (``boost`` > 1) a
 latency-sensitive VM that sends gets a higher scheduler weight (Xen and
-Co., VEE 2007). The mapping of PARDA's terms onto caps, shares and latency
+Co., VEE 2007); a sensitive VM whose vCPUs wait for a pCPU gets one too,
+and its CPU-using neighbours a cap if that is not enough
+(:mod:`.cpu_contention`). The mapping of PARDA's terms onto caps, shares and latency
 windows is in ``doc/source/market.rst``.
 """
 
 import numpy as np
 
+from resex_libvirt.market import cpu_contention
 from resex_libvirt.market import credit
 from resex_libvirt.market import interferers
 from resex_libvirt.market import policy
@@ -49,9 +52,10 @@ class LatencyTarget(policy.Policy):
     #: victims were over their SLA's bound at the last update (``breach_step``).
     columns = {**credit.COLUMNS, "lt_cap": (np.nan, np.float64),
                "lt_lat": (np.nan, np.float64), "lt_sum": (0.0, np.float64),
-               "lt_n": (0, np.int64), "lt_breach": (False, bool), **response.COLUMNS}
+               "lt_n": (0, np.int64), "lt_breach": (False, bool), **response.COLUMNS,
+               **cpu_contention.COLUMNS}
 
-    options = credit.OPTIONS + (
+    options = credit.OPTIONS + cpu_contention.OPTIONS + (
         _opt("gain", 0.3, "PARDA's gain g: how far each update moves towards the target.",
              min=0.0, max=1.0, open_min=True),
         _opt("smoothing", 0.5, "PARDA's latency smoothing s (lat <- (1 - s) mean + s lat).",
@@ -85,6 +89,8 @@ class LatencyTarget(policy.Policy):
         self._reasons = {}
         self._since = 0
         self._weights = {}
+        self._cpu = cpu_contention.State()
+        self._cpu_weights = {}
 
     def reasons(self):
         return self._reasons
@@ -220,6 +226,21 @@ class LatencyTarget(policy.Policy):
             self._credit(view)
         if self.opts.boost > 1.0:
             self._boost(view)
+        self._contention(view)
+
+    def _contention(self, view):
+        """The CPU-contention rule's boosts, and its caps on top of the controller's."""
+        t = view.t
+        moved = cpu_contention.decide(view, self.opts, self._cpu)
+        held = (~np.isnan(t.cc_cap)).nonzero()[0]
+        rows = np.union1d(moved, held).astype(np.intp) if len(moved) else held
+        if len(rows):
+            limit = t.limit[rows]
+            own = np.fmin(t.lt_cap[rows], t.credit_cap[rows])
+            caps = np.where(np.isnan(own), limit, own)
+            cpu_contention.answer(view, rows, caps, limit / caps, self._reasons)
+        if self._cpu_weights or (t.cc_boost > 1.0).any():
+            self._cpu_weights = cpu_contention.weights(view)
 
     def _boost(self, view):
         t = view.t
@@ -227,12 +248,18 @@ class LatencyTarget(policy.Policy):
         self._weights = {t.names[k]: self.opts.boost for k in sending.nonzero()[0].tolist()}
 
     def weights(self):
-        """``{vm: factor}``: the Xen-and-Co. weight boost in force (empty unless ``boost`` > 1)."""
-        return self._weights
+        """``{vm: factor}``: the weight boosts in force (``boost``; CPU contention's)."""
+        if not self._cpu_weights:
+            return self._weights
+        out = dict(self._weights)
+        for vm, factor in self._cpu_weights.items():
+            out[vm] = out.get(vm, 1.0) * factor
+        return out
 
     def forget(self, vm):
         self._reasons.pop(vm, None)
         self._weights.pop(vm, None)
+        self._cpu_weights.pop(vm, None)
 
     def _credit(self, view):
         """The credit rule, on the VMs the controller leaves at their limit only."""

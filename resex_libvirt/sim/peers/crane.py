@@ -50,8 +50,8 @@ Simplifications, stated:
   sooner (``cool_down=0`` gives that reading).
 * **Usage** is each VM's mean CPU over the collection period (the market's
   samples), the node's the sum of the VMs' (no system usage).
-* **Capacity** as for :mod:`.koordinator`: ``capacity_pct`` or the sum of
-  the VMs' sizes.
+* **Capacity** as for :mod:`.koordinator`: ``capacity_pct``, or the pCPUs
+  the VMs share, at most the sum of their sizes.
 
 With the default cadence the action cannot come before two collections
 (20 s): a run shorter than that is an uncontrolled run.
@@ -105,7 +105,8 @@ class CraneThrottle(policy.Policy):
     def capacity(self, view):
         if self.capacity_pct is not None:
             return float(self.capacity_pct)
-        return sum(100.0 * max(1, spec.vcpus) for spec in view.specs.values())
+        sizes = sum(100.0 * max(1, spec.vcpus) for spec in view.specs.values())
+        return min(sizes, 100.0 * view.pcpus)
 
     def analyze(self, utilisation_pct):
         """``(triggered, restored)`` of this collection (the consecutive-readings rule)."""

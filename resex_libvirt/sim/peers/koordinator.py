@@ -48,9 +48,10 @@ Simplifications, stated:
 * **Usage** is each VM's mean CPU over the last period (the market's
   samples), where Koordinator reads the metric cache's last value
   (collected every second).
-* **Capacity** is ``capacity_pct`` (percent of one CPU), by default the sum
-  of the VMs' sizes (100 per vCPU: one pCPU per vCPU, as the simulator
-  builds the paper's testbed).
+* **Capacity** is ``capacity_pct`` (percent of one CPU), by default the
+  pCPUs the VMs share (the market's ``pcpus``), at most the sum of the VMs'
+  sizes (100 per vCPU: one pCPU per vCPU, as the simulator builds the
+  paper's testbed, unless a scenario gives fewer ``pcpus``).
 
 A peer for comparison (``resex-sim compare --peers``), not a production
 policy: it is not in the ``resex.policies`` entry points.
@@ -97,7 +98,8 @@ class KoordinatorSuppress(policy.Policy):
     def capacity(self, view):
         if self.capacity_pct is not None:
             return float(self.capacity_pct)
-        return sum(100.0 * max(1, spec.vcpus) for spec in view.specs.values())
+        sizes = sum(100.0 * max(1, spec.vcpus) for spec in view.specs.values())
+        return min(sizes, 100.0 * view.pcpus)
 
     def target(self, capacity, ls_used):
         """The BE group's quota the rule asks for, before the bypass and the slow scale-up."""
