@@ -137,7 +137,8 @@ class Agent:
 
     def __init__(self, settings, market, hypervisor, fabric, latency_sources=(),
                  board=None, journal=None, clock=None, metrics=None, publish_policy=None,
-                 background_publish=False, shutdown_timeout_s=SHUTDOWN_TIMEOUT_S):
+                 background_publish=False, shutdown_timeout_s=SHUTDOWN_TIMEOUT_S,
+                 pressure=None):
         self.settings = settings
         self.market = market
         self.hypervisor = hypervisor
@@ -171,6 +172,11 @@ class Agent:
         self.last_report = None
         self._publisher = None
         self.run_delays = evidence_mod.RunDelayMeter()
+        #: The VMs' cgroup CPU pressure (a :class:`~resex_libvirt.hypervisor.psi.DomainPressure`),
+        #: or None; why it could not be read is logged once per VM.
+        self.pressure = pressure
+        self.pressure_meter = evidence_mod.PressureMeter()
+        self._pressure_said = set()
 
     @property
     def vms(self):
@@ -335,7 +341,25 @@ class Agent:
         except exceptions.ResexError as exc:
             LOG.warning("no vCPU run delays this epoch: %s", exc)
             readings = {}
-        return self.run_delays.epoch(self.clock.now(), readings)
+        now = self.clock.now()
+        delays = self.run_delays.epoch(now, readings)
+        if self.pressure is None:
+            return delays
+        return evidence_mod.with_pressure(delays, self._epoch_stalls(now))
+
+    def _epoch_stalls(self, now):
+        """Each VM's CPU pressure this epoch (percent of it stalled); says once why not."""
+        names = {uuid: rec.info.name for uuid, rec in self.vms.items()}
+        try:
+            got, why = self.pressure.read(names)
+        except Exception:
+            LOG.exception("could not read the VMs' CPU pressure")
+            return {}
+        for uuid, reason in why.items():
+            if uuid not in self._pressure_said:
+                self._pressure_said.add(uuid)
+                LOG.info("no CPU pressure (PSI) for %s: %s", names[uuid], reason)
+        return self.pressure_meter.epoch(now, {u: p.some_total_us for u, p in got.items()})
 
     def health(self):
         """The :class:`Health` counters now (cheap: a few attribute reads)."""

@@ -92,6 +92,8 @@ class Parts:
         self.fabric_off = None
         #: The libvirt calls' watchdog (its sweep wait follows the interval).
         self.watchdog = None
+        #: The VMs' cgroup CPU pressure (PSI), read each epoch as evidence.
+        self.pressure = None
 
 
 def _simulated(conf, parts):
@@ -137,6 +139,8 @@ def _libvirt(conf, parts, read_only=False):
     # Started by the loop (Agent.run), so that building the parts (as
     # --check does) never binds the probe socket of a running agent.
     parts.latency_sources.append(intake_service.LatencyIntake(conf))
+    from resex_libvirt.hypervisor import psi
+    parts.pressure = psi.DomainPressure()
     parts.clock = clock_mod.RealClock()
     parts.interval_s = LIBVIRT_INTERVAL_S
     parts.epoch_s = LIBVIRT_EPOCH_S
@@ -223,7 +227,8 @@ def build_agent(conf, parts=None):
                        # In real time the board is written off the loop; a
                        # simulated run offers every epoch's report in order.
                        background_publish=isinstance(parts.clock, clock_mod.RealClock),
-                       shutdown_timeout_s=conf.agent.shutdown_timeout)
+                       shutdown_timeout_s=conf.agent.shutdown_timeout,
+                       pressure=parts.pressure)
     agent.parts = parts
     return agent
 

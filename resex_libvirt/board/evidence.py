@@ -14,7 +14,8 @@
 
 A sensitive VM's reported interference is a claim; the host sees evidence no
 tenant can forge: each vCPU's run-queue delay (:class:`RunDelayMeter`,
-:func:`cpu_evidence_pct`) and the load the market cannot tax on the link
+:func:`cpu_evidence_pct`; raised to the VM's cgroup CPU pressure where
+PSI can be read, :func:`with_pressure`) and the load the market cannot tax on the link
 (the queueing model, :mod:`~resex_libvirt.board.report`).
 :func:`heard_inflation_pct` publishes what the tenants agree on or what the
 evidence supports for any one of them, whichever is larger.
@@ -64,6 +65,50 @@ class RunDelayMeter:
         self._last = dict(readings)
         self._ts = ts
         return out
+
+
+class PressureMeter:
+    """Turns cumulative CPU pressure (PSI ``some`` totals, us) into per-epoch stall shares.
+
+    :meth:`epoch` is called once per epoch with ``{uuid: total_us}``; a VM
+    read for the first time, or whose total went back, has none this epoch.
+    """
+
+    def __init__(self):
+        self._last = {}
+        self._ts = None
+
+    def epoch(self, ts, totals):
+        """``{uuid: percent of the span some task of the VM's group waited for a CPU}``."""
+        out = {}
+        span = None if self._ts is None else ts - self._ts
+        for uuid, total in totals.items():
+            before = self._last.get(uuid)
+            if span and span > 0 and before is not None and total >= before:
+                out[uuid] = min(100.0, 100.0 * (total - before) / (span * 1e6))
+        self._last = dict(totals)
+        self._ts = ts
+        return out
+
+
+def with_pressure(delays, stalls):
+    """``delays`` with each VM's run delay raised to what its CPU pressure shows.
+
+    PSI's ``some`` share ``s`` of the VM's cgroup says that for ``s`` percent
+    of the span at least one of its tasks waited for a CPU: its vCPUs'
+    summed run delay is at least that much time. A VM without a
+    :class:`RunDelay` (no run time to weigh it against) is left out.
+    """
+    if not stalls:
+        return delays
+    out = dict(delays)
+    for uuid, stall in stalls.items():
+        d = out.get(uuid)
+        if d is not None:
+            floor = round(stall / 100.0 * d.span_ns)
+            if floor > d.delay_ns:
+                out[uuid] = d._replace(delay_ns=floor)
+    return out
 
 
 def cpu_evidence_pct(delay, capped=False):

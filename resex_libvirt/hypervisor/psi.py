@@ -178,3 +178,40 @@ class PressureReader:
             return parse(text)
         except ValueError as exc:
             raise PressureUnavailable("%s: %s" % (path, exc)) from exc
+
+
+#: Where libvirt's system QEMU driver writes each running domain's pid file.
+QEMU_RUN_DIR = "/run/libvirt/qemu"
+
+
+def qemu_pid(name, run_dir=QEMU_RUN_DIR):
+    """The pid of the QEMU process of domain ``name`` (PressureUnavailable if unknown)."""
+    path = os.path.join(run_dir, "%s.pid" % name)
+    try:
+        with open(path) as f:
+            return int(f.read().strip())
+    except (OSError, ValueError) as exc:
+        raise PressureUnavailable("no QEMU pid for domain %s (%s): %s"
+                                  % (name, path, exc)) from exc
+
+
+class DomainPressure:
+    """The CPU pressure of libvirt QEMU domains, by name (the agent's epoch evidence).
+
+    :meth:`read` returns ``({uuid: Pressure}, {uuid: reason})``: what could
+    be read and, for the others, why not, so that the caller says it once.
+    """
+
+    def __init__(self, reader=None, run_dir=QEMU_RUN_DIR):
+        self.reader = reader or PressureReader()
+        self.run_dir = run_dir
+
+    def read(self, names):
+        """``names``: ``{uuid: domain name}``."""
+        got, why = {}, {}
+        for uuid, name in names.items():
+            try:
+                got[uuid] = self.reader.read(qemu_pid(name, self.run_dir))
+            except PressureUnavailable as exc:
+                why[uuid] = str(exc)
+        return got, why

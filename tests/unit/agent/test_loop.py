@@ -32,6 +32,7 @@ from resex_libvirt.board import publish_policy
 from resex_libvirt.board import report as report_mod
 from resex_libvirt.board import sqlite as sqlite_board
 from resex_libvirt import exceptions
+from resex_libvirt.hypervisor import psi
 from resex_libvirt.sim import host as sim_host
 from resex_libvirt.sim import scenario as scenario_mod
 
@@ -298,6 +299,41 @@ class ReportEvidenceTest(unittest.TestCase):
         claim, report = self._claim_and_report(CountingHost)
         model = report_mod.queueing_inflation_pct(report.untaxable_utilisation)
         self.assertAlmostEqual(min(claim, model), report.latency_inflation_pct)
+
+
+class HalfStalled:
+    """CPU pressure (PSI) of the sensitive VM's cgroup: stalled half of the time.
+
+    Stands for :class:`~resex_libvirt.hypervisor.psi.DomainPressure` (the
+    simulated VMs have no QEMU process); the other VMs are unavailable, as
+    on a host whose VMs sit in the root of the cgroup v2 hierarchy.
+    """
+
+    def __init__(self, sim):
+        self.sim = sim
+
+    def read(self, names):
+        victim = self.sim.uuid_of("vm64k")
+        got = {victim: psi.Pressure(50.0, 50.0, 50.0, round(self.sim.now() * 0.5e6))}
+        return got, {u: "in the root of the cgroup v2 hierarchy" for u in names if u != victim}
+
+
+class PressureEvidenceTest(unittest.TestCase):
+    """Where PSI can be read, a VM's CPU pressure is evidence next to its run delay."""
+
+    def test_a_victim_whose_cgroup_stalls_is_heard(self):
+        agent, sim = build(policy="io_shares", duration=3.0)
+        agent.pressure = HalfStalled(sim)
+        with self.assertLogs("agent.loop", level="INFO") as logs:
+            agent.run()
+        claims = agent.summaries[-1].columns["interference_pct"]
+        claim = float(claims[agent.summaries[-1].columns["vm"].index(sim.uuid_of("vm64k"))])
+        # A 50 % stall of a vCPU busy all along: 100 x 0.5 / ~1.0 of evidence.
+        self.assertGreater(claim, 0.5)
+        self.assertLess(claim, 45.0)
+        self.assertAlmostEqual(claim, agent.last_report.latency_inflation_pct)
+        said = [m for m in logs.output if "no CPU pressure (PSI) for vm2m" in m]
+        self.assertEqual(1, len(said), logs.output)
 
 
 class NovaNamedHost(CountingHost):

@@ -156,3 +156,24 @@ class PublishedInflationTest(unittest.TestCase):
         self.assertAlmostEqual(report_mod.queueing_inflation_pct(0.05), publish(900, 0))
         # Others send it all: 0.5 of the link supports 100 %, heard.
         self.assertAlmostEqual(report_mod.queueing_inflation_pct(0.5), publish(0, 900))
+
+
+class PressureTest(unittest.TestCase):
+    """PSI's stall share as a floor of the vCPUs' run delay."""
+
+    def test_a_stall_share_raises_the_run_delay(self):
+        d = evidence.RunDelay(delay_ns=10**8, run_ns=10**9, vcpus=1, span_ns=10**9)
+        out = evidence.with_pressure({"a": d, "b": d}, {"a": 30.0, "c": 90.0})
+        self.assertEqual(3 * 10**8, out["a"].delay_ns)
+        self.assertEqual(d, out["b"])
+        self.assertNotIn("c", out)       # no run time to weigh it against
+        self.assertAlmostEqual(30.0, evidence.cpu_evidence_pct(out["a"]))
+
+    def test_a_lower_stall_share_changes_nothing(self):
+        d = evidence.RunDelay(delay_ns=5 * 10**8, run_ns=10**9, vcpus=1, span_ns=10**9)
+        self.assertEqual({"a": d}, evidence.with_pressure({"a": d}, {"a": 10.0}))
+
+    def test_the_meter_turns_totals_into_shares_of_the_epoch(self):
+        m = evidence.PressureMeter()
+        self.assertEqual({}, m.epoch(10.0, {"a": 0, "b": 5 * 10**6}))
+        self.assertEqual({"a": 25.0}, m.epoch(12.0, {"a": 5 * 10**5, "b": 10**6}))
