@@ -29,6 +29,7 @@ import unittest
 
 from agent import journal as journal_mod
 from resex_libvirt.hypervisor import libvirt_host
+from resex_libvirt.hypervisor import psi
 from tests.lab import harness
 from tests.lab import run
 
@@ -122,6 +123,17 @@ class LabSmokeTest(unittest.TestCase):
         self.assertEqual(run.expected_quota(10.0)["global_quota"], crashed["global_quota"])
         self.assertEqual({self.guest.uuid: self.original}, left)
         self.assertEqual((self.original, {}), (reconciled, cleared))
+
+    def test_the_guests_cpu_pressure_is_read_or_said_plainly(self):
+        # PSI of the guest's own cgroup v2 group: read where libvirt places it
+        # in one; on a hybrid host whose cpu controller is on cgroup v1 (this
+        # kind of machine) the guest is in the v2 root, and the reader says so.
+        got, why = psi.DomainPressure().read({self.guest.uuid: self.guest.name})
+        if got:
+            self.assertGreaterEqual(got[self.guest.uuid].some_total_us, 0)
+        else:
+            self.assertIn("cgroup", why[self.guest.uuid])
+            print("\nPSI of a real guest: %s" % why[self.guest.uuid])
 
     def test_zz_libvirtd_killed_and_restarted_the_hypervisor_carries_on(self):
         seen, readback, opens = run.libvirtd_restart(self.lab, self.hyp, self.guest, cap=20.0)
