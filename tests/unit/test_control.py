@@ -245,8 +245,8 @@ class ReadingsByRowsTest(unittest.TestCase):
     def test_run_delay_reaches_the_market_by_rows_and_by_mappings(self):
         # CPU contention: the sensitive VM's weight rises on its run delay,
         # read by rows (the simulated host) or from vcpu_times (libvirt's way).
-        by_rows = self._run(lambda host: host, name="cpu_hog")
-        by_mappings = self._run(_MappingsOnly, name="cpu_hog")
+        by_rows = self._run(lambda host: host, name="cpu_and_io")
+        by_mappings = self._run(_MappingsOnly, name="cpu_and_io")
         self.assertEqual(by_mappings, by_rows)
         self.assertTrue(any(w > market_mod.market.BASE_WEIGHT
                             for step in by_rows[0] for _vm, _cap, _rate, w in step))
