@@ -42,7 +42,7 @@ OPTIONS = (
                   help="CPU contention: when the boost at cpu_boost_max is not enough, cap "
                        "the VMs that use the CPU to the room the waiting VMs leave (mClock: "
                        "reservation first, then shares, never above the limit)."),
-    policy.Option("cpu_target", 0.5, min=0.0, max=1.0,
+    policy.Option("cpu_target", 0.8, min=0.0, max=1.0,
                   help="CPU contention: the caps leave each waiting VM a stretch (run delay "
                        "over run time) of this fraction of its SLA's threshold."),
     policy.Option("cpu_smoothing", 0.02, min=0.0, max=1.0,

@@ -69,8 +69,8 @@ class ContentionRuleTest(unittest.TestCase):
             d = step(m, 30.0)
         self.assertEqual(4 * market_mod.BASE_WEIGHT, d["victim"].weight)
         # One pCPU; the victim demands 60 + 30, less the wait its threshold
-        # allows at cpu_target (60 x 50% x 10% = 3): the hog's part is the rest.
-        self.assertAlmostEqual(13.0, d["hog"].cap_pct, places=6)
+        # allows at cpu_target (60 x 80% x 10% = 4.8): the hog's part is the rest.
+        self.assertAlmostEqual(14.8, d["hog"].cap_pct, places=6)
         self.assertEqual(policy_mod.CONTENTION, m.policy.reasons()["hog"])
 
     def test_no_caps_when_cpu_caps_is_off(self):
