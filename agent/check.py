@@ -22,7 +22,7 @@ at the first problem with one clear line saying which part failed and why:
    **host**: the name reports go out under, and whether the agent may
    publish it (a simulated host only under a ``sim-`` name, see
    :mod:`agent.host_identity`);
-2. **parts**: :func:`agent.service.build_parts` builds the hypervisor, the
+2. **parts**: :func:`agent.builder.build_parts` builds the hypervisor, the
    fabric monitor, the latency intake and the board as the agent would,
    except that the latency probe socket is not bound (the running agent
    owns it: binding it here would take it over);
@@ -51,9 +51,9 @@ import time
 
 from oslo_config import cfg
 
+from agent import builder
 from agent import config_file
 from agent import host_identity
-from agent import service
 from resex_libvirt import exceptions
 from resex_libvirt import sla as sla_mod
 
@@ -131,36 +131,23 @@ def _part_of(exc):
 def _build(conf):
     # The running agent owns the probe socket: binding it here would take it
     # over (and remove it on close). The intake's other parts still build.
-    latency = getattr(conf, "latency", None)
-    if latency is not None and latency.probe_socket_path:
+    if conf.latency.probe_socket_path:
         conf.set_override("probe_socket_path", "", group="latency")
     try:
-        parts = service.build_parts(conf, read_only=True)
+        parts = builder.build_parts(conf, read_only=True)
     except exceptions.ResexError as exc:
         raise _Failed(_part_of(exc), str(exc)) from exc
     except (cfg.Error, ValueError) as exc:
         raise _Failed("configuration", str(exc)) from exc
     finally:
-        if latency is not None:
-            conf.clear_override("probe_socket_path", group="latency")
+        conf.clear_override("probe_socket_path", group="latency")
     try:
-        ipe = service.intervals_per_epoch(parts.interval_s, parts.epoch_s)
-        policy = service.build_policy(conf)
+        ipe = builder.intervals_per_epoch(parts.interval_s, parts.epoch_s)
+        policy = builder.build_policy(conf)
     except (exceptions.ResexError, ValueError, TypeError) as exc:
-        _close(parts)
+        parts.close()
         raise _Failed("configuration", str(exc)) from exc
     return parts, ipe, policy
-
-
-def _close(parts):
-    for closeable in [*parts.latency_sources, parts.board, parts.fabric, parts.hypervisor]:
-        close = getattr(closeable, "close", None)
-        if close is None:
-            continue
-        try:
-            close()
-        except Exception:
-            LOG.debug("error while closing %r", closeable, exc_info=True)
 
 
 def _vms(conf, parts):
@@ -168,7 +155,7 @@ def _vms(conf, parts):
         vms = parts.hypervisor.vms()
         pcpus = conf.market.pcpus or parts.hypervisor.pcpus()
     except exceptions.ResexError as exc:
-        where = getattr(getattr(conf, "libvirt", None), "connection_uri", None)
+        where = conf.libvirt.connection_uri
         message = str(exc)
         if conf.agent.host_driver == "libvirt" and where and where not in message:
             message = "%s: %s" % (where, message)
@@ -225,7 +212,7 @@ def _board(conf, parts, say):
         count = parts.board.count()
         mine = parts.board.snapshot().get(conf.agent.host)
     except exceptions.ResexError as exc:
-        raise _Failed("board", "%s: %s" % (getattr(parts.board, "url", "?"), exc)) from exc
+        raise _Failed("board", "%s: %s" % (parts.board.url, exc)) from exc
     say("board: ok (%s, %d host(s); this host: %s)", parts.board.url, count,
         "no report yet" if mine is None
         else "epoch %d, %.0f s old" % (mine.epoch, time.time() - mine.ts))
@@ -303,10 +290,6 @@ def run_check(conf, out=sys.stdout):
         say("configuration: ok (host %s, driver %s, interval %.4g s, epoch %.4g s = %d "
             "intervals, policy %s)", conf.agent.host, conf.agent.host_driver,
             parts.interval_s, parts.epoch_s, ipe, policy.name)
-        # --check changes nothing: say which VMs could not get a channel, attach none.
-        hypervisor = getattr(parts.hypervisor, "inner", parts.hypervisor)
-        if hasattr(hypervisor, "attach_channels"):
-            hypervisor.attach_channels = False
         vms, pcpus = _vms(conf, parts)
         where = (conf.libvirt.connection_uri if conf.agent.host_driver == "libvirt"
                  else "simulated %s" % conf.sim.scenario)
@@ -338,6 +321,6 @@ def run_check(conf, out=sys.stdout):
         return FAILED
     finally:
         if parts is not None:
-            _close(parts)
+            parts.close()
     say("check passed")
     return OK

@@ -19,11 +19,11 @@ import sys
 from oslo_config import cfg
 from oslo_log import log as oslo_log
 
+from agent import builder
 from agent import conf as agent_conf
 from agent import config_file
 from agent import lock as agent_lock
-from agent import metrics as metrics_mod
-from agent import service
+from agent import loop
 import resex_libvirt
 from resex_libvirt import exceptions
 
@@ -99,52 +99,26 @@ class _StartFailed(Exception):
         self.message = message
 
 
+def _start_failed(what, exc):
+    """``exc`` as :class:`_StartFailed`: one line (an unexpected error's traceback at DEBUG)."""
+    if isinstance(exc, (exceptions.ResexError, ValueError, OSError, cfg.Error)):
+        return _StartFailed(str(exc))
+    LOG.debug("%s failed", what, exc_info=exc)
+    return _StartFailed("%s: unexpected %s: %s" % (what, type(exc).__name__, exc))
+
+
 def _start_step(what, fn, *args):
-    """``fn(*args)``, or :class:`_StartFailed` with one line (the traceback at DEBUG)."""
+    """``fn(*args)``, or :class:`_StartFailed` with one line."""
     try:
         return fn(*args)
-    except (exceptions.ResexError, ValueError, OSError, cfg.Error) as exc:
-        raise _StartFailed(str(exc)) from exc
     except Exception as exc:
-        LOG.debug("%s failed", what, exc_info=True)
-        raise _StartFailed("%s: unexpected %s: %s" % (what, type(exc).__name__, exc)) from exc
+        raise _start_failed(what, exc) from exc
 
 
 def _run(conf):
-    lock = None
-    if conf.agent.host_driver == "libvirt":
-        # First of all: a second agent must not touch the journal, the VMs or the socket.
-        lock = _start_step("locking the state directory",
-                           agent_lock.StateDirLock(conf.agent.state_dir).acquire)
-        try:
-            host_lock = _start_step("locking the host", agent_lock.HostLock(
-                conf.libvirt.connection_uri, conf.agent.host_lock_path or None).acquire)
-        except _StartFailed:
-            lock.release()
-            raise
-        lock = _Both(lock, host_lock)
-    agent = _start_step("building the agent", service.build_agent, conf)
+    lock = _lock(conf)
     try:
-        # Built here, not in build_agent: only the daemon binds the port.
-        agent.metrics = _start_step("starting the metrics endpoint",
-                                    metrics_mod.PrometheusMetrics.from_conf, conf)
-        if agent.journal is not None:
-            # First what operators set live (the restore must not undo it)...
-            agent.hypervisor.adopt_operator_values(agent.journal.operator_values())
-            _start_step("restoring the journal", agent.journal.reconcile, agent.hypervisor)
-        for source in agent.latency_sources:
-            start = getattr(source, "start", None)
-            if start is not None:
-                _start_step("starting the latency intake", start)
-    except _StartFailed:
-        agent.shutdown()
-        if agent.metrics is not None:
-            agent.metrics.close()
-        if lock is not None:
-            lock.release()
-        raise
-    agent.reloader = lambda: service.reload_market(conf, agent)
-    try:
+        parts, agent = _build(conf)
         serve(agent)
     finally:
         if lock is not None:
@@ -153,8 +127,34 @@ def _run(conf):
         from resex_libvirt.sim import demo
         print()
         print(demo.closing_report(agent.table(), agent.epochs, agent.market.policy.name,
-                                  sim=agent.parts.sim))
+                                  sim=parts.sim))
     return EXIT_OK
+
+
+def _lock(conf):
+    """On libvirt, the state directory's and the host's locks, held together; else ``None``."""
+    if conf.agent.host_driver != "libvirt":
+        return None
+    # First of all: a second agent must not touch the journal, the VMs or the socket.
+    lock = _start_step("locking the state directory",
+                       agent_lock.StateDirLock(conf.agent.state_dir).acquire)
+    try:
+        host_lock = _start_step("locking the host", agent_lock.HostLock(
+            conf.libvirt.connection_uri, conf.agent.host_lock_path or None).acquire)
+    except _StartFailed:
+        lock.release()
+        raise
+    return _Both(lock, host_lock)
+
+
+def _build(conf):
+    """The parts and the agent that owns them (the parts closed again if it cannot be built)."""
+    parts = _start_step("building the agent", builder.build_parts, conf)
+    try:
+        return parts, _start_step("building the agent", builder.build_agent, conf, parts)
+    except _StartFailed:
+        parts.close()
+        raise
 
 
 class _Both:
@@ -169,11 +169,13 @@ class _Both:
 
 
 def serve(agent):
-    """Run ``agent`` until SIGTERM/SIGINT (or its end), then restore and close, bounded.
+    """Start ``agent``, run it until SIGTERM/SIGINT (or its end), then restore and close, bounded.
 
-    The first SIGTERM or SIGINT asks the loop to stop; the loop's longest
-    wait is one hypervisor call's watchdog bound, and the restore that
-    follows is bounded by ``shutdown_timeout_s`` (:meth:`agent.loop.Agent.shutdown`).
+    A part that cannot start (:class:`agent.loop.StartFailed`) is
+    :class:`_StartFailed`, with the agent already shut down. The first
+    SIGTERM or SIGINT asks the loop to stop; the loop's longest wait is one
+    hypervisor call's watchdog bound, and the restore that follows is
+    bounded by ``shutdown_timeout_s`` (:meth:`agent.loop.Agent.shutdown`).
     SIGHUP asks for ``agent.reloader`` before the next interval.
     """
     def _stop(signum, _frame):
@@ -189,11 +191,13 @@ def serve(agent):
     previous = {sig: signal.signal(sig, handler) for sig, handler in (
         (signal.SIGTERM, _stop), (signal.SIGINT, _stop), (signal.SIGHUP, _hup))}
     try:
+        try:
+            agent.start()
+        except loop.StartFailed as exc:
+            raise _start_failed(exc.step, exc.cause) from exc
         agent.run()
     finally:
         agent.shutdown()
-        if agent.metrics is not None:
-            agent.metrics.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 

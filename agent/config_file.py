@@ -59,6 +59,13 @@ def config_files(conf):
     return files
 
 
+def _group_name(group):
+    """A ``list_opts`` group's name: an ``OptGroup``, a name, or ``None`` for DEFAULT."""
+    if isinstance(group, cfg.OptGroup):
+        return group.name
+    return group or "DEFAULT"
+
+
 def known_names(conf=None):
     """``{group: {option names}}`` the agent registers (``DEFAULT`` included)."""
     groups = {}
@@ -70,7 +77,7 @@ def known_names(conf=None):
             names.update(d.name for d in (opt.deprecated_opts or []) if d.name)
 
     for group, opts in agent_conf.list_opts():
-        add(getattr(group, "name", group) or "DEFAULT", opts)
+        add(_group_name(group), opts)
     if conf is not None:
         # Whatever else is registered on this ConfigOpts (oslo.log's DEFAULT
         # options, the command line's, a plugin's own group).
@@ -129,8 +136,7 @@ def inline_comments(conf, files=None):
     """
     secret = set()
     for group, opts in agent_conf.list_opts():
-        secret.update((getattr(group, "name", group) or "DEFAULT", o.dest)
-                      for o in opts if getattr(o, "secret", False))
+        secret.update((_group_name(group), o.dest) for o in opts if o.secret)
     found = []
     for path, sections in _parsed(conf, files):
         for section, values in sections.items():

@@ -44,7 +44,7 @@ def sla_defaults(conf):
     group = conf.sla
     specs = {}
     for key in sla_mod.KEYS:
-        value = getattr(group, key[len(sla_mod.PREFIX):], None)
+        value = group[key[len(sla_mod.PREFIX):]]
         if value is not None:
             specs[key] = value
     return sla_mod.parse(specs)
@@ -62,12 +62,13 @@ class _OwnedNova(libvirt_host.LibvirtHypervisor):
             self.owned_nova = None
 
 
-def build(conf, cgroup_root=CGROUP_ROOT):
+def build(conf, cgroup_root=CGROUP_ROOT, read_only=False):
     """The :class:`LibvirtHypervisor` ``[libvirt]`` and ``[sla]`` describe.
 
     With ``[nova] sla_lookup`` (off by default) a compute-API source is
     created from the ``[nova]`` keystoneauth options (:mod:`agent.nova_client`)
-    and closed with the hypervisor.
+    and closed with the hypervisor. ``read_only`` (``--check``) attaches no
+    latency channel: it only says which VMs could not get one.
     """
     group = conf.libvirt
     nova = nova_client.sla_source(conf)
@@ -85,4 +86,5 @@ def build(conf, cgroup_root=CGROUP_ROOT):
             nova.close()
         raise
     hyp.owned_nova = nova
+    hyp.attach_channels = not read_only
     return hyp

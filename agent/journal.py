@@ -280,7 +280,8 @@ class Journal:
     def reconcile(self, hypervisor):
         """What a start after a crash does before controlling: :meth:`restore_all`."""
         pending = self.originals()
-        if pending:
-            LOG.warning("journal %s holds knobs of %d VM(s) from an unclean stop; restoring",
-                        self.path, len(pending))
+        if not pending:
+            return {}       # a clean stop left nothing: nothing to write
+        LOG.warning("journal %s holds knobs of %d VM(s) from an unclean stop; restoring",
+                    self.path, len(pending))
         return self.restore_all(hypervisor)

@@ -25,16 +25,20 @@ libvirt, every hypervisor call has a bounded wait (:mod:`agent.watchdog`).
 Everything outside comes in through narrow interfaces, so the same loop
 drives the simulated host and libvirt: a ``Hypervisor``, a
 ``FabricMonitor``, latency sources (``sync(vms)``, ``windows()``), an
-optional board (``publish(report)``), an optional journal (``remember``,
-``restore_all``), a clock (``now()``, ``sleep_until()``, ``finished``) and
-an optional metrics sink (``observe_interval(IntervalRecord)``,
-``observe_epoch(EpochRecord)``).
+optional board (``publish(report)``), an optional journal
+(:class:`agent.journal.Journal`), a clock (``now()``, ``sleep_until()``,
+``finished``) and an optional metrics sink (``observe_interval(IntervalRecord)``,
+``observe_epoch(EpochRecord)``). The :class:`Agent` owns them: it starts
+each part once (:meth:`Agent.start`) and closes each once
+(:meth:`Agent.shutdown`); the capabilities it looks for are declared below
+(:class:`Starts`, :class:`Closes`, :class:`CountsRejections`).
 """
 
 import dataclasses
 import logging
 import threading
 import time
+import typing
 
 import numpy as np
 
@@ -56,6 +60,39 @@ SUMMARY_TOP = 5
 
 #: Seconds SIGTERM's restore may take in all when unset (then the journal keeps the rest).
 SHUTDOWN_TIMEOUT_S = 10.0
+
+
+@typing.runtime_checkable
+class Starts(typing.Protocol):
+    """A part with work of its own to start (a socket to bind, a thread to run)."""
+
+    def start(self):
+        """Start; called once, by :meth:`Agent.start`."""
+
+
+@typing.runtime_checkable
+class Closes(typing.Protocol):
+    """A part holding something to release (a connection, a socket, a thread)."""
+
+    def close(self):
+        """Release; called once, by :meth:`Agent.shutdown`."""
+
+
+@typing.runtime_checkable
+class CountsRejections(typing.Protocol):
+    """A latency source that counts the reports it rejected (the intake)."""
+
+    def stats(self):
+        """``{kind: {"rejected": {reason: count}, ...}}`` totals since the start."""
+
+
+class StartFailed(Exception):
+    """A part of the agent could not start; ``step`` says which, the cause is chained."""
+
+    def __init__(self, step, cause):
+        super().__init__("%s: %s" % (step, cause))
+        self.step = step
+        self.cause = cause
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,14 +167,23 @@ class LoopSettings:
     intervals_per_epoch: int
     deadband_pct: float = 1.0
     max_epochs: int = 0
+    #: Write the board from a thread of its own (real time), or inline, every
+    #: epoch's report in order (a simulated host running faster than real time).
+    background_publish: bool = False
 
 
 class Agent:
-    """One host's ResEx agent."""
+    """One host's ResEx agent: built with its parts, started, run and shut down once.
+
+    ``watchdog`` (optional, :class:`agent.watchdog.Watchdog`) is the
+    hypervisor calls' watchdog, read for the health counters; ``reloader``
+    (optional) is called with the agent when a reload was requested
+    (SIGHUP), before the next interval.
+    """
 
     def __init__(self, settings, market, hypervisor, fabric, latency_sources=(),
                  board=None, journal=None, clock=None, metrics=None, publish_policy=None,
-                 background_publish=False, shutdown_timeout_s=SHUTDOWN_TIMEOUT_S,
+                 watchdog=None, reloader=None, shutdown_timeout_s=SHUTDOWN_TIMEOUT_S,
                  pressure=None):
         self.settings = settings
         self.market = market
@@ -149,6 +195,11 @@ class Agent:
         self.clock = clock
         self.metrics = metrics
         self.publish_policy = publish_policy
+        self.watchdog = watchdog
+        self.reloader = reloader
+        self._counting = [s for s in self.latency_sources if isinstance(s, CountsRejections)]
+        self._started = False
+        self._shut = False
         self.controller = control.Controller(
             market, hypervisor, fabric, self.latency_sources, journal=journal,
             deadband_pct=settings.deadband_pct)
@@ -165,9 +216,7 @@ class Agent:
         self.lateness_s = 0.0
         self._stop = threading.Event()
         self._reload = threading.Event()
-        self.reloader = None
         self.version = resex_libvirt.version()
-        self.background_publish = background_publish
         self.shutdown_timeout_s = shutdown_timeout_s
         self.last_report = None
         self._publisher = None
@@ -204,8 +253,42 @@ class Agent:
             if pub is not None:
                 pub.close()
             pub = self._publisher = publisher_mod.Publisher(
-                self.board, self.publish_policy, background=self.background_publish)
+                self.board, self.publish_policy, background=self.settings.background_publish)
         return pub
+
+    # -- lifecycle -------------------------------------------------------------
+    def start(self):
+        """Start the parts, once, in order: the metrics endpoint, the journal, the intake.
+
+        The journal step is what a start after a crash does before
+        controlling anything: the knobs operators set live are adopted
+        (the restore must not undo them), then the originals the journal
+        still holds are written back. A step that fails shuts the agent down
+        (:meth:`shutdown`) and raises :class:`StartFailed`. Calling it again
+        does nothing, after :meth:`shutdown` it raises; :meth:`run` calls it.
+        """
+        if self._shut:
+            raise StartFailed("starting the agent", "it was shut down")
+        if self._started:
+            return
+        self._started = True
+        steps = []
+        if isinstance(self.metrics, Starts):
+            steps.append(("starting the metrics endpoint", self.metrics.start))
+        if self.journal is not None:
+            steps.append(("restoring the journal", self._reconcile))
+        steps += [("starting the latency intake", source.start)
+                  for source in self.latency_sources if isinstance(source, Starts)]
+        for step, start in steps:
+            try:
+                start()
+            except Exception as exc:
+                self.shutdown()
+                raise StartFailed(step, exc) from exc
+
+    def _reconcile(self):
+        self.hypervisor.adopt_operator_values(self.journal.operator_values())
+        self.journal.reconcile(self.hypervisor)
 
     # -- control ---------------------------------------------------------------
     def stop(self):
@@ -221,14 +304,14 @@ class Agent:
         return self._stop.is_set()
 
     def run(self):
-        """Run until stopped, the clock finishes or ``max_epochs`` epochs passed."""
+        """Run until stopped, the clock finishes or ``max_epochs`` epochs passed.
+
+        Starts the agent first if :meth:`start` was not called.
+        """
+        self.start()
         s = self.settings
         LOG.info("agent on %s: interval %.4f s, %d intervals per epoch, policy %s",
                  s.host, s.interval_s, s.intervals_per_epoch, self.market.policy.name)
-        for source in self.latency_sources:
-            start = getattr(source, "start", None)
-            if start is not None:
-                start()
         self.controller.prime(self.clock.now())
         deadline = self.clock.now() + s.interval_s
         while not self._stop.is_set():
@@ -236,7 +319,7 @@ class Agent:
                 self._reload.clear()
                 if self.reloader is not None:
                     try:
-                        self.reloader()
+                        self.reloader(self)
                     except Exception:
                         LOG.exception("reload failed; keeping the previous settings")
             self.run_interval()
@@ -310,10 +393,9 @@ class Agent:
             LOG.exception("could not build the host report of epoch %d", summary.epoch)
             report = None
         self.last_report = report
-        flush = getattr(self.journal, "flush", None)
-        if flush is not None:
+        if self.journal is not None:
             try:
-                flush()     # retries a journal write that failed (full disk...)
+                self.journal.flush()    # retries a journal write that failed (full disk...)
             except Exception:
                 LOG.exception("could not retry the journal write")
         self._log_summary(summary, report)
@@ -365,14 +447,11 @@ class Agent:
         """The :class:`Health` counters now (cheap: a few attribute reads)."""
         pub = self._publisher
         journal = self.journal
-        watchdog = getattr(self.hypervisor, "watchdog", None)
+        watchdog = self.watchdog
         rejected = {}
-        for source in self.latency_sources:
-            stats = getattr(source, "stats", None)
-            if stats is None:
-                continue
+        for source in self._counting:
             try:
-                for counters in stats().values():
+                for counters in source.stats().values():
                     for reason, n in counters["rejected"].items():
                         rejected[reason] = rejected.get(reason, 0) + n
             except Exception:
@@ -384,8 +463,8 @@ class Agent:
             publish_attempts=(pub.published + pub.failures) if pub is not None else 0,
             publish_failures=pub.failures if pub is not None else 0,
             reports_superseded=pub.skipped if pub is not None else 0,
-            journal_write_errors=getattr(journal, "write_errors", 0),
-            journal_unsaved=len(getattr(journal, "unsaved", ()) or ()),
+            journal_write_errors=journal.write_errors if journal is not None else 0,
+            journal_unsaved=len(journal.unsaved) if journal is not None else 0,
             hypervisor_timeouts=watchdog.timeouts if watchdog is not None else 0,
             hypervisor_available=watchdog.available if watchdog is not None else True,
             intake_rejected=rejected)
@@ -451,28 +530,41 @@ class Agent:
 
     # -- shutdown --------------------------------------------------------------
     def shutdown(self):
-        """Restore every knob the agent changed, then close everything; bounded in time.
+        """Restore every knob the agent changed, then close each part once; bounded in time.
 
         The restore stops after ``shutdown_timeout_s`` (and each hypervisor
         call has its watchdog bound): what could not be restored stays in
         the journal for the next start, which restores it before controlling
-        anything. One line says what was restored and what is left.
+        anything. One line says what was restored and what is left. Then the
+        publisher sends what is pending and closes the board, and the latency
+        sources, the fabric monitor, the hypervisor and the metrics endpoint
+        are closed, each once even where one object plays several parts (the
+        simulated host). Calling it again does nothing.
         """
+        if self._shut:
+            return
+        self._shut = True
         if self.journal is not None:
             self._restore(time.monotonic() + self.shutdown_timeout_s)
         publisher, self._publisher = self._publisher, None
         if publisher is not None:
             publisher.close()
-        closeables = [*self.latency_sources, self.fabric, self.hypervisor]
-        if publisher is None:
-            closeables.insert(len(self.latency_sources), self.board)
-        for closeable in closeables:
-            close = getattr(closeable, "close", None)
-            if close is not None:
-                try:
-                    close()
-                except Exception:
-                    LOG.exception("error while closing %r", closeable)
+        for closeable in self._closeables(board=publisher is None):
+            try:
+                closeable.close()
+            except Exception:
+                LOG.exception("error while closing %r", closeable)
+
+    def _closeables(self, board):
+        """The parts to close, in order, each once (by identity)."""
+        parts = [*self.latency_sources, self.board if board else None, self.fabric,
+                 self.hypervisor, self.metrics]
+        seen, closeables = set(), []
+        for part in parts:
+            if isinstance(part, Closes) and id(part) not in seen:
+                seen.add(id(part))
+                closeables.append(part)
+        return closeables
 
     def _restore(self, deadline):
         journal = self.journal
@@ -514,6 +606,3 @@ class _UntilDeadline:
         if time.monotonic() > self._deadline:
             raise exceptions.HypervisorUnavailable("the shutdown's restore time is up")
         return self._hypervisor.restore_knobs(uuid, params)
-
-    def __getattr__(self, name):
-        return getattr(self._hypervisor, name)

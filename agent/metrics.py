@@ -276,9 +276,9 @@ class _HealthCollector:
 class PrometheusMetrics:
     """The agent's metrics sink, served on ``bind_address``:``port``.
 
-    Build it, :meth:`start` it (the agent's CLI does both through
-    :meth:`from_conf`), pass it as ``metrics=`` to :class:`agent.loop.Agent`,
-    and :meth:`close` it at exit.
+    Build it (:meth:`from_conf`) and pass it as ``metrics=`` to
+    :class:`agent.loop.Agent`: the agent starts it (:meth:`start` binds the
+    port) when it starts and closes it (:meth:`close`) when it shuts down.
     """
 
     def __init__(self, bind_address="127.0.0.1", port=9779, registry=None):
@@ -328,17 +328,15 @@ class PrometheusMetrics:
 
     @classmethod
     def from_conf(cls, conf):
-        """A started endpoint as ``[metrics]`` says, or ``None`` when disabled.
+        """The endpoint ``[metrics]`` describes, not started yet, or ``None`` when disabled.
 
-        Raises :class:`~resex_libvirt.exceptions.ConfigError` when the
-        address cannot be bound.
+        :meth:`start` binds the address (a
+        :class:`~resex_libvirt.exceptions.ConfigError` when it cannot).
         """
         group = conf.metrics
         if not group.enabled:
             return None
-        metrics = cls(group.bind_address, group.port)
-        metrics.start()
-        return metrics
+        return cls(group.bind_address, group.port)
 
     # -- serving -----------------------------------------------------------------
     def start(self):

@@ -176,12 +176,10 @@ class Publisher:
                     LOG.warning("the board did not answer within %.1f s; not waiting for it",
                                 timeout_s)
                     return
-        close = getattr(self.board, "close", None)
-        if close is not None:
-            try:
-                close()
-            except Exception:
-                LOG.exception("error while closing the board")
+        try:
+            self.board.close()
+        except Exception:
+            LOG.exception("error while closing the board")
 
     # -- the thread ----------------------------------------------------------------
     def _run(self):

@@ -241,8 +241,9 @@ class Guarded:
     The methods named in ``sweeps`` are awaited as sweeps
     (:meth:`Watchdog.sweep`).
 
-    Attributes that are not callable are read directly. ``close()`` goes
-    through the watchdog too (a hung libvirtd must not hang the exit), then
+    ``inner`` is a hypervisor or a fabric monitor: both interfaces declare
+    ``close()``. Attributes that are not callable are read directly.
+    ``close()`` goes through the watchdog too (a hung libvirtd must not hang the exit), then
     closes the watchdog if this wrapper ``owns`` it (adapters sharing one
     watchdog: the hypervisor owns it, the fabric monitor does not).
     """
@@ -252,14 +253,6 @@ class Guarded:
         self._watchdog = watchdog
         self._owns = owns
         self._sweeps = frozenset(sweeps)
-
-    @property
-    def inner(self):
-        return self._inner
-
-    @property
-    def watchdog(self):
-        return self._watchdog
 
     def __getattr__(self, name):
         attr = getattr(self._inner, name)
@@ -274,10 +267,8 @@ class Guarded:
         return guarded
 
     def close(self):
-        close = getattr(self._inner, "close", None)
         try:
-            if close is not None:
-                self._watchdog.call("close", close)
+            self._watchdog.call("close", self._inner.close)
         except exceptions.HypervisorUnavailable as exc:
             LOG.warning("not closing %r: %s", self._inner, exc)
         finally:

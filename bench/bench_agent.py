@@ -70,14 +70,11 @@ def build(n_vms, policy="io_shares"):
                                      pcpus=max(1, n_vms))
     market = market_mod.Market(params, policy_mod.load(policy))
     settings = loop.LoopSettings(host="bench", interval_s=0.001,
-                                 intervals_per_epoch=INTERVALS_PER_EPOCH)
-    try:
-        agent = loop.Agent(settings, market, None, None, board=_MemoryBoard(),
-                           background_publish=True)
-    except TypeError:       # an agent from before the background publisher (comparisons)
-        agent = loop.Agent(settings, market, None, None, board=_MemoryBoard())
-    agent.clock = clock_mod.RealClock()
-    agent.metrics = metrics_mod.PrometheusMetrics("127.0.0.1", 0)    # never started
+                                 intervals_per_epoch=INTERVALS_PER_EPOCH,
+                                 background_publish=True)
+    agent = loop.Agent(settings, market, None, None, board=_MemoryBoard(),
+                       clock=clock_mod.RealClock(),
+                       metrics=metrics_mod.PrometheusMetrics("127.0.0.1", 0))  # never started
     for i in range(n_vms):
         uuid = "00000000-0000-4000-8000-%012d" % i
         vm_sla = sla_mod.SLA(latency_sla_us=200.0) if i % 2 == 0 else sla_mod.SLA()

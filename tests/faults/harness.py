@@ -13,7 +13,7 @@
 """What the fault suite runs the agent on, and how it measures a fault.
 
 The agent is the product's own :class:`agent.loop.Agent`, built by
-:func:`agent.service.build_agent` with its real parts: the knob journal in a
+:func:`agent.builder.build_agent` with its real parts: the knob journal in a
 temporary state directory, the watchdog on every hypervisor call, the
 background publisher and a real board (a SQLite file, or a real etcd). The
 host is the product's simulated host (:class:`resex_libvirt.sim.host.SimHost`,
@@ -48,10 +48,10 @@ import tempfile
 import threading
 import time
 
+from agent import builder
 from agent import clock as clock_mod
 from agent import conf as agent_conf
 from agent import journal as journal_mod
-from agent import service
 from agent import watchdog
 from resex_libvirt.sim import host as sim_host
 from resex_libvirt.sim import scenario as scenario_mod
@@ -154,16 +154,18 @@ class Run:
         self.originals = {uuid: self.sim.get_knobs(uuid) for uuid in self.sim.vms()}
         self.host = HangingHost(self.sim)
         self.dog = watchdog.Watchdog(call_timeout_s, name="libvirt")
-        parts = service.Parts()
+        parts = builder.Parts()
         parts.hypervisor = watchdog.Guarded(self.host, self.dog)
         parts.fabric = watchdog.Guarded(self.host, self.dog, owns=False)
+        parts.watchdog = self.dog
         parts.latency_sources = [self.sim]
         parts.clock = WallClock(self.sim)
+        parts.background_publish = True     # real time, as on libvirt
         parts.interval_s, parts.epoch_s = interval_s, epoch_s
         parts.journal = journal_mod.Journal(os.path.join(self.state_dir, "journal.json"))
         self.board_threads = set()
         if board_url:
-            service._board(self.conf, parts)
+            builder._board(self.conf, parts)
             publish = parts.board.publish
 
             def recorded(report):
@@ -171,7 +173,7 @@ class Run:
                 return publish(report)
             parts.board.publish = recorded
         self.parts = parts
-        self.agent = service.build_agent(self.conf, parts)
+        self.agent = builder.build_agent(self.conf, parts)
         self.thread = None
 
     @property

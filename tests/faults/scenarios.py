@@ -358,13 +358,13 @@ def libvirt_hung_at_start():
 def slow_loris(idle=32, line_timeout_s=0.5):
     """``idle`` connections hold the probe socket; an honest probe must still report."""
     from agent.intake import params as params_mod
-    from agent.intake import service as intake_service
+    from agent.intake import server as intake_server
     from resex_libvirt.hypervisor import base
     from resex_libvirt import sla as sla_mod
     tmp = tempfile.mkdtemp(prefix="resex-loris-")
     path = os.path.join(tmp, "run", "latency.sock")
     vm = "aaaaaaaa-0000-4000-8000-000000000001"
-    intake = intake_service.LatencyIntake(params_mod.IntakeParams(
+    intake = intake_server.LatencyIntake(params_mod.IntakeParams(
         probe_socket_path=path, max_probe_clients=idle, probe_line_timeout_s=line_timeout_s,
         freshness_s=600.0))
     intake.start()

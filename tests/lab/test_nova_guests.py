@@ -43,7 +43,7 @@ import unittest
 import libvirt
 
 from agent.intake import params as intake_params
-from agent.intake import service as intake_service
+from agent.intake import server as intake_server
 from agent import journal as journal_mod
 from resex_libvirt.hypervisor import libvirt_host
 from resex_libvirt.hypervisor import metadata
@@ -108,7 +108,7 @@ class NovaGuestsOnRealLibvirtTest(unittest.TestCase):
                                                  qemu_period_us=10000)
         cls.hyp.connection.on_domain_event(libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE,
                                            cls._on_lifecycle)
-        cls.intake = intake_service.LatencyIntake(intake_params.IntakeParams())
+        cls.intake = intake_server.LatencyIntake(intake_params.IntakeParams())
         cls.intake.start()
         cls.last_sweep = (0.0, {})
         cls.sweeps = threading.Event()

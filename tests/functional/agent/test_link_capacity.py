@@ -27,9 +27,9 @@ import unittest
 
 from oslo_config import cfg
 
+from agent import builder
 from agent import check
 from agent import conf as agent_conf
-from agent import service
 from resex_libvirt import board as board_mod
 from tests.unit.fabric import sysfs_tree
 
@@ -68,7 +68,7 @@ class LinkCapacityTest(unittest.TestCase):
     def test_an_unknown_capacity_turns_the_fabric_term_off_with_one_warning(self):
         conf = self.make_conf("virtio0")
         with self.assertLogs("agent.fabric", logging.WARNING) as logs:
-            agent = service.build_agent(conf)
+            agent = builder.build_agent(conf)
         self.addCleanup(agent.shutdown)
         self.assertEqual(1, len(logs.records), logs.output)
         self.assertIn("fabric term off: capacity of link virtio0 unknown "
@@ -88,7 +88,7 @@ class LinkCapacityTest(unittest.TestCase):
             self.assertEqual(0, vm.spent_io)
 
     def test_a_known_capacity_keeps_the_fabric_term(self):
-        agent = service.build_agent(self.make_conf("eth0"))
+        agent = builder.build_agent(self.make_conf("eth0"))
         self.addCleanup(agent.shutdown)
         self.assertIsNotNone(agent.fabric)
         self.assertEqual(25e9 / 8, agent.market.params.link_bytes_per_s)

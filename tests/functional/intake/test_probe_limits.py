@@ -16,7 +16,7 @@ import os
 import socket
 import time
 
-from agent.intake import service as intake_service
+from agent.intake import server as intake_server
 from agent.intake import store as store_mod
 from resex_libvirt import exceptions
 from tests.functional.intake.fake_qemu import wait_for
@@ -44,12 +44,12 @@ class ProbeLimitsTest(IntakeTestCase):
         sock = self.probe()
         sock.sendall(b'{"v": 1, "vm": ')
         self.assertTrue(self.closed(sock))
-        self.assertEqual({intake_service.LINE_TIMEOUT: 1}, self.rejected(intake))
+        self.assertEqual({intake_server.LINE_TIMEOUT: 1}, self.rejected(intake))
 
     def test_a_connection_that_reports_nothing_is_closed_after_the_idle_timeout(self):
         intake = self.start_intake(probe_idle_timeout_s=0.2)
         self.assertTrue(self.closed(self.probe()))
-        self.assertEqual({intake_service.IDLE_TIMEOUT: 1}, self.rejected(intake))
+        self.assertEqual({intake_server.IDLE_TIMEOUT: 1}, self.rejected(intake))
 
     def test_a_probe_that_keeps_reporting_is_never_idle(self):
         intake = self.start_intake(probe_idle_timeout_s=0.3)
@@ -58,7 +58,7 @@ class ProbeLimitsTest(IntakeTestCase):
         for _ in range(6):
             sock.sendall(REPORT)
             time.sleep(0.1)
-        self.assertNotIn(intake_service.IDLE_TIMEOUT, self.rejected(intake))
+        self.assertNotIn(intake_server.IDLE_TIMEOUT, self.rejected(intake))
 
     def test_when_full_the_connection_longest_without_a_report_makes_room(self):
         intake = self.start_intake(max_probe_clients=4)
@@ -69,7 +69,7 @@ class ProbeLimitsTest(IntakeTestCase):
         honest.sendall(REPORT)
         self.assertEqual({A}, set(wait_for(lambda: intake.windows())))
         self.assertTrue(self.closed(idle[0]), "the oldest idle connection was not evicted")
-        self.assertEqual({intake_service.EVICTED: 1}, self.rejected(intake))
+        self.assertEqual({intake_server.EVICTED: 1}, self.rejected(intake))
 
     def test_a_socket_directory_others_can_write_is_refused(self):
         run = os.path.dirname(self.probe_path)

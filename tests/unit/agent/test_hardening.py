@@ -292,9 +292,10 @@ class JournalWriteFailureTest(TmpDirCase):
 class EpochTest(unittest.TestCase):
 
     def test_the_host_report_is_built_once_per_epoch_and_handed_to_metrics(self):
-        agent, _sim = test_loop.build(duration=3.0)
         records = []
-        agent.metrics = mock.Mock(observe_epoch=records.append)
+        agent, _sim = test_loop.build(
+            duration=3.0, metrics=mock.Mock(spec=["observe_interval", "observe_epoch"],
+                                            observe_epoch=records.append))
         real = report_mod.HostReport.from_summary
         with mock.patch.object(report_mod.HostReport, "from_summary",
                                side_effect=real) as built:

@@ -25,9 +25,9 @@ import unittest
 
 from oslo_config import cfg
 
+from agent import builder
 from agent import conf as agent_conf
 from agent import journal as journal_mod
-from agent import service
 from resex_libvirt.board import publish_policy
 from resex_libvirt.board import report as report_mod
 from resex_libvirt.board import sqlite as sqlite_board
@@ -77,17 +77,18 @@ class CountingHost(sim_host.SimHost):
         return super().cpu_times_rows(rows)
 
 
-def build(policy="io_shares", duration=3.0, host_cls=CountingHost, journal=None, **host_kwargs):
+def build(policy="io_shares", duration=3.0, host_cls=CountingHost, journal=None, metrics=None,
+          **host_kwargs):
     scenario = scenario_mod.load("paper_64k_vs_2m").with_duration(duration)
     conf = make_conf(market={"policy": policy})
-    parts = service.Parts()
+    parts = builder.Parts()
     sim = host_cls(scenario, **host_kwargs)
     parts.hypervisor = parts.fabric = sim
     parts.latency_sources = [sim]
     parts.clock = sim.clock()
     parts.interval_s, parts.epoch_s = scenario.interval_s, scenario.epoch_s
     parts.journal = journal
-    return service.build_agent(conf, parts), sim
+    return builder.build_agent(conf, parts, metrics=metrics), sim
 
 
 class LoopTest(unittest.TestCase):
@@ -189,8 +190,8 @@ class LoopTest(unittest.TestCase):
         uuid = sim.uuid_of("vm2m")
         self.assertLess(agent.market.decision(uuid).cap_pct, 100.0)
         conf = make_conf(market={"policy": "free_market", "cpu_price": 2.0, "min_cap_pct": 5.0})
-        with self.assertLogs("agent.service", level=logging.INFO) as logs:
-            service.reload_market(conf, agent)
+        with self.assertLogs("agent.builder", level=logging.INFO) as logs:
+            builder.reload_market(conf, agent)
         self.assertEqual("free_market", agent.market.policy.name)
         self.assertTrue(any("policy changed" in m for m in logs.output))
         self.assertEqual(2.0, agent.market.params.cpu_price)
@@ -201,9 +202,9 @@ class LoopTest(unittest.TestCase):
 class IntervalsPerEpochTest(unittest.TestCase):
 
     def test_epoch_must_be_a_whole_number_of_intervals(self):
-        self.assertEqual(10, service.intervals_per_epoch(0.1, 1.0))
+        self.assertEqual(10, builder.intervals_per_epoch(0.1, 1.0))
         with self.assertRaisesRegex(exceptions.ConfigError, "whole number"):
-            service.intervals_per_epoch(0.3, 1.0)
+            builder.intervals_per_epoch(0.3, 1.0)
 
 
 class CountingBoard(sqlite_board.SQLiteBoard):

@@ -25,9 +25,9 @@ import urllib.request
 
 from prometheus_client import parser
 
+from agent import builder
 from agent import loop
 from agent import metrics as metrics_mod
-from agent import service
 from resex_libvirt.board import report as report_mod
 from resex_libvirt import exceptions
 from resex_libvirt.market import policy as policy_mod
@@ -68,19 +68,13 @@ class ScrapedAgentTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         conf = make_conf(SIM_CONF)
-        cls.agent = service.build_agent(conf)
         cls.metrics = metrics_mod.PrometheusMetrics("127.0.0.1", 0)
-        cls.metrics.start()
-        cls.agent.metrics = cls.metrics
+        cls.agent = builder.build_agent(conf, metrics=cls.metrics)
         try:
             cls.agent.run()
+            cls.families = scrape(cls.metrics)
         finally:
-            cls.agent.shutdown()
-        cls.families = scrape(cls.metrics)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.metrics.close()
+            cls.agent.shutdown()     # closes the endpoint too
 
     def uuids(self):
         return {uuid: rec.info.name for uuid, rec in self.agent.vms.items()}
@@ -188,16 +182,11 @@ class OneMoreIntervalTest(unittest.TestCase):
 
     def setUp(self):
         super().setUp()
-        self.agent = service.build_agent(
-            make_conf("[agent]\nmax_epochs = 1\n[sim]\nrealtime = 0\n"))
         self.metrics = metrics_mod.PrometheusMetrics("127.0.0.1", 0)
-        self.addCleanup(self.metrics.close)
-        self.metrics.start()
-        self.agent.metrics = self.metrics
-        try:
-            self.agent.run()
-        finally:
-            self.agent.shutdown()
+        self.agent = builder.build_agent(
+            make_conf("[agent]\nmax_epochs = 1\n[sim]\nrealtime = 0\n"), metrics=self.metrics)
+        self.addCleanup(self.agent.shutdown)     # closes the endpoint too
+        self.agent.run()
         self.names = {uuid: rec.info.name for uuid, rec in self.agent.vms.items()}
 
     def record(self, samples, decisions):
@@ -264,10 +253,12 @@ class EndpointTest(unittest.TestCase):
     def test_disabled_by_default(self):
         self.assertIsNone(metrics_mod.PrometheusMetrics.from_conf(make_conf("")))
 
-    def test_enabled_conf_serves_on_the_configured_address(self):
+    def test_enabled_conf_serves_on_the_configured_address_once_started(self):
         metrics = metrics_mod.PrometheusMetrics.from_conf(
             make_conf("[metrics]\nenabled = true\nport = 0\n"))
         self.addCleanup(metrics.close)
+        self.assertIsNone(metrics.address)      # built, not bound: the agent starts it
+        metrics.start()
         self.assertEqual("127.0.0.1", metrics.address[0])
         self.assertIn("resex_vms", scrape(metrics))
 

@@ -28,8 +28,8 @@ import unittest
 import fixtures
 from stevedore import extension
 
+from agent import builder
 from agent import check
-from agent import service
 from resex_libvirt import exceptions
 from resex_libvirt.market import policy as policy_mod
 from tests.unit.agent import conf_helpers
@@ -131,7 +131,7 @@ class ThirdPartyPolicyTest(unittest.TestCase):
             self.assertIn("flat_cap", policy_mod.names())
             conf = conf_helpers.conf_from_text(
                 "[market]\npolicy = flat_cap\n[market_flat_cap]\nstep = 0.5\n")
-            policy = service.build_policy(conf)
+            policy = builder.build_policy(conf)
             self.assertEqual("flat_cap", policy.name)
             self.assertEqual(sys.modules[MODULE].FlatCap, type(policy))
             # It gets its own option group's values, as a built-in policy does.
@@ -163,7 +163,7 @@ class ThirdPartyPolicyTest(unittest.TestCase):
         conf = conf_helpers.conf_from_text(
             "[market]\npolicy = latency_target\n[market_latency_target]\ngain = 0\n")
         with self.assertRaises(exceptions.ConfigError) as ctx:
-            service.build_policy(conf)
+            builder.build_policy(conf)
         self.assertIn("[market_latency_target] gain", str(ctx.exception))
 
     def test_check_accepts_an_installed_third_party_policy(self):
@@ -179,7 +179,7 @@ class ThirdPartyPolicyTest(unittest.TestCase):
         with ThirdPartyPolicy("broken", source=broken, target=MODULE + ":Nothing"):
             conf = conf_helpers.conf_from_text("[market]\npolicy = broken\n")
             with self.assertRaises(exceptions.ConfigError) as ctx:
-                service.build_policy(conf)
+                builder.build_policy(conf)
         self.assertIn("'broken'", str(ctx.exception))
         self.assertIn("resex_no_such_module_anywhere", str(ctx.exception))
 
@@ -190,19 +190,19 @@ class BuiltinPolicyOptionsTest(unittest.TestCase):
         conf = conf_helpers.conf_from_text(
             "[market]\npolicy = latency_target\n"
             "[market_latency_target]\ngain = 0.5\ntarget = 0.6\nboost = 2.0\n")
-        policy = service.build_policy(conf)
+        policy = builder.build_policy(conf)
         self.assertEqual((0.5, 0.6, 2.0),
                          (policy.opts.gain, policy.opts.target, policy.opts.boost))
 
     def test_a_tunable_set_in_market_before_the_groups_is_still_honoured(self):
         conf = conf_helpers.conf_from_text(
             "[market]\npolicy = io_shares\nheavier = 2.0\nstep = 0.2\n")
-        policy = service.build_policy(conf)
+        policy = builder.build_policy(conf)
         self.assertEqual((2.0, 0.2), (policy.opts.heavier, policy.opts.step))
         # ...by the policies that read it there, not by the others.
         conf = conf_helpers.conf_from_text(
             "[market]\npolicy = latency_target\nheavier = 2.0\n")
-        self.assertEqual(0.0, service.build_policy(conf).opts.heavier)
+        self.assertEqual(0.0, builder.build_policy(conf).opts.heavier)
 
 
 class ConfiguredPolicyValidationTest(unittest.TestCase):
@@ -210,7 +210,7 @@ class ConfiguredPolicyValidationTest(unittest.TestCase):
     def test_the_agent_refuses_to_start_with_a_policy_that_is_not_installed(self):
         conf = conf_helpers.conf_from_text("[market]\npolicy = flat_cap\n")
         with self.assertRaises(exceptions.ConfigError) as ctx:
-            service.build_agent(conf)
+            builder.build_agent(conf)
         self.assertIn("[market] policy", str(ctx.exception))
         self.assertIn("'flat_cap'", str(ctx.exception))
         for name in policy_mod.names():
@@ -231,6 +231,6 @@ class ConfiguredPolicyValidationTest(unittest.TestCase):
         conf = test_loop.make_conf(market={"policy": "flat_cap", "cpu_price": 3.0},
                                    agent={"deadband_pct": 7.0})
         with self.assertRaises(exceptions.ConfigError):
-            service.reload_market(conf, agent)
+            builder.reload_market(conf, agent)
         self.assertEqual(before, (agent.market.params, agent.market.policy,
                                   agent.settings.deadband_pct))

@@ -29,8 +29,8 @@ import urllib.request
 from prometheus_client import parser
 import yaml
 
+from agent import builder
 from agent import metrics as metrics_mod
-from agent import service
 from tests.unit.agent import conf_helpers
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
@@ -129,18 +129,15 @@ class RulesReadExportedSeriesTest(unittest.TestCase):
 
     def test_rules_read_only_series_the_agent_exports(self):
         conf = conf_helpers.conf_from_text("[agent]\nmax_epochs = 1\n[sim]\nrealtime = 0\n")
-        agent = service.build_agent(conf)
         metrics = metrics_mod.PrometheusMetrics("127.0.0.1", 0)
-        metrics.start()
-        self.addCleanup(metrics.close)
-        agent.metrics = metrics
+        agent = builder.build_agent(conf, metrics=metrics)
         try:
             agent.run()
+            host, port = metrics.address
+            with urllib.request.urlopen("http://%s:%d/metrics" % (host, port), timeout=10) as r:
+                text = r.read().decode("utf-8")
         finally:
             agent.shutdown()
-        host, port = metrics.address
-        with urllib.request.urlopen("http://%s:%d/metrics" % (host, port), timeout=10) as r:
-            text = r.read().decode("utf-8")
         exported = set()
         for fam in parser.text_string_to_metric_families(text):
             exported.add(fam.name)

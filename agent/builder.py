@@ -10,19 +10,23 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Builds the agent's parts from its configuration (ceilometer's prepare_service).
+"""Builds the agent and its parts from the configuration (ceilometer's prepare_service).
 
 Only this module knows which concrete adapter a configuration means; the
-loop sees interfaces.
+loop sees interfaces. Building binds nothing and starts nothing: the
+:class:`agent.loop.Agent` starts its parts (doc/source/architecture.rst,
+"The agent's lifecycle").
 """
 
 import dataclasses
+import functools
 import logging
 import os
 
 from agent import clock as clock_mod
 from agent import host_identity
 from agent import loop
+from agent import metrics as metrics_mod
 from agent import publisher
 from agent import watchdog
 from resex_libvirt import exceptions
@@ -94,6 +98,21 @@ class Parts:
         self.watchdog = None
         #: The VMs' cgroup CPU pressure (PSI), read each epoch as evidence.
         self.pressure = None
+        #: Publish from a thread of the publisher's own (the driver runs in
+        #: real time) or inline (the simulated host offers every epoch in order).
+        self.background_publish = False
+
+    def close(self):
+        """Close every part built, each once (``--check``, or a build that failed)."""
+        seen = set()
+        for part in [*self.latency_sources, self.board, self.fabric, self.hypervisor]:
+            if not isinstance(part, loop.Closes) or id(part) in seen:
+                continue
+            seen.add(id(part))
+            try:
+                part.close()
+            except Exception:
+                LOG.debug("error while closing %r", part, exc_info=True)
 
 
 def _simulated(conf, parts):
@@ -110,14 +129,16 @@ def _simulated(conf, parts):
     parts.clock = sim.clock()
     parts.interval_s = scenario.interval_s
     parts.epoch_s = scenario.epoch_s
+    # Faster than real time, every epoch's report is offered to the board in order.
+    parts.background_publish = False
 
 
 def _libvirt(conf, parts, read_only=False):
     from agent import fabric as fabric_mod
     from agent import hypervisor as hypervisor_mod
-    from agent.intake import service as intake_service
+    from agent.intake import server as intake_server
     from agent import journal as journal_mod
-    hypervisor = hypervisor_mod.build(conf)
+    hypervisor = hypervisor_mod.build(conf, read_only=read_only)
     # The interface monitor reads the net.* counters of the hypervisor's own
     # bulk stats sweep: one getAllDomainStats per interval for both.
     monitor = fabric_mod.build(conf, connection=hypervisor.connection.get,
@@ -136,12 +157,14 @@ def _libvirt(conf, parts, read_only=False):
     parts.hypervisor = watchdog.Guarded(hypervisor, dog, sweeps=SWEEPS)
     parts.fabric = (watchdog.Guarded(fabric_monitor, dog, owns=False)
                     if fabric_monitor is not None else None)
-    # Started by the loop (Agent.run), so that building the parts (as
+    # Started by the agent (Agent.start), so that building the parts (as
     # --check does) never binds the probe socket of a running agent.
-    parts.latency_sources.append(intake_service.LatencyIntake(conf))
+    parts.latency_sources.append(intake_server.LatencyIntake(conf))
     from resex_libvirt.hypervisor import psi
     parts.pressure = psi.DomainPressure()
     parts.clock = clock_mod.RealClock()
+    # In real time the board is written off the loop.
+    parts.background_publish = True
     parts.interval_s = LIBVIRT_INTERVAL_S
     parts.epoch_s = LIBVIRT_EPOCH_S
     state_dir = conf.agent.state_dir
@@ -203,9 +226,29 @@ def build_parts(conf, read_only=False):
     return parts
 
 
-def build_agent(conf, parts=None):
-    """The :class:`agent.loop.Agent` the configuration describes."""
-    parts = parts or build_parts(conf)
+def build_agent(conf, parts=None, metrics=None):
+    """The :class:`agent.loop.Agent` the configuration describes, with every part it needs.
+
+    ``parts`` (default: :func:`build_parts`) and ``metrics`` (default: the
+    ``[metrics]`` endpoint, not bound yet) are handed to the agent, which
+    owns them from then on: it starts them (:meth:`~agent.loop.Agent.start`)
+    and closes them (:meth:`~agent.loop.Agent.shutdown`). Parts built here
+    are closed again when the agent cannot be built. SIGHUP reloads
+    ``conf`` (:func:`reload_market`).
+    """
+    if parts is not None:
+        return _assemble(conf, parts, metrics)
+    parts = build_parts(conf)
+    try:
+        return _assemble(conf, parts, metrics)
+    except BaseException:
+        parts.close()
+        raise
+
+
+def _assemble(conf, parts, metrics):
+    if metrics is None:
+        metrics = metrics_mod.PrometheusMetrics.from_conf(conf)
     ipe = intervals_per_epoch(parts.interval_s, parts.epoch_s)
     link = parts.fabric.link() if parts.fabric is not None else None
     pcpus = conf.market.pcpus or parts.hypervisor.pcpus()
@@ -219,18 +262,15 @@ def build_agent(conf, parts=None):
     market = market_mod.Market(params, build_policy(conf))
     settings = loop.LoopSettings(
         host=conf.agent.host, interval_s=parts.interval_s, intervals_per_epoch=ipe,
-        deadband_pct=conf.agent.deadband_pct, max_epochs=conf.agent.max_epochs)
-    agent = loop.Agent(settings, market, parts.hypervisor, parts.fabric,
-                       latency_sources=parts.latency_sources, board=parts.board,
-                       journal=parts.journal, clock=parts.clock,
-                       publish_policy=parts.publish_policy,
-                       # In real time the board is written off the loop; a
-                       # simulated run offers every epoch's report in order.
-                       background_publish=isinstance(parts.clock, clock_mod.RealClock),
-                       shutdown_timeout_s=conf.agent.shutdown_timeout,
-                       pressure=parts.pressure)
-    agent.parts = parts
-    return agent
+        deadband_pct=conf.agent.deadband_pct, max_epochs=conf.agent.max_epochs,
+        background_publish=parts.background_publish)
+    return loop.Agent(settings, market, parts.hypervisor, parts.fabric,
+                      latency_sources=parts.latency_sources, board=parts.board,
+                      journal=parts.journal, clock=parts.clock, metrics=metrics,
+                      publish_policy=parts.publish_policy, watchdog=parts.watchdog,
+                      reloader=functools.partial(reload_market, conf),
+                      shutdown_timeout_s=conf.agent.shutdown_timeout,
+                      pressure=parts.pressure)
 
 
 def reload_market(conf, agent):

@@ -1,0 +1,59 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The agent's code keeps to its contracts: capabilities declared, functions short."""
+
+import ast
+import os
+import unittest
+
+import agent
+
+AGENT = os.path.dirname(os.path.abspath(agent.__file__))
+
+#: The longest function the agent's package may hold, in lines.
+MAX_FUNCTION_LINES = 80
+
+
+def _trees():
+    for folder, _dirs, files in os.walk(AGENT):
+        for name in sorted(files):
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                with open(path) as f:
+                    yield os.path.relpath(path, os.path.dirname(AGENT)), ast.parse(f.read())
+
+
+def _calls(tree, name):
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Name) and n.func.id == name]
+
+
+class ContractsTest(unittest.TestCase):
+
+    def test_no_part_is_probed_for_a_member_its_interface_does_not_declare(self):
+        # getattr(x, "name", default) and hasattr(x, "name") ask a part whether
+        # it has a member; the agent's parts declare theirs (Protocols in
+        # agent.loop, the adapters' base classes). A two-argument getattr
+        # (a proxy forwarding a name) asks nothing.
+        probes = ["%s:%d" % (path, call.lineno) for path, tree in _trees()
+                  for call in _calls(tree, "getattr") + _calls(tree, "hasattr")
+                  if call.func.id == "hasattr" or len(call.args) > 2]
+        self.assertEqual([], probes)
+
+    def test_no_function_is_longer_than_80_lines(self):
+        long = ["%s:%d %s (%d lines)" % (path, node.lineno, node.name,
+                                         node.end_lineno - node.lineno + 1)
+                for path, tree in _trees() for node in ast.walk(tree)
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+        self.assertEqual([], long)
