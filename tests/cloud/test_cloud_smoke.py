@@ -23,6 +23,7 @@ behind (every process by PID, every link, the data).
 """
 
 import os
+import tempfile
 import unittest
 
 from tests.cloud import cloud as cloud_mod
@@ -35,8 +36,12 @@ class CloudSmokeTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
+        # A state directory of this run's own: its process table must be
+        # nobody else's, or a run queued behind another's cloud would take
+        # that cloud's lab-lock holder for its own and not wait.
         cls.cloud = cloud_mod.Cloud(state_dir=os.environ.get(
-            "RESEX_CLOUD_TEST_DIR", "/var/tmp/resex-cloud-test"))
+            "RESEX_CLOUD_TEST_DIR") or tempfile.mkdtemp(prefix="resex-cloud-test-",
+                                                        dir="/var/tmp"))
         try:
             cls.cloud.up()
             guests.publish(cls.cloud)
