@@ -108,11 +108,16 @@ class Link:
         """Nanoseconds until the first transfer in flight completes, or ``None``."""
         if not self.active:
             return None
+        active = self.active
         if self._rem is not None:
             rem = self._rem.min().item()
         else:
-            rem = min(t.remaining for t in self.active)
-        return max(1, math.ceil(rem * len(self.active) / self.bytes_per_ns))
+            rem = active[0].remaining
+            for t in active:
+                if t.remaining < rem:
+                    rem = t.remaining
+        nxt = math.ceil(rem * len(active) / self.bytes_per_ns)
+        return nxt if nxt > 1 else 1
 
     def advance(self, dt_ns):
         """Carry ``dt_ns`` of traffic; return the transfers that completed."""

@@ -132,150 +132,43 @@ class Testbed:
         vm = self.vms[name]
         self._sync(vm, self.now_ns)
         vm.sched.set_cap(cap_pct)
-        self._schedule(vm, self.now_ns)
+        self._settle((vm,), self.now_ns)
 
     # -- the engine -----------------------------------------------------------
     def run_until(self, until_ns):
         """Advance the testbed to ``until_ns`` (a no-op for a past time).
 
-        One pass of the loop is one event: settle the VMs due now (in the
-        order they were added), find the next event (a period boundary,
-        ``until_ns``, the link's first completion or the heap's first live
-        event) and advance the link to it. This is the simulator's hot loop:
-        it keeps its state in locals and does inline what
-        :meth:`_sync`, :meth:`_schedule`, the link's ``next_completion_ns``
-        and ``advance`` (below ``VECTOR_FROM`` transfers) and the server's
-        ``begin_next``, ``post_due`` and ``transfer_done`` do, calling out
-        only for the rarer steps (a VM starting or stopping, arrivals, a
-        compute time's draw, the link's step on arrays). The same operations
-        in the same order: runs are the same to the last bit.
+        One pass of the loop is one event: settle the VMs due now, in the
+        order they were added (:meth:`_settle`), find the next event (a
+        period boundary, ``until_ns``, the link's first completion or the
+        heap's first live event), advance the link to it and note the VMs
+        whose transfer completed (:meth:`_transfers_done`) or whose own
+        event came. This is the simulator's hot loop: it keeps its state in
+        locals and calls out once per step of an event, never once per VM.
         """
         until_ns = int(until_ns)
         link = self.link
         heap = self._heap
         due = self._due
         period = self.model.sched_period_ns
-        advance = link.advance
-        post = link.post
         heappop = heapq.heappop
-        heappush = heapq.heappush
-        ceil = math.ceil
-        bytes_per_ns = link.bytes_per_ns
-        Transfer = link_mod.Transfer
-        INFINITE = credit.INFINITE
-        vector_from = link_mod.VECTOR_FROM
-        epsilon = link_mod.EPSILON_BYTES
+        settle = self._settle
         now = self.now_ns
         while True:
             if now // period != self._period:
                 self._new_period(now)
             if due:
-                for order in (sorted(due) if len(due) > 1 else due):
-                    vm = due[order]
-                    # Testbed._sync, inline.
-                    srv = vm.server
-                    dt = now - vm.synced_ns
-                    if dt > 0:
-                        if vm.on_cpu:
-                            vm.cpu_ns += dt
-                            vm.sched.used_ns += dt
-                            if srv.state == COMPUTE:
-                                srv.compute_left -= dt
-                        elif vm.parked:
-                            vm.delay_ns += dt
-                    vm.synced_ns = now
-                    state = vm.state
-                    if state == "pending" and vm.start_ns <= now:
-                        state = vm.state = "active"
-                        srv.start(now)
-                        self.changes += 1
-                    if state == "active" and vm.stop_ns is not None and vm.stop_ns <= now:
-                        state = vm.state = "stopped"
-                        link.drop_owner(vm)
-                        self.changes += 1
-                    # Testbed._schedule, inline: the VM's next event.
-                    t = None
-                    vm.on_cpu = vm.parked = False
-                    if state == "active":
-                        while True:
-                            # Server.admit_due, called only when an arrival is due.
-                            clients = srv._clients
-                            arrival = srv._next_arrival
-                            if ((clients and clients[0][0] <= now)
-                                    or (arrival is not None and arrival <= now)):
-                                srv.admit_due(now)
-                            changed = False
-                            if srv.state == IDLE and srv.queue:
-                                # Server.begin_next, inline.
-                                srv.current = srv.queue.popleft()
-                                srv.compute_left = srv._compute_ns()
-                                srv.state = COMPUTE
-                                changed = True
-                            if srv.state == COMPUTE and srv.compute_left <= 0:
-                                # Server.post_due, inline.
-                                srv.transfer = transfer = Transfer(
-                                    vm, srv.workload.buffer_bytes, now, srv.current)
-                                post(transfer)
-                                srv.state = POLL
-                                changed = True
-                            if not changed:
-                                break
-                        t = vm.stop_ns
-                        arrival = srv._next_arrival
-                        clients = srv._clients
-                        if clients:
-                            c = clients[0][0]
-                            if arrival is None or c < arrival:
-                                arrival = c
-                        if arrival is not None and (t is None or arrival < t):
-                            t = arrival
-                        if srv.state != IDLE:
-                            sched = vm.sched
-                            cap = sched.cap_pct
-                            if cap is None:
-                                budget = INFINITE
-                            else:
-                                budget = max(0.0, cap / 100.0 * sched.period_ns - sched.used_ns)
-                            if budget > 0:
-                                vm.on_cpu = True
-                                if srv.state == COMPUTE:
-                                    done = now + srv.compute_left
-                                    if t is None or done < t:
-                                        t = done
-                                if cap is not None:
-                                    parked = now + max(1, ceil(budget))
-                                    if t is None or parked < t:
-                                        t = parked
-                            else:
-                                vm.parked = True
-                    elif state == "pending":
-                        t = vm.start_ns
-                    if t != vm.next_ns:
-                        vm.next_ns = t
-                        if t is not None:
-                            self._pushes += 1
-                            heappush(heap, (t, self._pushes, vm))
+                settle([due[o] for o in sorted(due)] if len(due) > 1 else due.values(), now)
                 due.clear()
             if now >= until_ns:
                 break
             t = (now // period + 1) * period
             if until_ns < t:
                 t = until_ns
-            active = link.active
-            if active:
-                # Link.next_completion_ns, inline.
-                if link._rem is not None:
-                    rem = link._rem.min().item()
-                else:
-                    rem = active[0].remaining
-                    for tr in active:
-                        if tr.remaining < rem:
-                            rem = tr.remaining
-                nxt = ceil(rem * len(active) / bytes_per_ns)
-                if nxt < 1:
-                    nxt = 1
-                if now + nxt < t:
-                    t = now + nxt
+            if link.active:
+                done = now + link.next_completion_ns()
+                if done < t:
+                    t = done
             while heap:
                 top = heap[0]
                 when = top[0]
@@ -287,53 +180,10 @@ class Testbed:
                 break
             if t < now + 1:
                 t = now + 1
-            # The advance to ``t``: the link, then the events it reaches.
-            if not active:
-                done = ()
-            elif link._rem is None and len(active) < vector_from:
-                # Link.advance on a few transfers, inline (same steps).
-                dt = t - now
-                link.busy_ns += dt
-                each = bytes_per_ns * dt / len(active)
-                done = []
-                for tr in active:
-                    rem = tr.remaining
-                    sent = each if each < rem else rem
-                    tr.remaining = rem = rem - sent
-                    tr.owner.tx_bytes += sent
-                    if rem <= epsilon:
-                        tr.owner.tx_bytes += rem
-                        tr.remaining = 0.0
-                        done.append(tr)
-                if done:
-                    link.active = [tr for tr in active if tr.remaining > 0.0]
-            else:
-                done = advance(t - now)
+            done = link.advance(t - now) if link.active else ()
             self.now_ns = now = t
-            for transfer in done:
-                vm = transfer.owner
-                srv = vm.server
-                if vm.state == "active" and srv.transfer is transfer:
-                    dt = now - vm.synced_ns
-                    if dt > 0:
-                        if vm.on_cpu:
-                            vm.cpu_ns += dt
-                            vm.sched.used_ns += dt
-                            if srv.state == COMPUTE:
-                                srv.compute_left -= dt
-                        elif vm.parked:
-                            vm.delay_ns += dt
-                    vm.synced_ns = now
-                    # Server.transfer_done, inline.
-                    req = srv.current
-                    srv.latencies.append((now, now - req.arrival_ns))
-                    srv.completed += 1
-                    srv.current = None
-                    srv.transfer = None
-                    srv.state = IDLE
-                    if req.client is not None:
-                        heappush(srv._clients, (now + srv._think_ns(), req.client))
-                    due[vm.order] = vm
+            if done:
+                self._transfers_done(done, now)
             while heap and heap[0][0] <= now:
                 when, _n, vm = heappop(heap)
                 if vm.next_ns == when:
@@ -341,6 +191,87 @@ class Testbed:
         for vm in self.vms.values():
             self._sync(vm, now)
         link.flush()
+
+    def _transfers_done(self, done, now):
+        """The link completed ``done`` at ``now``: free their servers, make their VMs due."""
+        due = self._due
+        for transfer in done:
+            vm = transfer.owner
+            srv = vm.server
+            if vm.state == "active" and srv.transfer is transfer:
+                dt = now - vm.synced_ns
+                if dt > 0:                 # Testbed._sync, inline
+                    if vm.on_cpu:
+                        vm.cpu_ns += dt
+                        vm.sched.used_ns += dt
+                        srv.run(dt)
+                    elif vm.parked:
+                        vm.delay_ns += dt
+                vm.synced_ns = now
+                srv.transfer_done(now)
+                due[vm.order] = vm
+
+    def _settle(self, vms, now):
+        """Bring each of ``vms`` to ``now``: start or stop it, step its server, schedule it.
+
+        A VM's next event (the heap keeps it) is the first of its stop, its
+        server's next arrival, the end of its compute and the end of its
+        budget; a VM with work and no budget is parked (run delay).
+        """
+        link = self.link
+        for vm in vms:
+            srv = vm.server
+            dt = now - vm.synced_ns
+            if dt > 0:                     # Testbed._sync, inline
+                if vm.on_cpu:
+                    vm.cpu_ns += dt
+                    vm.sched.used_ns += dt
+                    srv.run(dt)
+                elif vm.parked:
+                    vm.delay_ns += dt
+            vm.synced_ns = now
+            state = vm.state
+            if state == "pending" and vm.start_ns <= now:
+                state = vm.state = "active"
+                srv.start(now)
+                self.changes += 1
+            if state == "active" and vm.stop_ns is not None and vm.stop_ns <= now:
+                state = vm.state = "stopped"
+                link.drop_owner(vm)
+                self.changes += 1
+            t = None
+            vm.on_cpu = vm.parked = False
+            if state == "active":
+                arrival = srv.step(now, link, vm)
+                t = vm.stop_ns
+                if arrival is not None and (t is None or arrival < t):
+                    t = arrival
+                if srv.state != IDLE:
+                    sched = vm.sched
+                    cap = sched.cap_pct
+                    if cap is None:        # CapScheduler.budget_ns, inline
+                        budget = credit.INFINITE
+                    else:
+                        budget = max(0.0, cap / 100.0 * sched.period_ns - sched.used_ns)
+                    if budget > 0:
+                        vm.on_cpu = True
+                        if srv.state == COMPUTE:
+                            done = now + srv.compute_left
+                            if t is None or done < t:
+                                t = done
+                        if cap is not None:
+                            parked = now + max(1, math.ceil(budget))
+                            if t is None or parked < t:
+                                t = parked
+                    else:
+                        vm.parked = True
+            elif state == "pending":
+                t = vm.start_ns
+            if t != vm.next_ns:
+                vm.next_ns = t
+                if t is not None:
+                    self._pushes += 1
+                    heapq.heappush(self._heap, (t, self._pushes, vm))
 
     def _new_period(self, now):
         """A scheduling period starts at ``now``: every VM's budget is renewed, every VM is due."""
@@ -379,48 +310,3 @@ class Testbed:
             elif vm.parked:
                 vm.delay_ns += dt
         vm.synced_ns = now
-
-    def _schedule(self, vm, now):
-        """Find ``vm``'s next event after ``now`` (its state settled at ``now``)."""
-        t = None
-        vm.on_cpu = vm.parked = False
-        state = vm.state
-        if state == "active":
-            t = vm.stop_ns
-            srv = vm.server
-            # Server.next_arrival_ns, inline.
-            arrival = srv._next_arrival
-            clients = srv._clients
-            if clients:
-                c = clients[0][0]
-                if arrival is None or c < arrival:
-                    arrival = c
-            if arrival is not None and (t is None or arrival < t):
-                t = arrival
-            if srv.state != workload_mod.IDLE:
-                sched = vm.sched
-                cap = sched.cap_pct
-                # CapScheduler.budget_ns, inline.
-                if cap is None:
-                    budget = credit.INFINITE
-                else:
-                    budget = max(0.0, cap / 100.0 * sched.period_ns - sched.used_ns)
-                if budget > 0:
-                    vm.on_cpu = True
-                    if srv.state == workload_mod.COMPUTE:
-                        done = now + srv.compute_left
-                        if t is None or done < t:
-                            t = done
-                    if cap is not None:
-                        parked = now + max(1, math.ceil(budget))
-                        if t is None or parked < t:
-                            t = parked
-                else:
-                    vm.parked = True
-        elif state == "pending":
-            t = vm.start_ns
-        if t != vm.next_ns:
-            vm.next_ns = t
-            if t is not None:
-                self._pushes += 1
-                heapq.heappush(self._heap, (t, self._pushes, vm))

@@ -40,6 +40,8 @@ import collections
 import dataclasses
 import heapq
 
+from resex_libvirt.sim import link as link_mod
+
 IDLE = "idle"
 COMPUTE = "compute"
 POLL = "poll"
@@ -103,6 +105,9 @@ class Server:
         self.completed = 0
         self._next_arrival = None
         self._clients = []
+        # The workload is frozen: its constant times are worked out once.
+        self._compute_base = workload.compute_us * 1000.0
+        self._think = max(0, round(workload.think_us * 1000.0))
 
     # -- arrivals -----------------------------------------------------------
     def start(self, now_ns):
@@ -120,39 +125,28 @@ class Server:
             return max(1, round(1e9 / rate))
         return max(1, round(self.rng.expovariate(rate) * 1e9))
 
-    def next_arrival_ns(self):
-        """Time of the next arrival, or ``None``."""
-        t = self._next_arrival
-        if self._clients:
-            c = self._clients[0][0]
-            t = c if t is None or c < t else t
-        return t
-
     def admit_due(self, now_ns):
         """Queue every arrival due at or before ``now_ns``; True if any."""
         admitted = False
-        while self._clients and self._clients[0][0] <= now_ns:
-            t, c = heapq.heappop(self._clients)
-            self._enqueue(Request(t, c))
+        clients = self._clients
+        while clients and clients[0][0] <= now_ns:
+            t, c = heapq.heappop(clients)
+            self._enqueue(t, c)
             admitted = True
         while self._next_arrival is not None and self._next_arrival <= now_ns:
-            self._enqueue(Request(self._next_arrival, None))
+            self._enqueue(self._next_arrival, None)
             self._next_arrival += self._gap_ns()
             admitted = True
         return admitted
 
-    def _enqueue(self, req):
+    def _enqueue(self, arrival_ns, client):
         if len(self.queue) >= self.max_queue:
             self.dropped += 1
-            if req.client is not None:
+            if client is not None:
                 # A closed-loop client whose request is refused tries again later.
-                heapq.heappush(self._clients, (req.arrival_ns + self._think_ns() + 1,
-                                               req.client))
+                heapq.heappush(self._clients, (arrival_ns + self._think + 1, client))
             return
-        self.queue.append(req)
-
-    def _think_ns(self):
-        return max(0, round(self.workload.think_us * 1000.0))
+        self.queue.append(Request(arrival_ns, client))
 
     # -- service -------------------------------------------------------------
     @property
@@ -160,29 +154,49 @@ class Server:
         return self.state != IDLE
 
     def _compute_ns(self):
-        base = self.workload.compute_us * 1000.0
+        base = self._compute_base
         if self.compute_cv > 0:
-            z = max(-3.0, min(3.0, self.rng.gauss(0.0, 1.0)))
+            z = self.rng.gauss(0.0, 1.0)
+            z = -3.0 if z < -3.0 else 3.0 if z > 3.0 else z
             base *= 1.0 + self.compute_cv * z
-        return max(0, round(base))
+        ns = round(base)
+        return ns if ns > 0 else 0
 
-    def begin_next(self):
-        """IDLE with a queued request -> COMPUTE; True if the state changed."""
-        if self.state != IDLE or not self.queue:
-            return False
-        self.current = self.queue.popleft()
-        self.compute_left = self._compute_ns()
-        self.state = COMPUTE
-        return True
+    def step(self, now_ns, link, owner):
+        """Admit, start and post what is due at ``now_ns``; return the next arrival time.
 
-    def post_due(self, now_ns, link, owner, transfer_cls):
-        """COMPUTE finished -> post the transfer and POLL; True if the state changed."""
-        if self.state != COMPUTE or self.compute_left > 0:
-            return False
-        self.transfer = transfer_cls(owner, self.workload.buffer_bytes, now_ns, self.current)
-        link.post(self.transfer)
-        self.state = POLL
-        return True
+        A request starts its compute when the server is idle, and its
+        transfer of ``buffer_bytes`` (owned by ``owner``) goes on ``link``
+        when the compute is done; both take no time, so one call goes as far
+        as ``now_ns`` allows. The next arrival (open loop or a client's) is
+        ``None`` when none is coming.
+        """
+        clients = self._clients
+        while True:
+            arrival = self._next_arrival
+            if (clients and clients[0][0] <= now_ns) or (arrival is not None
+                                                         and arrival <= now_ns):
+                self.admit_due(now_ns)
+            changed = False
+            if self.state == IDLE and self.queue:
+                self.current = self.queue.popleft()
+                self.compute_left = self._compute_ns()
+                self.state = COMPUTE
+                changed = True
+            if self.state == COMPUTE and self.compute_left <= 0:
+                self.transfer = link_mod.Transfer(owner, self.workload.buffer_bytes, now_ns,
+                                                  self.current)
+                link.post(self.transfer)
+                self.state = POLL
+                changed = True
+            if not changed:
+                break
+        arrival = self._next_arrival
+        if clients:
+            c = clients[0][0]
+            if arrival is None or c < arrival:
+                arrival = c
+        return arrival
 
     def transfer_done(self, now_ns):
         """The HCA completed our transfer: record the latency, free the server."""
@@ -193,7 +207,7 @@ class Server:
         self.transfer = None
         self.state = IDLE
         if req.client is not None:
-            heapq.heappush(self._clients, (now_ns + self._think_ns(), req.client))
+            heapq.heappush(self._clients, (now_ns + self._think, req.client))
 
     def run(self, ns):
         """The VM ran ``ns`` on its vCPU (compute or polling)."""
