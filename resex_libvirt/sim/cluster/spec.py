@@ -254,6 +254,7 @@ def _nova_sections(table, path):
 
 
 def parse(data, source="<fleet scenario>", default_name="cluster"):
+    """The :class:`FleetScenario` of a decoded TOML document (errors name the key)."""
     top = _Table(source, data, "", _TOP)
     name = top.text("name", default_name)
     duration = top.num("duration_s", positive=True)
@@ -263,14 +264,45 @@ def parse(data, source="<fleet scenario>", default_name="cluster"):
     life = top.sub("lifetimes", _LIFETIMES)
     failure = top.sub("failure", _FAILURE, required=False)
     timing = top.sub("timing", _TIMING, required=False)
+    flavors, sensitive_sla = _flavors(top, data.get("flavors"))
+    host_vcpus = hosts.num("vcpus", integer=True, lo=1)
+    model = _host_model(sim, host_vcpus, flavors, sensitive_sla)
+    fail_at = failure.num("at_s", None, lo=0.0)
+    fail_host = failure.text("host", "busiest")
+    configs = _configurations(top, data.get("nova", {}), data.get("configurations"))
+    return FleetScenario(
+        name=name, description=top.text("description", ""),
+        seed=top.num("seed", 1, integer=True, lo=0), duration_s=duration,
+        hosts=hosts.num("count", integer=True, lo=1, hi=100000), host_vcpus=host_vcpus,
+        host_ram_mb=hosts.num("ram_mb", integer=True, lo=1),
+        host_disk_gb=hosts.num("disk_gb", 10000, integer=True, lo=1),
+        randomize_candidates=_flag(hosts, "randomize_candidates", False),
+        model=model, flavors=flavors,
+        mean_per_hour=arrivals.num("mean_per_hour", positive=True),
+        daily_swing=arrivals.num("daily_swing", 0.0, lo=0.0, hi=1.0),
+        peak_hour=arrivals.num("peak_hour", 14.0, lo=0.0, hi=24.0),
+        initial_vms=arrivals.num("initial_vms", 0, integer=True, lo=0),
+        lifetime_alpha=life.num("alpha", 1.5, lo=1.01, hi=10.0),
+        lifetime_min_s=life.num("min_s", positive=True),
+        lifetime_max_s=life.num("max_s", positive=True),
+        failure_at_s=fail_at if fail_at is not None and fail_at < duration else None,
+        failure_host=fail_host,
+        report_delay_s=timing.num("report_delay_s", 5.0, lo=0.0),
+        keepalive_s=timing.num("keepalive_s", 20.0, positive=True),
+        refresh_interval_s=timing.num("refresh_interval_s", 2.0, positive=True),
+        build_s=timing.num("build_s", 120.0, lo=0.0),
+        max_age_s=timing.num("max_age_s", 60.0, positive=True),
+        configurations=configs, path=source)
 
-    raw_flavors = data.get("flavors")
+
+def _flavors(top, raw_flavors):
+    """The ``[[flavors]]`` tables, and the one SLA every sensitive flavor carries."""
     if not isinstance(raw_flavors, list) or not raw_flavors:
         raise top.error("flavors", "at least one [[flavors]] table is required")
     flavors = []
     sensitive_sla = None
     for i, raw in enumerate(raw_flavors):
-        f = _Table(source, raw, "flavors[%d]" % i, _FLAVOR)
+        f = _Table(top.source, raw, "flavors[%d]" % i, _FLAVOR)
         specs = f.data.get("extra_specs", {})
         if not isinstance(specs, dict):
             raise f.error("extra_specs", "must be a table")
@@ -296,8 +328,11 @@ def parse(data, source="<fleet scenario>", default_name="cluster"):
     if sensitive_sla is None:
         raise top.error("flavors", "at least one flavor must be latency-sensitive "
                                    "(extra spec resex:latency_sla_us)")
+    return tuple(flavors), sensitive_sla
 
-    host_vcpus = hosts.num("vcpus", integer=True, lo=1)
+
+def _host_model(sim, host_vcpus, flavors, sensitive_sla):
+    """The ``[host_sim]`` table: the host surrogate's model."""
     sens_vcpus = min(f.vcpus for f in flavors if f.kind == SENSITIVE)
     bulk_flavors = [f for f in flavors if f.kind == BULK]
     points = sim.data.get("sensitive_points")
@@ -320,12 +355,13 @@ def parse(data, source="<fleet scenario>", default_name="cluster"):
         seed=sim.num("seed", 1, integer=True, lo=0))
     if model.warmup_s >= model.run_s:
         raise sim.error("warmup_s", "must be shorter than run_s")
+    return model
 
-    fail_at = failure.num("at_s", None, lo=0.0)
-    fail_host = failure.text("host", "busiest")
 
-    shared_nova = _nova_sections(data.get("nova", {}), (source, "nova"))
-    raw_configs = data.get("configurations")
+def _configurations(top, raw_nova, raw_configs):
+    """The ``[[configurations]]`` tables, each over the shared ``[nova]`` sections."""
+    source = top.source
+    shared_nova = _nova_sections(raw_nova, (source, "nova"))
     if not isinstance(raw_configs, list) or not raw_configs:
         raise top.error("configurations", "at least one [[configurations]] table is required")
     configs, seen = [], set()
@@ -344,27 +380,4 @@ def parse(data, source="<fleet scenario>", default_name="cluster"):
                                           (source, c.path + ".nova")).items():
             nova.setdefault(group, {}).update(opts)
         configs.append(Configuration(cname, c.text("description", cname), policy, nova))
-
-    return FleetScenario(
-        name=name, description=top.text("description", ""),
-        seed=top.num("seed", 1, integer=True, lo=0), duration_s=duration,
-        hosts=hosts.num("count", integer=True, lo=1, hi=100000), host_vcpus=host_vcpus,
-        host_ram_mb=hosts.num("ram_mb", integer=True, lo=1),
-        host_disk_gb=hosts.num("disk_gb", 10000, integer=True, lo=1),
-        randomize_candidates=_flag(hosts, "randomize_candidates", False),
-        model=model, flavors=tuple(flavors),
-        mean_per_hour=arrivals.num("mean_per_hour", positive=True),
-        daily_swing=arrivals.num("daily_swing", 0.0, lo=0.0, hi=1.0),
-        peak_hour=arrivals.num("peak_hour", 14.0, lo=0.0, hi=24.0),
-        initial_vms=arrivals.num("initial_vms", 0, integer=True, lo=0),
-        lifetime_alpha=life.num("alpha", 1.5, lo=1.01, hi=10.0),
-        lifetime_min_s=life.num("min_s", positive=True),
-        lifetime_max_s=life.num("max_s", positive=True),
-        failure_at_s=fail_at if fail_at is not None and fail_at < duration else None,
-        failure_host=fail_host,
-        report_delay_s=timing.num("report_delay_s", 5.0, lo=0.0),
-        keepalive_s=timing.num("keepalive_s", 20.0, positive=True),
-        refresh_interval_s=timing.num("refresh_interval_s", 2.0, positive=True),
-        build_s=timing.num("build_s", 120.0, lo=0.0),
-        max_age_s=timing.num("max_age_s", 60.0, positive=True),
-        configurations=tuple(configs), path=source)
+    return tuple(configs)
