@@ -158,7 +158,7 @@ def measure(monitor, vms, seconds, sleep=time.sleep, clock=time.monotonic):
     rows = []
     for ep in second:
         row = {"endpoint": ep.name, "detail": ep.detail, "vm": ep.vm,
-               "vm_name": getattr(vms.get(ep.vm), "name", None) if ep.vm else None,
+               "vm_name": vms[ep.vm].name if ep.vm in vms else None,
                "state": ep.state}
         for field, tracker in trackers.items():
             delta = (tracker.update(ep.name, getattr(ep.counters, field))

@@ -70,7 +70,6 @@ def vm_lookup(vms):
     index = {}
     for uuid, info in vms.items():
         index[uuid] = uuid
-        name = getattr(info, "name", None)
-        if name:
-            index.setdefault(name, uuid)
+        if info.name:
+            index.setdefault(info.name, uuid)
     return index

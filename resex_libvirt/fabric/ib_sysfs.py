@@ -258,7 +258,7 @@ class IBPortCounters(base.FabricMonitor):
         lookup = endpoint.vm_lookup(vms)
         pci_owner = {}
         for uuid, info in vms.items():
-            for address in getattr(info, "hostdevs", ()) or ():
+            for address in info.hostdevs:
                 try:
                     pci_owner[domain_xml.normalize_pci_address(address)] = uuid
                 except exceptions.ConfigError:

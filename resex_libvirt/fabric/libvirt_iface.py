@@ -103,10 +103,9 @@ class LibvirtInterfaceStats(base.FabricMonitor):
         if shared:
             records = list(shared.items())
         else:
-            flag = getattr(libvirt, "VIR_DOMAIN_STATS_INTERFACE", STATS_INTERFACE)
             try:
                 records = [(dom.UUIDString(), stats)
-                           for dom, stats in conn.getAllDomainStats(flag)]
+                           for dom, stats in conn.getAllDomainStats(STATS_INTERFACE)]
             except _libvirt_error() as exc:
                 LOG.debug("bulk interface stats unavailable: %s", exc)
                 self.bulk_supported = False
@@ -161,7 +160,7 @@ class LibvirtInterfaceStats(base.FabricMonitor):
             taps = bulk.get(uuid)
             if taps is None:
                 conn = conn or self._open()
-                taps = self._per_domain(conn, uuid, tuple(getattr(vms[uuid], "interfaces", ())))
+                taps = self._per_domain(conn, uuid, tuple(vms[uuid].interfaces))
             for tap in sorted(taps):
                 totals = {}
                 for field, value in taps[tap].items():

@@ -46,6 +46,7 @@ import os
 import socket
 import struct
 import threading
+import typing
 
 from pyroute2 import netlink
 from pyroute2.netlink import rtnl
@@ -82,6 +83,16 @@ def encode_getlink_request(ifname, seq=1):
     msg["attrs"] = [("IFLA_IFNAME", ifname), ("IFLA_EXT_MASK", RTEXT_FILTER_VF)]
     msg.encode()
     return bytes(msg.data)
+
+
+class VFStatsSource(typing.Protocol):
+    """Where the monitor reads a PF's ``RTM_GETLINK`` reply (with its VFs) from."""
+
+    def __call__(self, ifname) -> bytes:
+        """The raw netlink reply for ``ifname``; raises ``FabricError``."""
+
+    def close(self):
+        """Release what the source holds (a socket); it may be called again after."""
 
 
 class RtnetlinkSource:
@@ -192,6 +203,7 @@ class VFNetlinkMonitor(base.FabricMonitor):
     """Cumulative bytes/packets per VM from the VFs passed through to it."""
 
     def __init__(self, pf, sysfs_root="/sys", source=None, overrides=None):
+        """``source``: a :class:`VFStatsSource` (:class:`RtnetlinkSource` by default)."""
         if not pf:
             raise exceptions.ConfigError("vf_netlink needs the PF netdev ([fabric] pf_netdev)")
         self.pf = pf
@@ -213,7 +225,7 @@ class VFNetlinkMonitor(base.FabricMonitor):
         addresses = vf_pci_addresses(self.sysfs_root, self.pf)
         owner_of = {}
         for uuid, info in vms.items():
-            for address in getattr(info, "hostdevs", ()) or ():
+            for address in info.hostdevs:
                 try:
                     owner_of[domain_xml.normalize_pci_address(address)] = uuid
                 except exceptions.ConfigError:
@@ -266,6 +278,4 @@ class VFNetlinkMonitor(base.FabricMonitor):
             fallback_bytes_per_s=link_facts.netdev_speed_bytes_per_s(self.sysfs_root, self.pf))
 
     def close(self):
-        closer = getattr(self.source, "close", None)
-        if closer is not None:
-            closer()
+        self.source.close()
