@@ -185,24 +185,43 @@ def decide(view, opts, state):
     # Held, not decayed, while a sensitive VM still waits at all (hysteresis:
     # decay until the wait is back, then stay).
     waiting = t.sensitive & (t.cc_wait > MIN_WAIT_PCT)
-    boost = t.cc_boost
     held = t.cc_cap
     factor = math.pow(0.5, 1.0 / max(1e-9, opts.cpu_half_life * view.intervals_per_epoch
                                      / every))
+    run = np.nan_to_num(t.cc_run)
+    wait = np.nan_to_num(t.cc_wait)
+    boost = _boosts(t.cc_boost, opts, hit, waiting, run, wait, factor)
+    t.cc_boost = boost
+    # The waiting sensitive VMs whose weight is at its ceiling: only caps help them more.
+    spent = waiting & (boost >= opts.cpu_boost_max)
+    moved = _caps(view, opts, held, hit, spent, run, wait, factor)
+    state.quiet = not (np.nan_to_num(t.cc_wait) > 0.0).any() and not (boost > 1.0).any() \
+        and np.isnan(held).all()
+    if state.quiet:
+        t.cc_wait = np.full(len(t), np.nan)
+        t.cc_run = np.full(len(t), np.nan)
+    if not moved:
+        return nothing
+    return np.unique(np.concatenate(moved))
+
+
+def _boosts(boost, opts, hit, waiting, run, wait, factor):
+    """The weight factors: decayed where no sensitive VM waits, raised by the victims' stretch."""
     calm = ~waiting & (boost > 1.0)
     if calm.any():
         decayed = 1.0 + (boost - 1.0) * factor
         boost = np.where(calm, np.where(decayed < 1.0 + 1e-6, 1.0, decayed), boost)
-    run = np.nan_to_num(t.cc_run)
-    wait = np.nan_to_num(t.cc_wait)
     if hit.any():
         with np.errstate(over="ignore"):
-            stretch = np.divide(wait, run, out=np.full(len(t), 1.0), where=run > 0.0)
+            stretch = np.divide(wait, run, out=np.full(len(boost), 1.0), where=run > 0.0)
         boost = np.where(hit, np.minimum(opts.cpu_boost_max, boost * (1.0 + stretch)), boost)
-    t.cc_boost = boost
+    return boost
+
+
+def _caps(view, opts, held, hit, spent, run, wait, factor):
+    """Move the neighbours' caps (``held``, in place); returns the arrays of rows moved."""
+    t = view.t
     moved = []
-    # The waiting sensitive VMs whose weight is at its ceiling: only caps help them more.
-    spent = waiting & (boost >= opts.cpu_boost_max)
     held_rows = (~np.isnan(held)).nonzero()[0]
     if opts.cpu_caps and spent.any() and ((hit & spent).any() or len(held_rows)):
         demand = np.minimum(run + wait, t.limit)
@@ -234,14 +253,7 @@ def decide(view, opts, state):
         grown = limit - (limit - held[held_rows]) * factor
         held[held_rows] = np.where(grown >= limit - 0.5, np.nan, grown)
         moved.append(held_rows)
-    state.quiet = not (np.nan_to_num(t.cc_wait) > 0.0).any() and not (boost > 1.0).any() \
-        and np.isnan(held).all()
-    if state.quiet:
-        t.cc_wait = np.full(len(t), np.nan)
-        t.cc_run = np.full(len(t), np.nan)
-    if not moved:
-        return nothing
-    return np.unique(np.concatenate(moved))
+    return moved
 
 
 def weights(view):
