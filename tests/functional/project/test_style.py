@@ -16,13 +16,32 @@ hacking 8.1 with H905 on: no eventlet anywhere (native threads only), lazy
 log arguments (H904), and the OpenStack style rules.
 """
 
+import ast
 import os
+import pathlib
 import subprocess
 import sys
 import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
+
+#: The longest a function of the library may be (lines, docstring included).
+MAX_FUNCTION_LINES = 80
+
+
+def long_functions(package, limit=MAX_FUNCTION_LINES):
+    """``[(lines, "path:line name")]`` of the functions under ``package`` over ``limit``."""
+    out = []
+    for path in sorted(pathlib.Path(ROOT, package).rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > limit:
+                    out.append((lines, "%s:%d %s" % (path.relative_to(ROOT), node.lineno,
+                                                     node.name)))
+    return out
 
 
 class StyleTest(unittest.TestCase):
@@ -44,3 +63,11 @@ class StyleTest(unittest.TestCase):
             cwd=ROOT, capture_output=True, text=True, timeout=300,
             env=dict(os.environ, OS_NOVA_DISABLE_EVENTLET_PATCHING="1"))
         self.assertEqual(0, proc.returncode, proc.stdout + proc.stderr)
+
+    def test_no_function_of_the_library_is_over_80_lines(self):
+        self.assertEqual([], long_functions("resex_libvirt"))
+
+    def test_the_function_length_check_sees_a_long_function(self):
+        # The walk itself: a long function in this very file is found.
+        found = long_functions("tests/functional/project", limit=5)
+        self.assertIn("long_functions", " ".join(name for _, name in found))
