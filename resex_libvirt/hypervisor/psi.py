@@ -25,9 +25,10 @@ the one its QEMU process is in (``/proc/<pid>/cgroup``, the ``0::`` line).
 pure v2 host, ``/sys/fs/cgroup/unified`` on a hybrid one), and says plainly
 (:class:`PressureUnavailable`, with the reason) when the figure would not be
 the VM's own: no cgroup v2 mount, no ``cpu.pressure`` file (a kernel without
-PSI), or the VM's process in the root of the v2 hierarchy (a hybrid host
-whose cpu controller is on cgroup v1: libvirt places the VM in v1 groups
-only, and the root's pressure is the whole host's).
+PSI), or the VM's process in the root of the v2 hierarchy (the root's
+pressure is the whole host's). On a hybrid host (the cpu controller on
+cgroup v1) libvirt 9 still gives each guest a v2 group of its own, under
+``machine/``, whose pressure is read.
 """
 
 import os

@@ -126,11 +126,12 @@ class LabSmokeTest(unittest.TestCase):
 
     def test_the_guests_cpu_pressure_is_read_or_said_plainly(self):
         # PSI of the guest's own cgroup v2 group: read where libvirt places it
-        # in one; on a hybrid host whose cpu controller is on cgroup v1 (this
-        # kind of machine) the guest is in the v2 root, and the reader says so.
+        # in one (it does on this kind of machine, hybrid v1/v2, under
+        # machine/), else the reader says why (e.g. the guest in the v2 root).
         got, why = psi.DomainPressure().read({self.guest.uuid: self.guest.name})
         if got:
             self.assertGreaterEqual(got[self.guest.uuid].some_total_us, 0)
+            print("\nPSI of a real guest: %r" % (got[self.guest.uuid],))
         else:
             self.assertIn("cgroup", why[self.guest.uuid])
             print("\nPSI of a real guest: %s" % why[self.guest.uuid])
