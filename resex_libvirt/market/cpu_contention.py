@@ -146,9 +146,16 @@ def mclock_split(room, floor, limit, shares):
         if total <= 0.0:
             w = open_.astype(np.float64)
             total = float(w.sum())
+        elif total < 1e-300:
+            # Subnormal shares: left x w would underflow; only their proportions count.
+            w = w / w.max()
+            total = float(w.sum())
         add = left * w / total
         new = np.minimum(got + add, limit)
-        left -= float((new - got).sum())
+        moved = float((new - got).sum())
+        if not moved > 0.0:
+            break              # nothing can move any more (rounding): never spin
+        left -= moved
         got = new
         open_ = got < limit - 1e-9
         if n == 0:

@@ -174,3 +174,16 @@ class ContentionPropertyTest(unittest.TestCase):
                 self.assertEqual(limit, hog.cap_pct)
                 self.assertEqual({}, m.policy.weights())
             self.assertLessEqual(d["victim"].weight, 2 * market_mod.BASE_WEIGHT)
+
+
+class MClockSplitEdgeTest(unittest.TestCase):
+
+    def test_a_subnormal_share_still_gets_the_room_and_the_split_ends(self):
+        # Found by hypothesis: left x 5e-324 underflows to 0, and the
+        # water-filling loop spun for ever (make test hung).
+        floor = np.array([0.0, 190.833153, 0.314276372, 1e-06])
+        limit = np.array([1.0, 192.01982954, 351.6898869, 92.57913569])
+        shares = np.array([2.22507386e-308, 0.314276372, 5e-324, 1.24148389e-105])
+        got = cpu_contention.mclock_split(460.1425141251986, floor, limit, shares)
+        self.assertTrue(np.all(got >= floor) and np.all(got <= limit))
+        self.assertAlmostEqual(460.1425141251986, float(got.sum()), places=6)
