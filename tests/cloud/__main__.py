@@ -33,7 +33,10 @@ def main(argv=None):
                         help="down: remove the logs too (the whole state directory)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    cloud = cloud_mod.Cloud(nodes=cloud_mod.NODES[:args.nodes])
+    # `test` owns its cloud for its run: the lab lock dies with it. `up`
+    # leaves the lock held until `down`.
+    cloud = cloud_mod.Cloud(nodes=cloud_mod.NODES[:args.nodes],
+                            lock_with_caller=args.command == "test")
     if args.command == "up":
         try:
             cloud.up(install=not args.no_install)

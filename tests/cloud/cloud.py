@@ -145,14 +145,18 @@ class LabLock:
     """``/tmp/resex-lab.lock``, held by a ``sleep`` child for as long as the cloud runs.
 
     The lab's other users take the same lock; the holder outlives ``make
-    cloud`` and is the last process ``make cloud-down`` stops.
+    cloud`` and is the last process ``make cloud-down`` stops. With
+    ``with_caller`` (a test owns the cloud) the holder dies with the process
+    that took the lock instead: a test runner killed mid-run must not keep
+    the machine's lab locked for ever.
     """
 
     NAME = "lab-lock"
 
-    def __init__(self, table, log):
+    def __init__(self, table, log, with_caller=False):
         self.table = table
         self.log = log
+        self.with_caller = with_caller
 
     def acquire(self, timeout=1800.0):
         held = self.table.get(self.NAME)
@@ -168,9 +172,13 @@ class LabLock:
                 LOG.warning("waiting for %s (another lab runs)", LAB_LOCK)
                 _flock_with_timeout(fd, timeout)
             with open(self.log, "ab") as out:
-                proc = subprocess.Popen(["sleep", "infinity"], pass_fds=(fd,), stdout=out,
+                # setpriv(1) --pdeathsig: SIGKILL when the thread that
+                # started it exits (prctl(2) PR_SET_PDEATHSIG, kept over exec).
+                argv = (["setpriv", "--pdeathsig", "KILL"] if self.with_caller else []) \
+                    + ["sleep", "infinity"]
+                proc = subprocess.Popen(argv, pass_fds=(fd,), stdout=out,
                                         stderr=subprocess.STDOUT, start_new_session=True)
-            self.table.add(self.NAME, proc.pid, ["sleep", "infinity"], self.log)
+            self.table.add(self.NAME, proc.pid, argv, self.log)
         finally:
             os.close(fd)
 
@@ -190,8 +198,10 @@ def _flock_with_timeout(fd, timeout):
 class Cloud:
     """The cloud's layout, bring-up and teardown."""
 
-    def __init__(self, state_dir=STATE_DIR, nodes=NODES):
+    def __init__(self, state_dir=STATE_DIR, nodes=NODES, lock_with_caller=False):
         self.dir = state_dir
+        #: The lab lock is released if this process dies (a test owns the cloud).
+        self.lock_with_caller = lock_with_caller
         self.nodes = tuple(nodes)
         self.etc = os.path.join(state_dir, "etc")
         self.logs = os.path.join(state_dir, "log")
@@ -271,7 +281,7 @@ class Cloud:
                     os.path.join(self.run_dir, "home")):
             os.makedirs(sub, exist_ok=True)
         t_lock = time.monotonic()
-        LabLock(self.table, self.log("lab-lock")).acquire()
+        LabLock(self.table, self.log("lab-lock"), self.lock_with_caller).acquire()
         t0 = time.monotonic()
         self.figures["lab_lock_wait_s"] = t0 - t_lock
         if install:

@@ -39,9 +39,12 @@ class CloudSmokeTest(unittest.TestCase):
         # A state directory of this run's own: its process table must be
         # nobody else's, or a run queued behind another's cloud would take
         # that cloud's lab-lock holder for its own and not wait.
+        # The lab lock dies with this process: a runner killed mid-run must
+        # not leave the machine's lab locked.
         cls.cloud = cloud_mod.Cloud(state_dir=os.environ.get(
             "RESEX_CLOUD_TEST_DIR") or tempfile.mkdtemp(prefix="resex-cloud-test-",
-                                                        dir="/var/tmp"))
+                                                        dir="/var/tmp"),
+            lock_with_caller=True)
         try:
             cls.cloud.up()
             guests.publish(cls.cloud)
