@@ -531,7 +531,8 @@ class Cloud:
         conf = os.path.join(self.etc, "neutron-stub.json")
         _write(conf, json.dumps({"network_id": NETWORK_ID, "subnet_id": SUBNET_ID,
                                  "cidr": CIDR, "bridge": BRIDGE,
-                                 "ifbs": {n: self.ifb(n) for n in self.nodes}}))
+                                 "ifbs": {n: self.ifb(n) for n in self.nodes},
+                                 "links": os.path.join(self.run_dir, "links")}))
         proc = self._gunicorn("neutron", "neutron()", PORTS["neutron"],
                               self.env(RESEX_CLOUD_NEUTRON_CONF=conf), threads=8)
         wait_for_http("http://%s:%d/v2.0/networks" % (HOST, PORTS["neutron"]), proc,

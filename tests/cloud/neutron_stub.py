@@ -151,6 +151,11 @@ class Stub:
             master = os.path.realpath("/sys/class/net/%s/master" % tap)
             if os.path.basename(master) == self.conf["bridge"]:
                 continue
+            if self.conf.get("links"):
+                # Teardown removes it if Nova did not (a domain destroyed
+                # under it): Nova's taps are persistent and outlive QEMU.
+                with open(self.conf["links"], "a") as f:
+                    f.write(tap + "\n")
             _ip("link", "set", tap, "master", self.conf["bridge"])
             _ip("link", "set", tap, "up")
             ifb = self.conf["ifbs"].get(host)

@@ -15,6 +15,10 @@
 
 import io
 import json
+import os
+import shutil
+import subprocess
+import tempfile
 import unittest
 
 from tests.cloud import neutron_stub
@@ -83,3 +87,31 @@ class StubTest(unittest.TestCase):
     def test_the_tap_name_is_novas(self):
         self.assertEqual("tap8c6b3e2f-2d",
                          neutron_stub.tap_name("8c6b3e2f-2d6a-4b5e-9a29-000000000001"))
+
+
+@unittest.skipUnless(os.geteuid() == 0, "creates a bridge and a tap: needs root")
+class TapAttachTest(unittest.TestCase):
+    """The stub, as a Neutron agent, puts Nova's tap on the bridge and records it."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="resex-stub-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+        self.bridge = "resextbr%d" % (os.getpid() % 10000)
+        subprocess.run(["ip", "link", "add", self.bridge, "type", "bridge"], check=True)
+        self.addCleanup(subprocess.run, ["ip", "link", "del", self.bridge], capture_output=True)
+        self.links = os.path.join(self.dir, "links")
+        self.stub = neutron_stub.Stub(dict(CONF, bridge=self.bridge, ifbs={}, links=self.links))
+
+    def test_a_bound_ports_tap_goes_on_the_bridge_and_into_teardowns_list(self):
+        port = self.stub.create_port({"network_id": "net-1"})
+        self.stub.update_port(port["id"], {"binding:host_id": "node1"})
+        tap = neutron_stub.tap_name(port["id"])
+        # What Nova's libvirt driver does for a tap VIF: a persistent tap.
+        subprocess.run(["ip", "tuntap", "add", "dev", tap, "mode", "tap"], check=True)
+        self.addCleanup(subprocess.run, ["ip", "link", "del", tap], capture_output=True)
+        self.stub.attach_taps()
+        self.stub.attach_taps()          # idempotent: on the bridge already
+        master = os.path.basename(os.path.realpath("/sys/class/net/%s/master" % tap))
+        self.assertEqual(self.bridge, master)
+        with open(self.links) as f:
+            self.assertEqual([tap], f.read().split())
