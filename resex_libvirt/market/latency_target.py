@@ -32,6 +32,7 @@ import numpy as np
 from resex_libvirt.market import cpu_contention
 from resex_libvirt.market import credit
 from resex_libvirt.market import interferers
+from resex_libvirt.market import onset
 from resex_libvirt.market import policy
 from resex_libvirt.market import response
 
@@ -53,7 +54,7 @@ class LatencyTarget(policy.Policy):
     columns = {**credit.COLUMNS, "lt_cap": (np.nan, np.float64),
                "lt_lat": (np.nan, np.float64), "lt_sum": (0.0, np.float64),
                "lt_n": (0, np.int64), "lt_breach": (False, bool), **response.COLUMNS,
-               **cpu_contention.COLUMNS}
+               **cpu_contention.COLUMNS, **onset.COLUMNS}
 
     options = credit.OPTIONS + cpu_contention.OPTIONS + (
         _opt("gain", 0.3, "PARDA's gain g: how far each update moves towards the target.",
@@ -81,11 +82,12 @@ class LatencyTarget(policy.Policy):
              "its target), cut its interferers by this fraction of max_step every update "
              "(0: off, the proportional law alone). Faster protection, at some throughput.",
              min=0.0, max=1.0),
-    )
+    ) + onset.OPTIONS
 
     def __init__(self, **options):
         self.opts = policy.configure(self.options, options)
         self.check = response.ResponseCheck() if self.opts.check_response else None
+        self._onset = onset.Onset()
         self._reasons = {}
         self._since = 0
         self._weights = {}
@@ -216,6 +218,8 @@ class LatencyTarget(policy.Policy):
     # -- the policy interface --------------------------------------------------
     def decide_slots(self, view):
         self._observe(view)
+        if self.opts.onset_window > 0.0:
+            self._cut_at_onset(view)
         every = max(1, round(self.opts.period * view.intervals_per_epoch))
         self._since += 1
         if self._since >= every:
@@ -241,6 +245,31 @@ class LatencyTarget(policy.Policy):
             cpu_contention.answer(view, rows, caps, limit / caps, self._reasons)
         if self._cpu_weights or (t.cc_boost > 1.0).any():
             self._cpu_weights = cpu_contention.weights(view)
+
+    def _cut_at_onset(self, view):
+        """The onset rule (:mod:`.onset`); a VM left alone as futile is not cut.
+
+        An interferer cut at the onset is held by the controller from then
+        on, at the cut's cap, and moves by its law (at most ``max_step`` an
+        update) until it is back at its limit; the check that the throttle
+        helps (``check_response``) counts from the cut.
+        """
+        t = view.t
+        onset.observe(t)
+        aim = self.opts.target * t.threshold / 100.0
+        rows, caps, load = onset.cuts(self._onset, t, self.opts, view.intervals_per_epoch, aim,
+                                      ~response.resting(t))
+        if not len(rows):
+            return
+        if self.check is not None:
+            # The control of these rows begins here: the check's reference is taken now.
+            response.judge(self.check, t, rows, np.isnan(t.lt_cap[rows]), load, t.cap[rows],
+                           caps)
+        t.lt_cap[rows] = caps
+        t.credit_cap[rows] = np.nan
+        view.answer(rows, caps, t.limit[rows] / caps)
+        for k in rows.tolist():
+            self._reasons[t.names[k]] = policy.TARGET
 
     def _boost(self, view):
         t = view.t
