@@ -180,8 +180,11 @@ def cmd_run(args):
     return 0
 
 
-def compare_rows(names, policies, duration=None, progress=None):
-    """Per scenario and policy: each SLA VM's mean over its SLA, the others' MB/s, protection."""
+def compare_rows(names, policies, duration=None, progress=None, policy_kwargs=None):
+    """Per scenario and policy: each SLA VM's mean over its SLA, the others' MB/s, protection.
+
+    ``policy_kwargs`` go to every policy but ``none``.
+    """
     from resex_libvirt.sim import protect
     from resex_libvirt.sim import runner
     from resex_libvirt.sim import scenario as scenario_mod
@@ -191,7 +194,13 @@ def compare_rows(names, policies, duration=None, progress=None):
         if duration is not None:
             sc = sc.with_duration(duration)
         for policy in policies:
-            res = runner.run(sc, policy)
+            kwargs = policy_kwargs if policy_kwargs and policy != "none" else {}
+            try:
+                res = runner.run(sc, policy, **kwargs)
+            except (TypeError, ValueError) as exc:
+                if isinstance(exc, exceptions.ResexError):
+                    raise
+                raise exceptions.ConfigError("policy %s: %s" % (policy, exc)) from exc
             if progress is not None:
                 progress("%s under %s: %.1f s" % (sc.name, policy, res.wall_s))
             sla_vms, others = {}, 0.0
@@ -248,12 +257,16 @@ def cmd_compare(args):
     def progress(msg):
         print("  ran " + msg, file=sys.stderr, flush=True)
     if args.peers:
+        if args.policy_arg:
+            raise exceptions.ConfigError("--policy-arg is not for --peers: the peers and the "
+                                         "project's policies run with their defaults")
         from resex_libvirt.sim.peers import compare
         if args.out:
             _prepare_out(args.out)
         return compare.cmd(args, [p for p in policies if p != "none"],
                            None if args.json else progress)
-    rows = compare_rows(names, policies, args.duration, None if args.json else progress)
+    rows = compare_rows(names, policies, args.duration, None if args.json else progress,
+                        dict(args.policy_arg or ()))
     if args.json:
         print(json.dumps(rows, indent=1, sort_keys=True))
     else:
@@ -358,6 +371,9 @@ def build_parser():
     p.add_argument("--jobs", type=_positive_int, default=os.cpu_count() or 1,
                    help="with --peers: runs made at once, in worker processes (default: "
                         "one per CPU); the tables are the same whatever the number")
+    p.add_argument("--policy-arg", action="append", type=_policy_arg, metavar="KEY=VALUE",
+                   help="without --peers: a parameter of every policy but none, e.g. "
+                        "onset_window=0 (repeatable)")
     p.add_argument("--statistic", default="mean,p99",
                    help="with --peers: the SLA statistics compared, comma-separated: the mean "
                         "(every policy), and p99 (the p99 static-cap frontier and the "

@@ -155,6 +155,23 @@ class CompareTest(unittest.TestCase):
         self.assertNotEqual("never", taxed[-2])
         self.assertGreater(float(taxed[-1]), 0.0)
 
+    def test_the_onset_rule_protects_sooner_than_the_controller_alone(self):
+        def protect_ms(*extra):
+            rc, out, _ = call("compare", "paper_64k_vs_2m", "--policies", "latency_target",
+                              "--duration", "2", "--json", *extra)
+            self.assertEqual(0, rc)
+            (row,) = json.loads(out)
+            return row["protect_s"]
+        alone = protect_ms("--policy-arg", "onset_window=0")
+        self.assertIsNotNone(alone)
+        self.assertLess(protect_ms(), alone / 4.0)
+
+    def test_compare_refuses_an_unknown_policy_parameter(self):
+        rc, _, err = call("compare", "paper_64k_vs_2m", "--policies", "latency_target",
+                          "--policy-arg", "nope=1", "--duration", "0.2")
+        self.assertEqual(2, rc)
+        self.assertIn("nope", err)
+
     def test_compare_refuses_an_unknown_policy(self):
         rc, _, err = call("compare", "two_sensitive", "--policies", "nope")
         self.assertEqual(2, rc)
