@@ -147,14 +147,20 @@ class OnsetPropertiesTest(unittest.TestCase):
             everyone = np.ones(len(t), dtype=bool)
             rows, caps, _load = onset.cuts(state, t, opts, 1000, aim, everyone)
         sens = t.sensitive
-        mean = np.array([r["win_mean"] for r in vms])
         count = np.array([r["win_count"] for r in vms])
+        # The window's mean as the rule sums it: ten intervals' count x mean.
+        total = np.zeros(len(vms))
+        for _ in range(10):
+            total += np.array([r["win_mean"] for r in vms]) * count
+        mean = np.divide(total, 10 * count, out=np.zeros(len(vms)), where=count > 0)
         over = sens & (count > 0) & (mean > t.sla_us * (1.0 + t.threshold / 100.0))
         if not over.any():
             self.assertEqual(0, len(rows))
             return
-        mtus = 10.0 * np.array([r["tx_mtus"] for r in vms])
-        demand = mtus * 100.0 / before
+        sent = np.zeros(len(vms))
+        for _ in range(10):
+            sent += np.array([r["tx_mtus"] for r in vms])
+        demand = np.where(before < 100.0, sent * 100.0 / before, sent)
         for k, cap in zip(rows.tolist(), caps.tolist()):
             self.assertFalse(sens[k])                            # never a VM with an SLA
             self.assertLessEqual(cap, before[k] + 1e-9)          # never raised
