@@ -45,6 +45,7 @@ import libvirt
 from agent.intake import params as intake_params
 from agent.intake import server as intake_server
 from agent import journal as journal_mod
+from resex_libvirt.hypervisor import channel
 from resex_libvirt.hypervisor import libvirt_host
 from resex_libvirt.hypervisor import metadata
 from tests.lab import experiment
@@ -262,7 +263,7 @@ class NovaGuestsOnRealLibvirtTest(unittest.TestCase):
         self.assertEqual(3072, hyp.get_knobs(uuid)["cpu_shares"])
 
     def test_a_vm_without_a_virtio_serial_controller_is_named_as_unable_to_report(self):
-        self.assertEqual({self.plain.uuid: libvirt_host.NO_CONTROLLER},
+        self.assertEqual({self.plain.uuid: channel.NO_CONTROLLER},
                          {u: p for u, p in self.hyp.latency_problems().items()
                           if u == self.plain.uuid})
         self.assertIsNone(self.hyp.vms()[self.plain.uuid].latency_channel)

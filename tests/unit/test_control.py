@@ -19,7 +19,7 @@ import unittest
 from agent import journal as journal_mod
 from resex_libvirt import control
 from resex_libvirt import exceptions
-from resex_libvirt.hypervisor import libvirt_host
+from resex_libvirt.hypervisor import originals as originals_mod
 from resex_libvirt import market as market_mod
 from resex_libvirt.market import policy as policy_mod
 from resex_libvirt.market import records
@@ -151,20 +151,20 @@ class JournalFollowsTheHypervisorTest(unittest.TestCase):
         self.ctl.vms[self.uuid].journaled = True
 
     def test_a_stopped_or_undefined_vm_is_forgotten(self):
-        self.host.updates.append(libvirt_host.OriginalsUpdate(self.uuid, None, "stopped"))
+        self.host.updates.append(originals_mod.OriginalsUpdate(self.uuid, None, "stopped"))
         self.ctl.discover()
         self.assertNotIn(self.uuid, self.journal)
         self.assertFalse(self.ctl.vms[self.uuid].journaled)
 
     def test_a_redefined_vm_gets_its_new_originals(self):
-        self.host.updates.append(libvirt_host.OriginalsUpdate(
+        self.host.updates.append(originals_mod.OriginalsUpdate(
             self.uuid, {"cap": 0, "weight": 512}, "redefined"))
         self.ctl.discover()
         self.assertEqual({"cap": 0, "weight": 512}, self.journal.originals()[self.uuid])
 
     def test_a_vm_not_yet_journaled_is_not_recorded_by_an_update(self):
         other = sorted(self.host.vms())[1]
-        self.host.updates.append(libvirt_host.OriginalsUpdate(
+        self.host.updates.append(originals_mod.OriginalsUpdate(
             other, {"cap": 0, "weight": 512}, "redefined"))
         self.ctl.discover()
         self.assertNotIn(other, self.journal)
@@ -172,7 +172,7 @@ class JournalFollowsTheHypervisorTest(unittest.TestCase):
     def test_an_operators_change_is_journaled_and_not_written_back(self):
         rec = self.ctl.vms[self.uuid]
         rec.applied = (50.0, 256)
-        self.host.updates.append(libvirt_host.OriginalsUpdate(
+        self.host.updates.append(originals_mod.OriginalsUpdate(
             self.uuid, {"cap": 0, "weight": 700}, "operator", operator={"weight": 700},
             dom_id=3))
         self.ctl.discover()
@@ -181,7 +181,7 @@ class JournalFollowsTheHypervisorTest(unittest.TestCase):
                          self.journal.operator_values())
         self.ctl.actuate({self.uuid: records.Decision(cap_pct=50.0, weight=256)}, changed=())
         self.assertEqual([], self.host.writes)
-        self.host.updates.append(libvirt_host.OriginalsUpdate(
+        self.host.updates.append(originals_mod.OriginalsUpdate(
             self.uuid, {"cap": 0, "weight": 256}, "restarted", reassert=True, operator={},
             dom_id=4))
         self.ctl.discover()
@@ -193,7 +193,7 @@ class JournalFollowsTheHypervisorTest(unittest.TestCase):
         decision = records.Decision(cap_pct=50.0, weight=256)
         self.ctl.actuate({self.uuid: decision}, changed=())
         self.assertEqual([], self.host.writes)
-        self.host.updates.append(libvirt_host.OriginalsUpdate(
+        self.host.updates.append(originals_mod.OriginalsUpdate(
             self.uuid, {"cap": 0, "weight": 256}, "restarted", reassert=True))
         self.ctl.discover()
         self.ctl.actuate({self.uuid: decision}, changed=())

@@ -32,6 +32,7 @@ from agent.conf import hypervisor as hyp_conf
 from agent.conf import nova as nova_conf
 from agent import hypervisor as agent_hypervisor
 from resex_libvirt import exceptions
+from resex_libvirt.hypervisor import channel
 from resex_libvirt.hypervisor import libvirt_host
 from resex_libvirt.hypervisor import metadata
 from resex_libvirt import sla
@@ -139,7 +140,7 @@ class DiscoveryTest(TestDriverCase):
         self.assertEqual(sla.SLA(shares=50), vms[PLAIN].sla)
 
     def test_invalid_metadata_warns_naming_vm_and_key_and_the_default_applies(self):
-        with self.assertLogs("resex_libvirt.hypervisor.libvirt_host", "WARNING") as logs:
+        with self.assertLogs("resex_libvirt.hypervisor", "WARNING") as logs:
             vms = self.hyp.vms()
         warning = "\n".join(line for line in logs.output if "broken-1" in line)
         self.assertIn("resex:shares", warning)
@@ -295,9 +296,9 @@ class BuildFromConfTest(unittest.TestCase):
         conf.set_override("shares", 77, group="sla")
         hyp = agent_hypervisor.build(conf)
         self.addCleanup(hyp.close)
-        self.assertEqual(10000, hyp.qemu_period_us)
-        self.assertEqual("all", hyp.channel_hotplug)
-        self.assertIn(hyp.cgroup_version, (1, 2))
+        self.assertEqual(10000, hyp.adopter.qemu_period_us)
+        self.assertEqual("all", hyp.channel.policy)
+        self.assertIn(hyp.adopter.cgroup_version, (1, 2))
         self.assertEqual(77, hyp.vms()[PLAIN].sla.shares)
 
 
@@ -360,7 +361,7 @@ class EventDrivenListTest(TestDriverCase):
         conn = self.hyp.connection.get()
         dom = conn.createXML(SENSITIVE_WITH_CONTROLLER % {"name": "hotplug-1", "uuid": uuid}, 0)
         self.addCleanup(dom.destroy)
-        with self.assertLogs("resex_libvirt.hypervisor.libvirt_host", "WARNING") as logs:
+        with self.assertLogs("resex_libvirt.hypervisor", "WARNING") as logs:
             self.assertTrue(wait_for(lambda: uuid in self.hyp.vms()))
         problem = self.hyp.latency_problems()[uuid]
         self.assertIn("could not be hot-plugged", problem)
@@ -378,7 +379,7 @@ class EventDrivenListTest(TestDriverCase):
         self.assertTrue(wait_for(lambda: uuid in self.hyp.vms()))
         info = self.hyp.vms()[uuid]
         self.assertEqual(("flavor", 250.0), (info.sla_source, info.sla.latency_sla_us))
-        self.assertEqual(libvirt_host.NO_CONTROLLER, info.latency_problem)
+        self.assertEqual(channel.NO_CONTROLLER, info.latency_problem)
         # Logs name it by Nova's instance name and UUID, then the domain's name.
         self.assertEqual("web-noqga-1 (%s, noqga-1)" % uuid, info.label)
 

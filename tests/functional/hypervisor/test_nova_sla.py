@@ -238,7 +238,7 @@ class PrecedenceTest(NovaCase):
         self.addCleanup(hyp.close)
         hyp.vms()
         self.assertTrue(src.wait_idle(30))
-        with self.assertLogs("resex_libvirt.hypervisor.libvirt_host", "WARNING") as logs:
+        with self.assertLogs("resex_libvirt.hypervisor", "WARNING") as logs:
             vms = hyp.vms()
         line = [x for x in logs.output if "plain-1" in x][0]
         self.assertIn("resex:shares", line)
