@@ -38,6 +38,7 @@ fast runner) drive it exactly as they drive libvirt:
 import math
 import threading
 import time
+import typing
 
 import numpy as np
 
@@ -53,6 +54,13 @@ KNOBS = hyp_base.Knobs(driver="simulated", cap=True, weight=True)
 DEFAULT_WEIGHT = 256
 
 _NS = 1_000_000_000
+
+
+class _Rows(typing.NamedTuple):
+    """A layout of VMs for the readers by rows (the market's has ``names`` and ``version``)."""
+
+    names: tuple
+    version: int = 0
 
 
 class SimClock:
@@ -128,7 +136,8 @@ class SimHost(hyp_base.Hypervisor, fabric_base.FabricMonitor):
         self._windows = {}      # uuid -> (window, values added, oldest value's time)
         self._infos = {}
         self._infos_at = None
-        self._io = {}
+        # Every VM of the scenario: the mapping readers adapt the readers by rows to it.
+        self._every = _Rows(tuple(self.testbed.vms))
         self._rows_key = None
         self._rows_vms = []
         self._end_ns = round(scenario.duration_s * _NS)
@@ -190,8 +199,9 @@ class SimHost(hyp_base.Hypervisor, fabric_base.FabricMonitor):
         return self.testbed.changes
 
     def cpu_times(self):
-        with self._lock:
-            return {uuid: vm.cpu_ns for uuid, vm in self.testbed.vms.items() if vm.active}
+        """``{uuid: CPU ns}`` of the running VMs: :meth:`cpu_times_rows`, as a mapping."""
+        cpu = self.cpu_times_rows(self._every)
+        return {uuid: ns for uuid, ns in zip(self._every.names, cpu.tolist()) if ns >= 0}
 
     def vcpu_times(self):
         """``{uuid: VcpuTimes}``: each running VM's run delay (parked with work: cap, pCPUs)."""
@@ -261,21 +271,14 @@ class SimHost(hyp_base.Hypervisor, fabric_base.FabricMonitor):
 
     # -- FabricMonitor ------------------------------------------------------------
     def counters(self, vms):
+        """``{uuid: IOCounters}`` of the running VMs of ``vms``: :meth:`counters_rows` as a map."""
+        mtu = self.scenario.mtu
         with self._lock:
-            mtu = self.scenario.mtu
-            out = {}
-            last = self._io
-            tb_vms = self.testbed.vms
-            for uuid in vms:
-                vm = tb_vms.get(uuid)
-                if vm is None or vm.state != "active":
-                    continue
-                sent = int(vm.tx_bytes)
-                io = last.get(uuid)
-                if io is None or io.tx_bytes != sent:
-                    io = last[uuid] = fabric_base.IOCounters(sent, -(-sent // mtu))
-                out[uuid] = io
-            return out
+            tx, _rx = self.counters_rows(self._every)
+            running = self.cpu_times_rows(self._every)     # -1: not running
+        return {uuid: fabric_base.IOCounters(sent, -(-sent // mtu))
+                for uuid, sent, ns in zip(self._every.names, tx.tolist(), running.tolist())
+                if ns >= 0 and uuid in vms}
 
     def counters_rows(self, rows):
         """``(tx_bytes, rx_bytes)`` of the VMs of ``rows`` in its order (0: not running).
