@@ -1,0 +1,134 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The libvirt adapter's parts on their own: SLA layers, channel policy, originals.
+
+The driver composing them runs on libvirt's test driver in
+tests/functional/hypervisor; these are the parts' rules without libvirt.
+"""
+
+import collections
+import unittest
+
+from resex_libvirt import exceptions
+from resex_libvirt.hypervisor import channel
+from resex_libvirt.hypervisor import domains
+from resex_libvirt.hypervisor import metadata
+from resex_libvirt.hypervisor import nova_metadata
+from resex_libvirt.hypervisor import originals
+from resex_libvirt.hypervisor import sla_layers
+from resex_libvirt import sla as sla_mod
+
+UUID = "11111111-2222-3333-4444-555555555555"
+
+
+def facts(sla_specs=None, flavor_specs=None, latency_channel=None, virtio_serial=True):
+    nova = (nova_metadata.NovaFlavor("m1", 1, dict(flavor_specs))
+            if flavor_specs is not None else None)
+    return metadata.DomainFacts(
+        uuid=UUID, name="vm", vcpus=1, sla_specs=dict(sla_specs or {}),
+        latency_channel=latency_channel, interfaces=(), hostdevs=(), nova=nova,
+        virtio_serial=virtio_serial)
+
+
+class _Nova:
+    def __init__(self, specs):
+        self.specs = specs
+
+    def lookup(self, uuid):
+        return self.specs
+
+
+class SLALayersTest(unittest.TestCase):
+
+    def test_each_layer_overrides_the_one_below_key_by_key(self):
+        resolver = sla_layers.SLAResolver(sla_mod.SLA(shares=10),
+                                          _Nova({"resex:shares": "20", "resex:io_class": "bulk"}))
+        got, source = resolver.resolve(facts(sla_specs={"resex:shares": "40"},
+                                             flavor_specs={"resex:shares": "30"}))
+        self.assertEqual((40, "bulk", "metadata"), (got.shares, got.io_class, source))
+        got, source = resolver.resolve(facts(flavor_specs={"resex:shares": "30"}))
+        self.assertEqual((30, "flavor"), (got.shares, source))
+        got, source = resolver.resolve(facts())
+        self.assertEqual((20, "nova"), (got.shares, source))
+        got, source = sla_layers.SLAResolver(sla_mod.SLA(shares=10)).resolve(facts())
+        self.assertEqual((10, "default"), (got.shares, source))
+
+    def test_an_invalid_value_is_warned_once_and_the_lower_layer_applies(self):
+        resolver = sla_layers.SLAResolver(sla_mod.SLA(shares=10))
+        bad = facts(sla_specs={"resex:shares": "many"})
+        with self.assertLogs("resex_libvirt.hypervisor.sla_layers", "WARNING") as logs:
+            self.assertEqual(10, resolver.resolve(bad)[0].shares)
+            self.assertEqual(10, resolver.resolve(bad)[0].shares)
+        self.assertEqual(1, len(logs.records))
+        self.assertIn("resex:shares from metadata", logs.output[0])
+
+
+class ChannelPolicyTest(unittest.TestCase):
+
+    def test_an_unknown_policy_is_refused(self):
+        with self.assertRaises(exceptions.ConfigError):
+            channel.ChannelHotplug("some", clock=lambda: 0.0, started_at=lambda uuid: None)
+
+    def test_which_vms_want_a_channel(self):
+        sensitive = sla_mod.SLA(latency_sla_us=200.0)
+        plain = sla_mod.SLA()
+        for policy, want in (("sensitive", (True, False)), ("all", (True, True)),
+                             ("none", (False, False))):
+            plug = channel.ChannelHotplug(policy, lambda: 0.0, lambda uuid: None)
+            self.assertEqual(want, (plug.wants(sensitive, facts()), plug.wants(plain, facts())),
+                             policy)
+            # A VM that has its channel wants none.
+            self.assertFalse(plug.wants(sensitive, facts(latency_channel="/run/x.sock")))
+
+    def test_no_controller_is_said_once_and_nothing_is_attached(self):
+        plug = channel.ChannelHotplug("all", lambda: 0.0, lambda uuid: None)
+        no_dom = object()    # never called: there is nothing to attach to
+        with self.assertLogs("resex_libvirt.hypervisor.channel", "WARNING") as logs:
+            for _ in range(2):
+                got, problem = plug.plug(no_dom, facts(virtio_serial=False))
+                self.assertEqual(channel.NO_CONTROLLER, problem)
+        self.assertEqual(1, len(logs.records))
+
+
+class _Mapping:
+    restorable = ("cpu_shares",)
+
+
+class OriginalsTest(unittest.TestCase):
+
+    def _vm(self):
+        vm = domains.Adopted(info=None, facts=None, mapping=_Mapping(), written={},
+                             adopted_at=0.0)
+        vm.ours["cpu_shares"] = collections.deque([512, 256])
+        return vm
+
+    def test_a_tunable_the_agent_wrote_is_not_a_change_and_a_foreign_one_is(self):
+        book = originals.Originals()
+        cache = {UUID: self._vm()}
+        self.assertEqual(set(), book.changed_tunables(cache, [(UUID, {"cputune.shares": 256})]))
+        self.assertEqual({UUID}, book.changed_tunables(cache, [(UUID, {"cputune.shares": 999})]))
+        # A VM nobody adopted, or a knob the agent never wrote, marks nothing.
+        self.assertEqual(set(), book.changed_tunables(cache, [("other", {"cputune.shares": 1})]))
+        self.assertEqual(set(), book.changed_tunables(
+            cache, [(UUID, {"cputune.vcpu_quota": 1})]))
+
+    def test_updates_are_handed_out_once_oldest_first(self):
+        book = originals.Originals()
+        vm = self._vm()
+        vm.info = type("Info", (), {"uuid": UUID})()
+        book.stopped(vm)
+        book.stopped(vm)
+        got = book.updates()
+        self.assertEqual([(UUID, None, "stopped")] * 2,
+                         [(u.uuid, u.originals, u.reason) for u in got])
+        self.assertEqual([], book.updates())
