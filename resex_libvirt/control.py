@@ -350,10 +350,12 @@ class Controller:
             return
         for update in self.hypervisor.original_updates():
             rec = self.vms.get(update.uuid)
-            if update.reassert and rec is not None:
-                # The live knobs are no longer what was written: write again
-                # at the next interval even if the decision did not change.
-                rec.applied = None
+            if update.reassert:
+                # The live knobs are no longer what was written (or, for a VM
+                # adopted this sweep, not what the market decides): write
+                # again at the next interval even if the decision did not change.
+                if rec is not None:
+                    rec.applied = None
                 self._retry[update.uuid] = None
             if self.journal is None:
                 continue

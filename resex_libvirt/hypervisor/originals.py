@@ -29,9 +29,10 @@ class OriginalsUpdate:
     """A change of a VM's original knobs, for the journal.
 
     ``originals`` is ``None`` when the VM stopped or was undefined (forget
-    it). ``reason``: ``stopped``, ``redefined``, ``restarted`` or
-    ``operator``. ``reassert`` asks the caller to write its knobs again (the
-    live values are no longer what it wrote, and nobody holds them).
+    it). ``reason``: ``stopped``, ``redefined``, ``restarted``,
+    ``operator`` or ``arrived`` (a Nova instance with a cap Nova did not
+    set). ``reassert`` asks the caller to write its knobs again (the live
+    values are no longer what it wrote, and nobody holds them).
     """
 
     uuid: str
@@ -105,6 +106,7 @@ class Originals:
         """A VM seen for the first time (with knobs) takes what the journal kept for it."""
         seeded = self._seeded.pop(vm.info.uuid, None)
         if not seeded:
+            self._arrived(vm)
             return
         if seeded.get("dom_id") != vm.dom_id:
             LOG.info("VM %s (%s) restarted since an operator set %s: its definition's "
@@ -120,6 +122,25 @@ class Originals:
         LOG.info("VM %s (%s): %s set by an operator before this start stay the original and "
                  "the agent's hands stay off them", vm.info.name, vm.info.uuid,
                  ", ".join("%s=%s" % kv for kv in sorted(values.items())))
+
+    def _arrived(self, vm):
+        """A Nova instance that arrives with a cap in force (a live migration) is re-written.
+
+        Nova never writes a global cap, so one in force at first sight is the
+        source host's agent's (nova builds the target's domain from the
+        source's live XML): the market's decision replaces it at once,
+        not only when the decision first moves.
+        """
+        if vm.facts.nova is None:
+            return
+        vcpus = vm.info.vcpus
+        live = vm.mapping.cap_of(vm.written, vcpus)
+        if live is None or live == vm.mapping.cap_of(vm.originals, vcpus):
+            return
+        LOG.warning("VM %s (%s) arrived with a cap of %.2f%% that Nova did not set (a live "
+                    "migration from a host whose agent capped it?): the market's cap replaces it",
+                    vm.info.name, vm.info.uuid, live)
+        self._queue(vm.info.uuid, vm.originals, "arrived", reassert=True)
 
     def follow(self, old, new, live):
         """Carry what the agent wrote over a re-read; queue changed originals."""

@@ -285,6 +285,24 @@ class NovaGuestsOnRealLibvirtTest(unittest.TestCase):
         live = self.conn.lookupByUUIDString(uuid).schedulerParameters()
         self.assertEqual((-1, 1536), (live["global_quota"], live["cpu_shares"]))
 
+    def test_a_vm_that_arrives_capped_is_reasserted_at_adoption(self):
+        uuid = self.plain.uuid
+        # The source host's agent left a cap in the live domain (a live migration):
+        # the target's adapter says so in the sweep that adopts it, so the
+        # controller writes the market's decision at once.
+        self.conn.lookupByUUIDString(uuid).setSchedulerParametersFlags(
+            {"global_period": 16556, "global_quota": 1000}, libvirt.VIR_DOMAIN_AFFECT_LIVE)
+        arrival = libvirt_host.LibvirtHypervisor(harness.URI, qemu_period_us=10000,
+                                                 channel_hotplug="none")
+        self.addCleanup(arrival.close)
+        arrival.vms()
+        arrived = [u for u in arrival.original_updates() if u.uuid == uuid]
+        self.assertEqual([("arrived", True)], [(u.reason, u.reassert) for u in arrived])
+        self.assertEqual(-1, arrived[0].originals["global_quota"])
+        arrival.set_knobs(uuid, None, 256)
+        live = self.conn.lookupByUUIDString(uuid).schedulerParameters()
+        self.assertEqual(-1, live["global_quota"])
+
     def test_the_journal_is_handed_the_redefined_flavors_originals(self):
         mine = [u for u in self.updates if u.uuid == self.guest.uuid]
         self.assertTrue(mine, "no originals update after the reboot and the resize")

@@ -199,6 +199,21 @@ class JournalFollowsTheHypervisorTest(unittest.TestCase):
         self.ctl.actuate({self.uuid: decision}, changed=())
         self.assertEqual([self.uuid], self.host.writes)
 
+    def test_a_vm_that_arrives_with_a_foreign_cap_is_written_at_its_first_interval(self):
+        # The hypervisor adopts a VM and reports, in the same sweep, that its
+        # live cap is not Nova's (a live migration): the controller has no
+        # record of it yet when it hears so, and writes it all the same.
+        other = sorted(self.host.vms())[1]
+        del self.ctl.vms[other]
+        self.ctl.market.remove(other)
+        self.host.testbed.changes += 1        # the sweep that finds it
+        self.host.updates.append(originals_mod.OriginalsUpdate(
+            other, {"cap": 0, "weight": 256}, "arrived", reassert=True))
+        self.ctl.discover()
+        self.assertIn(other, self.ctl.vms)
+        self.ctl.actuate({other: records.Decision(cap_pct=100.0, weight=256)}, changed=())
+        self.assertEqual([other], self.host.writes)
+
 
 class _MappingsOnly:
     """A simulated host seen through the mapping readings only (no ``*_rows``)."""

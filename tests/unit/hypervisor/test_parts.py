@@ -22,6 +22,7 @@ import unittest
 from resex_libvirt import exceptions
 from resex_libvirt.hypervisor import channel
 from resex_libvirt.hypervisor import domains
+from resex_libvirt.hypervisor import knobs
 from resex_libvirt.hypervisor import metadata
 from resex_libvirt.hypervisor import nova_metadata
 from resex_libvirt.hypervisor import originals
@@ -132,3 +133,35 @@ class OriginalsTest(unittest.TestCase):
         self.assertEqual([(UUID, None, "stopped")] * 2,
                          [(u.uuid, u.originals, u.reason) for u in got])
         self.assertEqual([], book.updates())
+
+
+class ArrivalTest(unittest.TestCase):
+    """A Nova instance that arrives capped (a live migration) is re-written at once."""
+
+    def _vm(self, live, persistent, nova=True):
+        mapping = knobs.QemuPosixMapping(period_us=100000)
+        info = type("Info", (), {"uuid": UUID, "name": "vm", "vcpus": 1})()
+        found = facts(flavor_specs={} if nova else None)
+        originals_ = mapping.originals(persistent, {}, nova=nova)[0]
+        return domains.Adopted(info=info, facts=found, mapping=mapping, written=dict(live),
+                               adopted_at=0.0, originals=originals_)
+
+    def _arrive(self, vm):
+        book = originals.Originals()
+        book.seed(vm)
+        return [(u.reason, u.reassert) for u in book.updates()]
+
+    def test_a_nova_instance_with_a_cap_nova_did_not_set_is_reasserted(self):
+        # node2 got the source agent's 6% cap in the live XML Nova copied over.
+        vm = self._vm({"global_period": 16556, "global_quota": 1000},
+                      {"global_period": 100000, "global_quota": -1})
+        self.assertEqual([("arrived", True)], self._arrive(vm))
+
+    def test_an_uncapped_arrival_or_a_vm_outside_nova_is_left_alone(self):
+        uncapped = self._vm({"global_period": 100000, "global_quota": -1},
+                            {"global_period": 100000, "global_quota": -1})
+        self.assertEqual([], self._arrive(uncapped))
+        # An operator's cap on a VM Nova does not manage is the operator's.
+        theirs = self._vm({"global_period": 100000, "global_quota": 50000},
+                          {"global_period": 100000, "global_quota": 50000}, nova=False)
+        self.assertEqual([], self._arrive(theirs))
