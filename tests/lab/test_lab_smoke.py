@@ -28,6 +28,12 @@ and in the domain's cgroup at the same time, the sensitive guest was never
 capped, every knob was back to its original value once the agent exited on
 SIGTERM. The latency and throughput figures are printed by ``make lab``
 (:mod:`tests.lab.experiment`), not asserted.
+
+Then one peer on the same guests, ``ewma_step`` (a Caelus-style detector,
+:doc:`peers`), installed for this agent only as the lab installs its
+research policies: the agent loaded it, it stepped the interferer's cap down
+(its reason ``peer`` in the agent's epoch lines) and never the sensitive
+guest's, and SIGTERM restored every knob.
 """
 
 import os
@@ -39,6 +45,7 @@ from tests.lab import harness
 
 BASE_S = 8.0
 RUN_S = 15.0
+PEER_S = 10.0
 
 
 @unittest.skipUnless(harness.is_root(),
@@ -60,6 +67,8 @@ class IOSharesOnRealGuestsSmokeTest(unittest.TestCase):
                                      warmup_s=3.0)
             cls.cgroup_after = {g.name: harness.cgroup_cpu_quota(g)
                                 for g in (cls.exp.sensitive, cls.exp.interferer)}
+            cls.peer = cls.exp.run("ewma_step", "ewma_step", PEER_S, interfere=True,
+                                   warmup_s=3.0)
         except BaseException:
             cls._teardown()
             raise
@@ -115,6 +124,21 @@ class IOSharesOnRealGuestsSmokeTest(unittest.TestCase):
         for name, cgroup in self.cgroup_after.items():
             self.assertIsNotNone(cgroup, name)
             self.assertEqual(-1, cgroup[1], name)
+
+    def test_a_peer_from_the_research_install_stepped_the_interferer_down(self):
+        log = open(self.peer["agent_log"]).read()
+        self.assertIn("policy ewma_step", log)
+        capped = [p[experiment.INTERFERER] for p in self.peer["polls"]
+                  if experiment.INTERFERER in p]
+        self.assertTrue([p for p in capped if p["cap_pct"] is not None and p["cap_pct"] < 100],
+                        "the peer never capped the interferer; see %s" % self.peer["agent_log"])
+        self.assertRegex(log, r"%s cap \d+/\d+%% rate [0-9.]+ \(peer\)" % experiment.INTERFERER)
+        for p in self.peer["polls"]:
+            if experiment.SENSITIVE in p:
+                self.assertIsNone(p[experiment.SENSITIVE]["cap_pct"], p)
+        self.assertEqual(0, self.peer["agent_exit"])
+        self.assertEqual(self.exp.originals, self.peer["knobs_after"])
+        self.assertEqual({}, self.peer["journal_left"])
 
 
 if __name__ == "__main__":
