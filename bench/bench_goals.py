@@ -85,16 +85,14 @@ class _EpochHost:
     """
 
     def __init__(self, n):
-        from resex_libvirt.hypervisor import base as hyp_base
-        self._times = [hyp_base.VcpuTimes(0, 0, 1) for _ in range(n)]
+        self._uuids = ["00000000-0000-4000-8000-%012d" % i for i in range(n)]
         self._n = 0
 
     def vcpu_times(self):
         from resex_libvirt.hypervisor import base as hyp_base
         self._n += 1
         step = self._n * 10 ** 9
-        return {"00000000-0000-4000-8000-%012d" % i: hyp_base.VcpuTimes(step // 100, step, 1)
-                for i in range(len(self._times))}
+        return {uuid: hyp_base.VcpuTimes(step // 100, step, 1) for uuid in self._uuids}
 
     def caps_in_force(self):
         return {}

@@ -212,6 +212,13 @@ def decide(view, opts, state):
     return np.unique(np.concatenate(moved))
 
 
+def answered_rows(view, opts, state):
+    """:func:`decide`, then ``(moved, rows)``: the rows it moved; those and the ones it holds."""
+    moved = decide(view, opts, state)
+    held = (~np.isnan(view.t.cc_cap)).nonzero()[0]
+    return moved, (np.union1d(moved, held).astype(np.intp) if len(moved) else held)
+
+
 def _boosts(boost, opts, hit, waiting, run, wait, factor):
     """The weight factors: decayed where no sensitive VM waits, raised by the victims' stretch."""
     calm = ~waiting & (boost > 1.0)

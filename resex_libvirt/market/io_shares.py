@@ -232,9 +232,7 @@ class IOShares(policy.Policy):
     def _contention(self, view):
         """The CPU-contention rule's boosts, and its caps on top of the tax's (the lower wins)."""
         t = view.t
-        moved = cpu_contention.decide(view, self.opts, self._cpu)
-        held = (~np.isnan(t.cc_cap)).nonzero()[0]
-        rows = np.union1d(moved, held).astype(np.intp) if len(moved) else held
+        moved, rows = cpu_contention.answered_rows(view, self.opts, self._cpu)
         if len(rows):
             limit = t.limit[rows]
             rate = np.fmax(t.tax_rate[rows], 1.0)

@@ -235,9 +235,7 @@ class LatencyTarget(policy.Policy):
     def _contention(self, view):
         """The CPU-contention rule's boosts, and its caps on top of the controller's."""
         t = view.t
-        moved = cpu_contention.decide(view, self.opts, self._cpu)
-        held = (~np.isnan(t.cc_cap)).nonzero()[0]
-        rows = np.union1d(moved, held).astype(np.intp) if len(moved) else held
+        moved, rows = cpu_contention.answered_rows(view, self.opts, self._cpu)
         if len(rows):
             limit = t.limit[rows]
             own = np.fmin(t.lt_cap[rows], t.credit_cap[rows])
