@@ -253,12 +253,13 @@ class Journal:
             self._operator = operator
             self._save(self._originals)
 
-    def restore_all(self, hypervisor):
+    def restore_all(self, hypervisor, report=True):
         """Write every original back through ``hypervisor.restore_knobs``, then clear.
 
         A VM that is gone is dropped (debug log). A VM that fails for another
-        reason keeps its record (and is logged) so that a later start can try
-        again; returns ``{uuid: error}`` for those.
+        reason keeps its record (and is logged, unless ``report`` is false:
+        the caller tries again) so that a later start can try again; returns
+        ``{uuid: error}`` for those.
         """
         failed = {}
         for uuid, params in self.originals().items():
@@ -267,7 +268,8 @@ class Journal:
             except exceptions.VMGone:
                 LOG.debug("VM %s is gone: nothing to restore", uuid)
             except exceptions.ResexError as exc:
-                LOG.error("cannot restore the knobs of VM %s: %s", uuid, exc)
+                if report:
+                    LOG.error("cannot restore the knobs of VM %s: %s", uuid, exc)
                 failed[uuid] = exc
         with self._lock:
             remaining = {k: v for k, v in self._originals.items() if k in failed}

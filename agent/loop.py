@@ -58,6 +58,8 @@ KEEP_SUMMARIES = 60
 #: VMs named on the epoch's INFO line; the others are counted (all at DEBUG).
 SUMMARY_TOP = 5
 
+#: Seconds between two attempts of SIGTERM's restore while the hypervisor is unavailable.
+RESTORE_RETRY_S = 0.25
 #: Seconds SIGTERM's restore may take in all when unset (then the journal keeps the rest).
 SHUTDOWN_TIMEOUT_S = 10.0
 
@@ -567,6 +569,15 @@ class Agent:
         return closeables
 
     def _restore(self, deadline):
+        """Restore the journal's originals until ``deadline``; retry while libvirt is out.
+
+        A hypervisor call that overran its watchdog bound just before the
+        signal (libvirtd busy on a loaded host) makes every call fail at once
+        until it returns; it then lands, possibly after a first restore
+        attempt. So VMs that failed because the hypervisor was unavailable
+        are tried again every ``RESTORE_RETRY_S`` until the deadline, and
+        only then left to the journal.
+        """
         journal = self.journal
         try:
             pending = journal.originals()
@@ -575,12 +586,25 @@ class Agent:
             return
         if not pending:
             return
-        try:
-            failed = journal.restore_all(_UntilDeadline(self.hypervisor, deadline))
-        except Exception:
-            LOG.exception("could not restore every knob; the journal %s keeps the originals",
-                          journal.path)
-            return
+        hypervisor = _UntilDeadline(self.hypervisor, deadline)
+        attempts = 0
+        while True:
+            attempts += 1
+            last = time.monotonic() + RESTORE_RETRY_S >= deadline
+            try:
+                failed = journal.restore_all(hypervisor, report=last)
+            except Exception:
+                LOG.exception("could not restore every knob; the journal %s keeps the "
+                              "originals", journal.path)
+                return
+            if last or not any(isinstance(exc, exceptions.HypervisorUnavailable)
+                               for exc in failed.values()):
+                break
+            if attempts == 1:
+                LOG.warning("the hypervisor is unavailable (%s): retrying the restore of %d "
+                            "VM(s) until the shutdown's time is up",
+                            next(iter(failed.values())), len(failed))
+            time.sleep(RESTORE_RETRY_S)
         left = [self._name(uuid) for uuid in pending if uuid in failed]
         restored = len(pending) - len(left)
         if left:
@@ -588,7 +612,8 @@ class Agent:
                       "for the next start: %s", restored, len(left), journal.path,
                       ", ".join(sorted(left)))
         else:
-            LOG.info("restored the original knobs of %d VM(s)", restored)
+            LOG.info("restored the original knobs of %d VM(s)%s", restored,
+                     " (%d attempts)" % attempts if attempts > 1 else "")
 
     def table(self):
         """Per-VM rows of what the market did, for the final table."""

@@ -187,14 +187,21 @@ class Watchdog:
                 call.value = call.fn(*call.args, **call.kwargs)
             except BaseException as exc:    # handed to the caller, never lost
                 call.error = exc
-            call.done.set()
+            with self._lock:
+                call.done.set()
+                self._returned(call)
 
         threading.Thread(target=run, name="%s-aside" % self.name, daemon=True).start()
         if not call.done.wait(self.timeout_s):
             with self._lock:
                 self.timeouts += 1
-            LOG.error("%s call %s did not return within %.1f s", self.name, call.name,
-                      self.timeout_s)
+                if not call.done.is_set() and self._stuck is None:
+                    # Still running: a write it makes may land at any time,
+                    # so nothing else goes until it has returned.
+                    self._stuck = call
+                    self._stuck_since = self._clock() - self.timeout_s
+            LOG.error("%s call %s did not return within %.1f s: hypervisor marked "
+                      "unavailable", self.name, call.name, self.timeout_s)
             raise exceptions.HypervisorUnavailable(
                 "%s call %s did not return within %.1f s"
                 % (self.name, call.name, self.timeout_s))
@@ -222,11 +229,14 @@ class Watchdog:
                 call.error = exc
             with self._lock:
                 call.done.set()
-                if self._stuck is call:
-                    LOG.warning("%s call %s returned after %.1f s: hypervisor available "
-                                "again", self.name, call.name,
-                                self._clock() - self._stuck_since)
-                    self._stuck = self._stuck_since = None
+                self._returned(call)
+
+    def _returned(self, call):
+        """``call`` returned (lock held): if it was the stuck one, the hypervisor is back."""
+        if self._stuck is call:
+            LOG.warning("%s call %s returned after %.1f s: hypervisor available again",
+                        self.name, call.name, self._clock() - self._stuck_since)
+            self._stuck = self._stuck_since = None
 
     def close(self):
         """Let the worker end once idle (a stuck worker is a daemon thread: never joined)."""

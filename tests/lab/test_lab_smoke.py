@@ -117,10 +117,14 @@ class IOSharesOnRealGuestsSmokeTest(unittest.TestCase):
         self.assertEqual({100.0}, {cap_min for _mean, cap_min, _rate in seen})
 
     def test_sigterm_restored_every_knob_of_both_guests(self):
-        self.assertEqual(0, self.result["agent_exit"])
+        # What the agent said last, to tell a failed restore from a late write.
+        said = "journal left %s; the agent's log ends:\n%s" % (
+            self.result["journal_left"],
+            "".join(open(self.result["agent_log"]).readlines()[-15:]))
+        self.assertEqual(0, self.result["agent_exit"], said)
         self.assertEqual(self.exp.originals, self.result["knobs_before"])
-        self.assertEqual(self.exp.originals, self.result["knobs_after"])
-        self.assertEqual({}, self.result["journal_left"])
+        self.assertEqual(self.exp.originals, self.result["knobs_after"], said)
+        self.assertEqual({}, self.result["journal_left"], said)
         for name, cgroup in self.cgroup_after.items():
             self.assertIsNotNone(cgroup, name)
             self.assertEqual(-1, cgroup[1], name)

@@ -154,6 +154,25 @@ class WatchdogTest(unittest.TestCase):
         self.assertFalse(release.is_set())
         self.assertTrue(dog.available)
 
+    def test_a_call_aside_that_overruns_holds_every_call_until_it_returns(self):
+        # Its write may land at any time: a restore must not go first.
+        dog = watchdog_mod.Watchdog(0.1, name="test", sweep_wait_s=0.02)
+        self.addCleanup(dog.close)
+        sweep_done, write_done = threading.Event(), threading.Event()
+        self.addCleanup(sweep_done.set)
+        self.addCleanup(write_done.set)
+        with self.assertRaises(exceptions.SampleLate):
+            dog.sweep("vms", sweep_done.wait)
+        with self.assertRaises(exceptions.HypervisorUnavailable):
+            dog.call("set_knobs", write_done.wait)
+        self.assertFalse(dog.available)
+        sweep_done.set()
+        with self.assertRaises(exceptions.HypervisorUnavailable):
+            dog.call("restore_knobs", lambda: "restored")
+        write_done.set()
+        wait_until(lambda: dog.available)
+        self.assertEqual("restored", dog.call("restore_knobs", lambda: "restored"))
+
     def test_guarded_reads_plain_attributes_and_guards_methods(self):
         inner = mock.Mock(url="x")
         inner.vms.return_value = {}

@@ -28,6 +28,8 @@ from agent import cli
 from agent import conf as agent_conf
 from agent import journal as journal_mod
 from agent import loop
+from agent import watchdog
+from resex_libvirt import exceptions
 from tests.unit.agent import test_loop
 
 
@@ -186,6 +188,74 @@ class LifecycleTest(unittest.TestCase):
             agent.start()
             self.assertEqual(original, sim.get_knobs(uuid))
             self.assertEqual({}, journal_mod.Journal(path).originals())
+
+
+class SlowHost(ClosingHost):
+    """The simulated host whose next knob write blocks until ``release`` is set."""
+
+    def __init__(self, scenario):
+        super().__init__(scenario)
+        self.block = threading.Event()
+        self.release = threading.Event()
+
+    def set_knobs(self, uuid, cap_pct, weight):
+        if self.block.is_set():
+            self.release.wait(10.0)
+        return super().set_knobs(uuid, cap_pct, weight)
+
+
+class RestoreAfterAStuckCallTest(unittest.TestCase):
+    """SIGTERM while a knob write overran the watchdog's bound (libvirtd busy)."""
+
+    def test_the_restore_waits_for_the_stuck_call_and_then_restores_every_vm(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            parts = make_parts([])
+            sim = SlowHost(parts.hypervisor.scenario)
+            dog = watchdog.Watchdog(0.05, name="libvirt")
+            parts.hypervisor = watchdog.Guarded(sim, dog)
+            parts.fabric = sim
+            parts.latency_sources = [sim, CountedSource([], "intake")]
+            parts.clock = sim.clock()
+            parts.journal = journal_mod.Journal(os.path.join(tmp, "journal.json"))
+            agent, _sim, _source, _metrics = build([], parts=parts)
+            originals = {uuid: sim.get_knobs(uuid) for uuid in sim.vms()}
+            for uuid in originals:
+                parts.journal.remember(uuid, originals[uuid])
+                sim.set_knobs(uuid, 10.0, 512)
+            sim.block.set()
+            uuid = next(iter(originals))
+            with self.assertRaises(exceptions.HypervisorUnavailable):
+                parts.hypervisor.set_knobs(uuid, 20.0, 700)
+            self.assertFalse(dog.available)
+            threading.Timer(0.4, sim.release.set).start()
+            agent.shutdown()
+            # The stuck write landed first, then the restore wrote every original.
+            self.assertIn((sim.name_of(uuid), 20.0, 700), sim.writes)
+            self.assertEqual(originals, {u: sim.get_knobs(u) for u in originals})
+            self.assertEqual({}, journal_mod.Journal(parts.journal.path).originals())
+
+    def test_what_the_deadline_leaves_stays_in_the_journal(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            parts = make_parts([])
+            sim = SlowHost(parts.hypervisor.scenario)
+            dog = watchdog.Watchdog(0.05, name="libvirt")
+            parts.hypervisor = watchdog.Guarded(sim, dog)
+            parts.fabric = sim
+            parts.latency_sources = [sim, CountedSource([], "intake")]
+            parts.clock = sim.clock()
+            parts.journal = journal_mod.Journal(os.path.join(tmp, "journal.json"))
+            agent, _sim, _source, _metrics = build([], parts=parts)
+            agent.shutdown_timeout_s = 0.5
+            uuid = next(iter(sim.vms()))
+            parts.journal.remember(uuid, sim.get_knobs(uuid))
+            sim.block.set()
+            with self.assertRaises(exceptions.HypervisorUnavailable):
+                parts.hypervisor.set_knobs(uuid, 20.0, 700)
+            with self.assertLogs("agent.loop", "ERROR") as logs:
+                agent.shutdown()
+            sim.release.set()
+            self.assertIn(uuid, journal_mod.Journal(parts.journal.path).originals())
+            self.assertIn("1 left in the journal", "\n".join(logs.output))
 
 
 class BackgroundPublishTest(unittest.TestCase):
