@@ -17,13 +17,16 @@ where the driver offers ``cpu.time`` (QEMU); otherwise, per domain,
 ``virDomainGetCPUStats(total)`` and then ``virDomainGetInfo`` (libxl has no
 bulk stats; the test driver's carry only ``state.*``).
 
-The sweep asks with ``NOWAIT``: without it QEMU's driver takes a job on each
-domain for the few fields that need one (``cpu.haltpoll.*``), waiting behind
-any job in progress; on a Nova node whose TCG guest was busy sending, that
-made each sweep take 200-420 ms (against 0.4-0.7 ms with ``NOWAIT``), every
-interval's sweep was late and the agent controlled nothing. The fields
-``NOWAIT`` leaves out are none the agent reads. A driver that refuses the
-flag (``VIR_ERR_INVALID_ARG``, libvirt before 4.5) is asked without it.
+The sweep asks with ``NOWAIT``: QEMU's driver takes a job on each domain for
+the fields that need QEMU itself (``query-stats`` for ``cpu.haltpoll.*``,
+``query-cpus-fast`` for ``vcpu.N.halted``, none of which the agent reads);
+without the flag the sweep waits behind any job in progress (nova-compute's),
+with it those fields are left out while a job runs. When the job is free
+QEMU is still asked, so a guest capped hard answers slowly: on a Nova node,
+one guest capped at 5 % (1 ms every 20 ms, QEMU's main loop included) made a
+sweep take 40-140 ms against 1-2 ms uncapped. The loop copes with a late
+sweep (:mod:`agent.watchdog`); a driver that refuses the flag
+(``VIR_ERR_INVALID_ARG``, libvirt before 4.5) is asked without it.
 """
 
 import logging
