@@ -31,6 +31,8 @@ def main(argv=None):
                         help="skip the Debian packages (tools/install-deb.sh)")
     parser.add_argument("--purge", action="store_true",
                         help="down: remove the logs too (the whole state directory)")
+    parser.add_argument("scenarios", nargs="*", metavar="SCENARIO",
+                        help="test: these scenarios only, in this order (default: all)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     # `test` owns its cloud for its run: the lab lock dies with it. `up`
@@ -62,7 +64,11 @@ def main(argv=None):
         print("cloud down in %.0f s" % (time.monotonic() - t0))
         return 0
     from tests.cloud import scenarios
-    return scenarios.main(cloud)
+    unknown = set(args.scenarios) - set(scenarios.ORDER)
+    if unknown:
+        parser.error("no scenario %s (%s)" % (", ".join(sorted(unknown)),
+                                              ", ".join(scenarios.ORDER)))
+    return scenarios.main(cloud, tuple(args.scenarios) or scenarios.ORDER)
 
 
 if __name__ == "__main__":

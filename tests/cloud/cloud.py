@@ -62,13 +62,21 @@ PORTS = {
     "mariadb": 46306, "epmd": 46369, "rabbitmq": 46672, "rabbitmq-dist": 46671,
     "memcached": 46211, "etcd": 46379, "etcd-peer": 46380, "keystone": 46500,
     "glance": 46292, "placement": 46778, "nova-api": 46774, "neutron": 46696,
-    "sink": 5001,
+    "sink": 5001, "metrics-node1": 46791, "metrics-node2": 46792,
 }
 
-#: The guests' network: a bridge with the host's address, one shaped ifb per node.
+#: The guests' network: a bridge with the host's address; each node a network
+#: namespace joined to it by a veth, with its own bridge and a shaped ifb.
 BRIDGE = "resexcbr0"
 CIDR = "10.229.0.0/24"
 HOST_CIDR = "10.229.0.1/24"
+#: Inside each node's network namespace: its bridge (the taps' and the veth's).
+NODE_BRIDGE = "resexcnbr"
+#: The veth's end inside each node's network namespace.
+NODE_UPLINK = "resexcup"
+#: Each node's address on the guests' network: its my_ip, libvirtd's TCP
+#: listener and the migrations' end point.
+NODE_IPS = {"node1": "10.229.0.2", "node2": "10.229.0.3"}
 NETWORK_ID = "8c6b3e2f-2d6a-4b5e-9a29-000000000001"
 SUBNET_ID = "8c6b3e2f-2d6a-4b5e-9a29-000000000002"
 #: Each node's link: guests' transmit through a tbf of this rate (the lab's bottleneck).
@@ -79,6 +87,60 @@ LINK_GBPS = 0.05
 NODES = ("node1", "node2")
 
 DATABASES = ("keystone", "glance", "placement", "nova_api", "nova", "nova_cell0")
+
+#: The nodes' helpers (:meth:`Cloud._write_node_helpers`).
+SUDO = """#!/bin/sh
+# Everything runs as root already: the command, in %(node)s's network namespace.
+while [ $# -gt 0 ]; do case "$1" in -*) shift;; *) break;; esac; done
+exec nsenter --net=/run/netns/%(netns)s -- "$@"
+"""
+
+NODE_PID = """node_pid() {
+    case "$1" in %(cases)s
+    *) echo "no cloud node at $1" >&2; exit 255;;
+    esac
+    cat "$pidfile"
+}
+"""
+
+SSH = """#!/bin/sh
+# ssh [-o OPTION]... NODE_IP COMMAND...: COMMAND in that node's namespaces.
+%(node_pid)s
+while [ $# -gt 0 ]; do case "$1" in
+    -o|-p|-i|-l) shift 2;; -*) shift;; *) break;; esac; done
+pid=$(node_pid "$1") || exit 255
+shift
+exec nsenter -t "$pid" -m -u -- sh -c "$*"
+"""
+
+SCP = """#!/bin/sh
+# scp [-r] [-C] SOURCE TARGET, one of them NODE_IP:PATH: a tar pipe between
+# the two nodes' mount namespaces.
+%(node_pid)s
+while [ $# -gt 0 ]; do case "$1" in
+    -o|-P|-i|-l) shift 2;; -*) shift;; *) break;; esac; done
+src=$1
+dst=$2
+from=""
+to=""
+case "$src" in
+    *:*) from="nsenter -t $(node_pid "${src%%%%:*}") -m -u --" || exit 255; src=${src#*:};;
+esac
+case "$dst" in
+    *:*) to="nsenter -t $(node_pid "${dst%%%%:*}") -m -u --" || exit 255; dst=${dst#*:};;
+esac
+# scp's rule: into TARGET if it is a directory, else as TARGET.
+if $to test -d "$dst"; then
+    dir=$dst
+    name=$(basename "$src")
+else
+    dir=$(dirname "$dst")
+    name=$(basename "$dst")
+fi
+base=$(basename "$src")
+$from tar -C "$(dirname "$src")" -cf - --transform "s|^$base|$name|" "$base" |
+    $to tar -C "$dir" -xf -
+"""
 
 
 class CloudError(RuntimeError):
@@ -228,7 +290,23 @@ class Cloud:
         return os.path.join(self.node_dir(node), "etc", "resex", "resex-agent.conf")
 
     def ifb(self, node):
+        """The node's link (a shaped ifb, in the node's network namespace)."""
         return "resexc%sifb" % node[-1]
+
+    def netns(self, node):
+        return "resexc-%s" % node
+
+    def veth(self, node):
+        """The host's end of the node's veth (on the cloud's bridge)."""
+        return "resexc%sv" % node[-1]
+
+    @property
+    def instances_path(self):
+        """Every node's instances path (its own directory, bind-mounted in its namespace).
+
+        Live block migration needs one path on both ends.
+        """
+        return os.path.join(self.dir, "instances")
 
     @property
     def board_url(self):
@@ -514,25 +592,28 @@ class Cloud:
     # the guests' network ----------------------------------------------------------
 
     def start_network(self):
-        """The bridge (host address), one shaped ifb per node, the neutron stand-in, the sink."""
+        """The bridge (host address), the nodes' networks, the neutron stand-in, the sink."""
         if shutil.which("modprobe"):
             subprocess.run(["modprobe", "ifb", "numifbs=0"], capture_output=True)
-        links = [(BRIDGE, "bridge")] + [(self.ifb(n), "ifb") for n in self.nodes]
-        for name, kind in links:
+        for name in [BRIDGE] + [self.veth(n) for n in self.nodes]:
             if _link_exists(name):
                 raise CloudError("%s exists: a previous cloud was not torn down "
                                  "(make cloud-down)" % name)
-            _run(["ip", "link", "add", name, "type", kind])
-            self._record_link(name)
-            _run(["ip", "link", "set", name, "up"])
+        for node in self.nodes:
+            if os.path.exists(os.path.join("/run/netns", self.netns(node))):
+                raise CloudError("network namespace %s exists: a previous cloud was not "
+                                 "torn down (make cloud-down)" % self.netns(node))
+        _run(["ip", "link", "add", BRIDGE, "type", "bridge"])
+        self._record_link(BRIDGE)
+        _run(["ip", "link", "set", BRIDGE, "up"])
         _run(["ip", "addr", "add", HOST_CIDR, "dev", BRIDGE])
         for node in self.nodes:
-            self.set_link_rate(node, LINK_MBIT)
+            self._node_network(node)
         conf = os.path.join(self.etc, "neutron-stub.json")
         _write(conf, json.dumps({"network_id": NETWORK_ID, "subnet_id": SUBNET_ID,
-                                 "cidr": CIDR, "bridge": BRIDGE,
-                                 "ifbs": {n: self.ifb(n) for n in self.nodes},
-                                 "links": os.path.join(self.run_dir, "links")}))
+                                 "cidr": CIDR,
+                                 "nodes": {n: {"netns": self.netns(n), "bridge": NODE_BRIDGE,
+                                               "ifb": self.ifb(n)} for n in self.nodes}}))
         proc = self._gunicorn("neutron", "neutron()", PORTS["neutron"],
                               self.env(RESEX_CLOUD_NEUTRON_CONF=conf), threads=8)
         wait_for_http("http://%s:%d/v2.0/networks" % (HOST, PORTS["neutron"]), proc,
@@ -541,9 +622,31 @@ class Cloud:
                                     HOST_CIDR.split("/")[0], str(PORTS["sink"])])
         wait_for_port(PORTS["sink"], sink, self.log("sink"), host=HOST_CIDR.split("/")[0])
 
+    def _node_network(self, node):
+        """``node``'s network namespace: its bridge, address, shaped ifb, a veth out.
+
+        The node's bridge holds its taps and the veth into the cloud's bridge.
+        """
+        ns = self.netns(node)
+        _run(["ip", "netns", "add", ns])
+        self._record_link("netns:" + ns)
+        inside = ["ip", "-n", ns]
+        _run(["ip", "link", "add", self.veth(node), "type", "veth", "peer", "name",
+              NODE_UPLINK, "netns", ns])
+        _run(["ip", "link", "set", self.veth(node), "master", BRIDGE, "up"])
+        _run(inside + ["link", "set", "lo", "up"])
+        _run(inside + ["link", "add", NODE_BRIDGE, "type", "bridge"])
+        _run(inside + ["link", "set", NODE_UPLINK, "master", NODE_BRIDGE, "up"])
+        _run(inside + ["link", "set", NODE_BRIDGE, "up"])
+        _run(inside + ["addr", "add", "%s/%s" % (NODE_IPS[node], CIDR.split("/")[1]),
+                       "dev", NODE_BRIDGE])
+        _run(inside + ["link", "add", self.ifb(node), "type", "ifb"])
+        _run(inside + ["link", "set", self.ifb(node), "up"])
+        self.set_link_rate(node, LINK_MBIT)
+
     def set_link_rate(self, node, mbit):
-        _run(["tc", "qdisc", "replace", "dev", self.ifb(node), "root", "tbf",
-              "rate", "%gmbit" % mbit, "burst", "16384", "latency", "50ms"])
+        _run(["tc", "-n", self.netns(node), "qdisc", "replace", "dev", self.ifb(node), "root",
+              "tbf", "rate", "%gmbit" % mbit, "burst", "16384", "latency", "50ms"])
 
     def _record_link(self, name):
         path = os.path.join(self.run_dir, "links")
@@ -647,51 +750,63 @@ class Cloud:
         return ["nsenter", "-t", str(self.libvirtd_pid(node)), "-m", "-u", "--"]
 
     def start_node(self, node):
+        """``node``'s libvirtd (own mount, UTS, network namespaces), nova-compute, agent.
+
+        nova-compute and the agent join the node's mount and UTS namespaces and
+        stay in the host's network namespace, where the control plane listens
+        on the loopback.
+        """
         ndir = self.node_dir(node)
         private = {"/etc/libvirt": "etc-libvirt", "/run/libvirt": "run-libvirt",
                    "/var/lib/libvirt": "lib-libvirt", "/var/log/libvirt": "log-libvirt",
-                   "/var/cache/libvirt": "cache-libvirt"}
-        for sub in private.values():
+                   "/var/cache/libvirt": "cache-libvirt",
+                   self.instances_path: os.path.join("nova", "instances")}
+        for sub in list(private.values()) + ["cgroup-hold", os.path.join("nova", "locks")]:
             os.makedirs(os.path.join(ndir, sub), exist_ok=True)
+        os.makedirs(self.instances_path, exist_ok=True)
         for sub in ("qemu", "qemu/channel/target", "dnsmasq"):
             os.makedirs(os.path.join(ndir, "lib-libvirt", sub), exist_ok=True)
         os.makedirs(os.path.join(ndir, "log-libvirt", "qemu"), exist_ok=True)
         etc = os.path.join(ndir, "etc-libvirt")
+        # Each libvirtd listens on its node's address (live migrations), with its
+        # own host UUID.
         _write(os.path.join(etc, "libvirtd.conf"),
                "unix_sock_group = \"root\"\nunix_sock_rw_perms = \"0770\"\n"
                "auth_unix_rw = \"none\"\nauth_unix_ro = \"none\"\n"
-               "host_uuid = \"%s\"\n" % uuid.uuid5(uuid.NAMESPACE_DNS, "resex-" + node))
+               "listen_tls = 0\nlisten_tcp = 1\nauth_tcp = \"none\"\n"
+               "listen_addr = \"%s\"\nhost_uuid = \"%s\"\n"
+               % (NODE_IPS[node], uuid.uuid5(uuid.NAMESPACE_DNS, "resex-" + node)))
         _write(os.path.join(etc, "qemu.conf"),
                "user = \"root\"\ngroup = \"root\"\nstdio_handler = \"file\"\n"
                "security_driver = \"none\"\n")
+        # /sys as the node's network namespace sees it (its taps, bridge and ifb:
+        # for libvirtd, nova's privileged helper and the agent), with the host's
+        # cgroup hierarchies kept under it.
+        hold = os.path.join(ndir, "cgroup-hold")
+        sysfs = ("mount --rbind /sys/fs/cgroup %s\nmount -t sysfs sysfs /sys\n"
+                 "mount --rbind %s /sys/fs/cgroup\numount -l %s\n" % (hold, hold, hold))
         mounts = "".join("mount --bind %s %s\n" % (os.path.join(ndir, sub), target)
                          for target, sub in private.items())
-        script = ("set -e\nhostname %s\n%s"
-                  "exec libvirtd --pid-file %s\n"
-                  % (node, mounts, os.path.join(ndir, "libvirtd.pid")))
+        script = ("set -e\nhostname %s\n%s%s"
+                  "exec libvirtd --listen --pid-file %s\n"
+                  % (node, sysfs, mounts, os.path.join(ndir, "libvirtd.pid")))
         proc = self._start("%s-libvirtd" % node, [
             "unshare", "--mount", "--uts", "--propagation", "private", "--",
+            "nsenter", "--net=/run/netns/%s" % self.netns(node), "--",
             "sh", "-c", script])
-        deadline = time.monotonic() + 60
-        while True:
-            probe = subprocess.run(self.nsenter(node) + ["virsh", "-c", "qemu:///system",
-                                                         "hostname"],
-                                   capture_output=True, text=True)
-            if probe.returncode == 0 and probe.stdout.strip() == node:
-                break
-            if not procs.alive(proc.pid) or time.monotonic() > deadline:
-                raise CloudError("%s's libvirtd did not come up: %s; see %s"
-                                 % (node, probe.stderr.strip(), self.log(node + "-libvirtd")))
-            time.sleep(0.3)
+        self._wait_for_libvirtd(node, proc)
+        self._write_node_helpers(node)
 
         conf = self.nova_conf(node)
         common = self._nova_common()
         common["DEFAULT"].update({
-            "host": node, "state_path": os.path.join(ndir, "nova"),
-            "instances_path": os.path.join(ndir, "nova", "instances")})
+            "host": node, "my_ip": NODE_IPS[node], "state_path": os.path.join(ndir, "nova"),
+            "instances_path": self.instances_path})
         common["oslo_concurrency"]["lock_path"] = os.path.join(ndir, "nova", "locks")
-        for sub in ("instances", "locks"):
-            os.makedirs(os.path.join(ndir, "nova", sub), exist_ok=True)
+        # Live migrations go from libvirtd to libvirtd over the guests' network:
+        # qemu+tcp://<the target's address>/system.
+        common["libvirt"].update({"live_migration_scheme": "tcp",
+                                  "live_migration_inbound_addr": NODE_IPS[node]})
         _write(conf, _ini(common))
         # The node's agent configuration, by the devstack plugin.
         self._plugin_post_config("n-cpu,resex-agent", conf, {
@@ -701,11 +816,75 @@ class Cloud:
             "RESEX_RUN_DIR": os.path.join(ndir, "resex-run"),
             "RESEX_UPLINK_NETDEV": self.ifb(node),
             "RESEX_LINK_CAPACITY_GBPS": str(LINK_GBPS),
+            # install.rst's agent turns the metrics endpoint on; one port per node.
+            "RESEX_METRICS_ENABLED": "True",
+            "RESEX_METRICS_PORT": str(PORTS["metrics-" + node]),
         })
-        env = self.env()
-        self._start("%s-nova-compute" % node, self.nsenter(node) + [
-            os.path.join(VENV_BIN, "nova-compute"), "--config-file", conf], env=env)
+        self.start_compute(node)
         self.start_agent(node)
+
+    def restart_libvirtd(self, node):
+        """Stop ``node``'s libvirtd and start another in the same namespaces.
+
+        The guests' QEMU processes run on. The node's mount and UTS
+        namespaces are held by its nova-compute meanwhile; the new libvirtd
+        joins them and the node's network namespace.
+        """
+        holder = self.table.get("%s-nova-compute" % node)
+        if holder is None or not procs.alive(holder["pid"], holder["started"]):
+            raise CloudError("%s: no nova-compute holds the node's namespaces" % node)
+        self.table.stop("%s-libvirtd" % node, timeout=30)
+        proc = self._start("%s-libvirtd" % node, [
+            "nsenter", "-t", str(holder["pid"]), "-m", "-u",
+            "--net=/run/netns/%s" % self.netns(node), "--",
+            "libvirtd", "--listen", "--pid-file",
+            os.path.join(self.node_dir(node), "libvirtd.pid")])
+        self._wait_for_libvirtd(node, proc)
+        return proc
+
+    def _wait_for_libvirtd(self, node, proc, timeout=60.0):
+        deadline = time.monotonic() + timeout
+        while True:
+            probe = subprocess.run(self.nsenter(node) + ["virsh", "-c", "qemu:///system",
+                                                         "hostname"],
+                                   capture_output=True, text=True)
+            if probe.returncode == 0 and probe.stdout.strip() == node:
+                return
+            if not procs.alive(proc.pid) or time.monotonic() > deadline:
+                raise CloudError("%s's libvirtd did not come up: %s; see %s"
+                                 % (node, probe.stderr.strip(), self.log(node + "-libvirtd")))
+            time.sleep(0.3)
+
+    def compute_env(self, node):
+        """nova-compute's environment: the node's ``sudo``, ``ssh`` and ``scp`` first."""
+        env = self.env()
+        env["PATH"] = os.path.join(self.node_dir(node), "bin") + ":" + env["PATH"]
+        return env
+
+    def start_compute(self, node):
+        return self._start("%s-nova-compute" % node, self.nsenter(node) + [
+            os.path.join(VENV_BIN, "nova-compute"), "--config-file", self.nova_conf(node)],
+            env=self.compute_env(node))
+
+    def stop_compute(self, node):
+        return self.table.stop("%s-nova-compute" % node, timeout=40)
+
+    def _write_node_helpers(self, node):
+        """``sudo``, ``ssh`` and ``scp`` on the node's nova-compute's PATH.
+
+        ``sudo`` (privsep's helper, which creates the taps) runs its command in
+        the node's network namespace; ``ssh NODE_IP CMD`` runs CMD in that
+        node's mount namespace and ``scp`` copies into or out of it (cold
+        migration, resize): the nodes are namespaces of one machine.
+        """
+        bin_dir = os.path.join(self.node_dir(node), "bin")
+        _write(os.path.join(bin_dir, "sudo"), SUDO % {"node": node, "netns": self.netns(node)},
+               0o755)
+        lookup = NODE_PID % {"cases": " ".join(
+            "%s) pidfile=%s;;" % (NODE_IPS[n], os.path.join(self.node_dir(n), "libvirtd.pid"))
+            for n in self.nodes)}
+        _write(os.path.join(bin_dir, "ssh"), SSH % {"node_pid": lookup}, 0o755)
+        _write(os.path.join(bin_dir, "scp"), SCP % {"node_pid": lookup}, 0o755)
 
     def agent_argv(self, node):
         return self.nsenter(node) + [os.path.join(VENV_BIN, "resex-agent"),
@@ -792,7 +971,10 @@ class Cloud:
         if os.path.exists(links):
             with open(links) as f:
                 for name in reversed(f.read().split()):
-                    if _link_exists(name):
+                    if name.startswith("netns:"):
+                        subprocess.run(["ip", "netns", "del", name[len("netns:"):]],
+                                       capture_output=True)
+                    elif _link_exists(name):
                         subprocess.run(["ip", "link", "del", name], capture_output=True)
             os.unlink(links)
         for path in (self.data, os.path.join(self.dir, "nodes"), self.etc, self.bin):

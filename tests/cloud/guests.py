@@ -27,7 +27,8 @@ Images: AMI-style, as Nova boots a kernel directly: the lab's Debian kernel
 * ``resex-idle``.
 
 Flavors: ``resex.sensitive`` (``resex:latency_sla_us``), ``resex.bulk``
-(``resex:io_class=bulk``), ``resex.plain``.
+(``resex:io_class=bulk``), ``resex.bulk.large`` (the same, 192 MiB: a
+resize's target), ``resex.plain``.
 """
 
 import os
@@ -55,7 +56,11 @@ FLAVORS = {
     "resex.sensitive": {"resex:latency_sla_us": str(SLA_US)},
     "resex.bulk": {"resex:io_class": "bulk"},
     "resex.plain": {},
+    # The bulk flavor, bigger: what a resize moves to.
+    "resex.bulk.large": {"resex:io_class": "bulk"},
 }
+#: Memory of the flavors that have more than MEMORY_MIB.
+FLAVOR_MEMORY_MIB = {"resex.bulk.large": 192}
 
 
 def roles(sink_ip, sink_port):
@@ -100,8 +105,9 @@ def publish(cloud):
         for name, specs in FLAVORS.items():
             flavor = conn.compute.find_flavor(name)
             if flavor is None:
-                flavor = conn.compute.create_flavor(name=name, ram=MEMORY_MIB, vcpus=1,
-                                                    disk=1, is_public=True)
+                flavor = conn.compute.create_flavor(
+                    name=name, ram=FLAVOR_MEMORY_MIB.get(name, MEMORY_MIB), vcpus=1, disk=1,
+                    is_public=True)
                 if specs:
                     conn.compute.create_flavor_extra_specs(flavor, specs)
     finally:

@@ -20,16 +20,16 @@ one shared network with one subnet (no DHCP, no gateway), quotas,
 ports (create, the free-IP check, binding to a host with
 ``binding:vif_type = tap``, delete), floating IPs and security groups
 (none). It does what a Neutron agent would do for a tap port: a thread
-puts each bound port's ``tap<port id[:11]>`` (created by Nova's libvirt
-driver) on the cloud's bridge, and redirects what the guest sends into the
-shaped ``ifb`` of the port's compute node (the node's share of the link).
+puts each port's ``tap<port id[:11]>`` (created by Nova in the compute
+node's network namespace) on that node's bridge, and redirects what the
+guest sends into the node's shaped ``ifb`` (the node's link).
 
 A port's MAC address ends in its IPv4 address's last octet: the guests
 take their address from it (no DHCP in a busybox guest).
 
 Configuration: the JSON file named by ``RESEX_CLOUD_NEUTRON_CONF``
-(``network_id``, ``subnet_id``, ``cidr``, ``bridge``, ``ifbs``: host ->
-ifb).
+(``network_id``, ``subnet_id``, ``cidr``, ``nodes``: node -> ``netns``,
+``bridge``, ``ifb``).
 """
 
 import ipaddress
@@ -140,31 +140,33 @@ class Stub:
     # -- the Neutron agent's part ------------------------------------------------
 
     def attach_taps(self):
-        """Put each bound port's tap on the bridge and shape it (idempotent)."""
+        """Put each port's tap on its node's bridge and shape it (idempotent).
+
+        A tap is looked for in every node's network namespace, whatever the
+        port's binding says: during a live migration the target's tap exists
+        before Nova binds the port to the target.
+        """
         with self.lock:
-            bound = [(p["id"], p["binding:host_id"]) for p in self.ports.values()
-                     if p.get("binding:host_id")]
-        for port_id, host in bound:
-            tap = tap_name(port_id)
-            if not os.path.exists("/sys/class/net/%s" % tap):
-                continue
-            master = os.path.realpath("/sys/class/net/%s/master" % tap)
-            if os.path.basename(master) == self.conf["bridge"]:
-                continue
-            if self.conf.get("links"):
-                # Teardown removes it if Nova did not (a domain destroyed
-                # under it): Nova's taps are persistent and outlive QEMU.
-                with open(self.conf["links"], "a") as f:
-                    f.write(tap + "\n")
-            _ip("link", "set", tap, "master", self.conf["bridge"])
-            _ip("link", "set", tap, "up")
-            ifb = self.conf["ifbs"].get(host)
-            if ifb:
-                _tc("qdisc", "add", "dev", tap, "handle", "ffff:", "ingress")
-                _tc("filter", "add", "dev", tap, "parent", "ffff:", "protocol", "all",
-                    "u32", "match", "u32", "0", "0",
-                    "action", "mirred", "egress", "redirect", "dev", ifb)
-            LOG.info("port %s: %s on %s, shaped by %s", port_id, tap, self.conf["bridge"], ifb)
+            taps = {tap_name(port_id): port_id for port_id in self.ports}
+        for node, net in sorted(self.conf["nodes"].items()):
+            for link in _links(net["netns"]):
+                name = link.get("ifname")
+                if name not in taps or link.get("master") == net["bridge"]:
+                    continue
+                self.attach(net, name)
+                LOG.info("port %s: %s on %s's %s, shaped by %s", taps[name], name, node,
+                         net["bridge"], net["ifb"])
+
+    @staticmethod
+    def attach(net, tap):
+        """What a Neutron agent does for a tap: on the bridge, its traffic into the ifb."""
+        ns = net["netns"]
+        _ip("-n", ns, "link", "set", tap, "master", net["bridge"])
+        _ip("-n", ns, "link", "set", tap, "up")
+        _tc("-n", ns, "qdisc", "add", "dev", tap, "handle", "ffff:", "ingress")
+        _tc("-n", ns, "filter", "add", "dev", tap, "parent", "ffff:", "protocol", "all",
+            "u32", "match", "u32", "0", "0",
+            "action", "mirred", "egress", "redirect", "dev", net["ifb"])
 
     def run_attacher(self):
         while True:
@@ -172,7 +174,7 @@ class Stub:
                 self.attach_taps()
             except Exception:
                 LOG.exception("attaching taps failed")
-            time.sleep(0.3)
+            time.sleep(0.5)
 
     # -- WSGI ------------------------------------------------------------------
 
@@ -258,6 +260,16 @@ def _matches(record, key, values):
         return True
     value = record[key]
     return any(str(value).lower() == v.lower() for v in values)
+
+
+def _links(netns):
+    """``ip -j link show`` in ``netns`` ([] if it is gone)."""
+    proc = subprocess.run(("ip", "-j", "-n", netns, "link", "show"), capture_output=True,
+                          text=True)
+    if proc.returncode:
+        LOG.warning("ip -n %s link show: %s", netns, proc.stderr.strip())
+        return []
+    return json.loads(proc.stdout or "[]")
 
 
 def _ip(*args):

@@ -33,6 +33,7 @@ runs them all, tears it down, and prints ``scenario | result | time``.
 
 import os
 import re
+import signal
 import sys
 import time
 import traceback
@@ -43,6 +44,7 @@ import openstack
 from resex_libvirt import board as board_mod
 from tests.cloud import cloud as cloud_mod
 from tests.cloud import guests
+from tests.cloud import procs
 
 libvirt.registerErrorHandler(lambda ctx, err: None, None)
 
@@ -260,10 +262,355 @@ class Scenarios:
             "after SIGTERM cpu_shares is %s, Nova's %s"
             % (live.get("cpu_shares"), expected_shares))
         self.cloud.start_agent("node1")
+    # -- install.rst ----------------------------------------------------------------------
+
+    def install_rst_config(self):
+        """install.rst's agent and scheduler snippets are what the cloud runs, option by option.
+
+        The cloud's files are written by the devstack plugin; every option of
+        the two snippets must have the snippet's value there, but for the
+        site's own values (:data:`SITE_VALUES`).
+        """
+        snippets = install_snippets()
+        checked = []
+        for section_wanted, path in (("agent", self.cloud.agent_conf("node1")),
+                                     ("filter_scheduler", self.cloud.nova_conf())):
+            snippet = next(s for s in snippets if section_wanted in s)
+            with open(path) as f:
+                running = parse_ini(f.read())
+            for section, options in snippet.items():
+                for option, values in options.items():
+                    want = [SITE_VALUES.get((section, option), {}).get(v, v) for v in values]
+                    have = running.get(section, {}).get(option)
+                    assert _normal(have) == _normal(want), (
+                        "%s: [%s] %s is %s, install.rst says %s"
+                        % (path, section, option, have, want))
+                    checked.append("%s.%s" % (section, option))
+        self.figures["install_rst_options_checked"] = len(checked)
+
+    # -- (d) moves -------------------------------------------------------------------
+
+    def _moves_setup(self):
+        """bulk1 on node1, capped by node1's agent for a sensitive server over its SLA.
+
+        node2 keeps its bulk server sending (congested) and no sensitive server:
+        its agent has no reason to cap what arrives, so a cap found on an
+        arriving server is one that came with it.
+        """
+        for name in ("sensitive-b", "sensitive-c", "sensitive-d", "bulk3"):
+            if name in self.servers:
+                self.conn.compute.delete_server(self.servers.pop(name))
+        for name in ("sensitive-b", "sensitive-d", "bulk3"):
+            found = self.conn.compute.find_server(name)
+            if found is not None:
+                self.conn.compute.delete_server(found)
+        for name, node in (("bulk1", "node1"), ("bulk2", "node2")):
+            if name not in self.servers:
+                self.boot(name, "resex.bulk", "resex-bulk", node=node, nic=True)
+        if "sensitive-m" not in self.servers:
+            self.boot("sensitive-m", "resex.sensitive", "resex-report", node="node1")
+
+    def _capped_on_node1(self, name):
+        """Until ``name`` is on node1 (brought back by live migration) and capped there."""
+        server = self.conn.compute.get_server(self.servers[name].id)
+        if server.compute_host != "node1":
+            self._live_migrate(server, "node1")
+        server = self.conn.compute.get_server(server.id)
+        cap = self.wait_for(
+            "%s capped below 50%% on node1" % name,
+            lambda: _below(_cap_pct(self.knobs("node1", server)), 50.0), timeout=120,
+            interval=0.5)
+        return server, cap
+
+    def _live_migrate(self, server, host):
+        self.conn.compute.live_migrate_server(server, host=host, block_migration=True)
+        self._wait_moved(server, host, ("ACTIVE",), timeout=300)
+
+    def _wait_moved(self, server, host, statuses, timeout=300):
+        """Until ``server`` is in one of ``statuses`` on ``host``, its task done."""
+        def arrived():
+            now = self.conn.compute.get_server(server.id)
+            if now.status == "ERROR":
+                raise AssertionError("%s went to ERROR: %s" % (now.name, now.fault))
+            if (now.status in statuses and now.compute_host == host
+                    and not now.task_state):
+                return now
+            return None
+        return self.wait_for("%s %s on %s" % (server.name, "/".join(statuses), host),
+                             arrived, timeout=timeout, interval=1.0)
+
+    def _move(self, name, how, target="node2"):
+        """Move capped ``name`` from node1 with ``how(server)``; check that no cap leaks.
+
+        On the target the server must run with Nova's values (no quota, the
+        default shares), and stay so over a few of the target agent's epochs;
+        node1's agent must forget it ("is gone").
+        """
+        self._moves_setup()
+        server, cap = self._capped_on_node1(name)
+        self.figures["%s_cap_before_pct" % how.__name__] = cap
+        mark = self.log_size("node1-resex-agent")
+        t0 = time.monotonic()
+        moved = how(server, target)
+        self.figures["%s_s" % how.__name__] = time.monotonic() - t0
+        for _ in range(3):
+            live = self.knobs(target, moved)
+            assert _cap_pct(live) is None, (
+                "%s arrived on %s capped: %s" % (name, target, live))
+            nova = self.knobs(target, moved, libvirt.VIR_DOMAIN_AFFECT_CONFIG)
+            assert live.get("cpu_shares") == (nova.get("cpu_shares") or 1024), (
+                "%s on %s: cpu_shares %s, Nova's %s" % (name, target, live.get("cpu_shares"),
+                                                        nova.get("cpu_shares")))
+            time.sleep(2.0)
+        self.wait_for(
+            "node1's agent forgetting %s" % name,
+            lambda: re.search(r"VM %s \(%s\) is gone" % (server.instance_name, server.id),
+                              self.log_lines("node1-resex-agent", mark)),
+            timeout=60)
+        self.servers[name] = moved
+
+    def _confirm(self, server, target):
+        now = self._wait_moved(server, target, ("VERIFY_RESIZE",))
+        self.conn.compute.confirm_server_resize(now)
+        return self._wait_moved(server, target, ("ACTIVE",))
+
+    def cold_migrate(self):
+        """A capped server cold-migrated off node1 arrives on node2 with Nova's values."""
+        def cold_migration(server, target):
+            self.conn.compute.migrate_server(server, host=target)
+            return self._confirm(server, target)
+        self._move("bulk1", cold_migration)
+
+    def resize(self):
+        """A capped server resized (to node2) runs there with Nova's values."""
+        def resize(server, target):
+            self.conn.compute.resize_server(server, self.flavor("resex.bulk.large"))
+            moved = self._confirm(server, target)
+            assert moved.flavor.ram == guests.FLAVOR_MEMORY_MIB["resex.bulk.large"], (
+                moved.flavor)
+            return moved
+        self._move("bulk1", resize)
+
+    def live_migrate(self):
+        """A capped server with a NIC, live block-migrated to node2: Nova's values there."""
+        def live_migration(server, target):
+            self._live_migrate(server, target)
+            return self.conn.compute.get_server(server.id)
+        self._move("bulk1", live_migration)
+
+    def shelve_unshelve(self):
+        """A capped server shelved (offloaded) and unshelved on node2: Nova's values."""
+        def shelve_and_unshelve(server, target):
+            self.conn.compute.shelve_server(server)
+            self.wait_for("%s SHELVED_OFFLOADED" % server.name,
+                          lambda: self.conn.compute.get_server(server.id).status
+                          == "SHELVED_OFFLOADED", timeout=300, interval=1.0)
+            # A target host for unshelve is microversion 2.91.
+            self.conn.compute.post("/servers/%s/action" % server.id,
+                                   json={"unshelve": {"host": target}}, microversion="2.91")
+            return self._wait_moved(server, target, ("ACTIVE",))
+        self._move("bulk1", shelve_and_unshelve)
+
+    def evacuate(self):
+        """node1's nova-compute stopped and forced down: the capped server is rebuilt on node2.
+
+        When node1's nova-compute comes back it destroys the evacuated
+        server's old domain, and node1's agent forgets it.
+        """
+        def evacuation(server, target):
+            service = next(self.conn.compute.services(host="node1", binary="nova-compute"))
+            self.cloud.stop_compute("node1")
+            self.conn.compute.put("/os-services/%s" % service.id,
+                                  json={"forced_down": True}, microversion="2.53")
+            try:
+                self.conn.compute.evacuate_server(server, host=target)
+                moved = self._wait_moved(server, target, ("ACTIVE",))
+            finally:
+                self.cloud.start_compute("node1")
+                self.conn.compute.put("/os-services/%s" % service.id,
+                                      json={"forced_down": False}, microversion="2.53")
+            self.wait_for("node1's nova-compute up again", lambda: any(
+                s.state == "up" for s in self.conn.compute.services(
+                    host="node1", binary="nova-compute")), timeout=180, interval=1.0)
+            return moved
+        self._move("bulk1", evacuation)
+    # -- (e) faults during control ----------------------------------------------------------
+
+    def _agent_log_grows(self, node, mark, timeout=60):
+        """Until the node's agent logs an epoch that saw its VMs after ``mark`` (not blind)."""
+        return self.wait_for(
+            "an epoch line of %s's agent with its VMs" % node,
+            lambda: re.search(r"epoch \d+: [1-9]\d* VMs",
+                              self.log_lines("%s-resex-agent" % node, mark)),
+            timeout=timeout)
+
+    def _recapped(self, what, server, t_fault):
+        cap = self.wait_for("%s: %s capped below 50%% again" % (what, server.name),
+                            lambda: _below(_cap_pct(self.knobs("node1", server)), 50.0),
+                            timeout=120, interval=0.5)
+        self.figures["%s_recapped_s" % what] = time.monotonic() - t_fault
+        return cap
+
+    def agent_killed(self):
+        """kill -9 of node1's agent; its cap is wrong once the sensitive server is gone.
+
+        The restarted agent restores the knobs its journal kept (the unclean
+        stop) and does not cap again without a reason; with a sensitive
+        server over its SLA it caps again.
+        """
+        self._moves_setup()
+        server, _cap = self._capped_on_node1("bulk1")
+        entry = self.cloud.table.get("node1-resex-agent")
+        os.kill(entry["pid"], signal.SIGKILL)
+        self.wait_for("node1's agent dead", lambda: not procs.alive(entry["pid"],
+                                                                    entry["started"]),
+                      timeout=10)
+        self.cloud.table.remove("node1-resex-agent")
+        assert _cap_pct(self.knobs("node1", server)) is not None, "killed, yet uncapped"
+        # The reason for the cap goes while the agent is dead.
+        self.conn.compute.delete_server(self.servers.pop("sensitive-m"))
+        self.wait_for("sensitive-m deleted", lambda: self.conn.compute.find_server(
+            "sensitive-m") is None, timeout=120, interval=1.0)
+        mark = self.log_size("node1-resex-agent")
+        t0 = time.monotonic()
+        self.cloud.start_agent("node1")
+        self.wait_for("the agent restoring the journal's knobs", lambda: re.search(
+            r"unclean stop; restoring", self.log_lines("node1-resex-agent", mark)),
+            timeout=60)
+        self._agent_log_grows("node1", mark)
+        self.wait_for("bulk1 uncapped", lambda: _cap_pct(self.knobs("node1", server)) is None,
+                      timeout=60, interval=0.5)
+        self.figures["agent_killed_uncapped_s"] = time.monotonic() - t0
+        for _ in range(5):
+            assert _cap_pct(self.knobs("node1", server)) is None, "capped again without reason"
+            time.sleep(1.0)
+        # With a sensitive neighbour over its SLA again, control resumes.
+        self.boot("sensitive-m", "resex.sensitive", "resex-report", node="node1")
+        self._recapped("agent_killed", server, t0)
+
+    def nova_compute_restarted(self):
+        """node1's nova-compute restarted during control: the agent keeps its cap."""
+        self._moves_setup()
+        server, _cap = self._capped_on_node1("bulk1")
+        t0 = time.monotonic()
+        self.cloud.stop_compute("node1")
+        self.cloud.start_compute("node1")
+        self.wait_for("node1's nova-compute up", lambda: any(
+            s.state == "up" for s in self.conn.compute.services(
+                host="node1", binary="nova-compute")), timeout=180, interval=1.0)
+        mark = self.log_size("node1-resex-agent")
+        self._agent_log_grows("node1", mark)
+        self._recapped("nova_compute_restarted", server, t0)
+
+    def libvirtd_restarted(self):
+        """node1's libvirtd restarted during control: the agent reconnects and caps."""
+        self._moves_setup()
+        server, _cap = self._capped_on_node1("bulk1")
+        t0 = time.monotonic()
+        self.cloud.restart_libvirtd("node1")
+        mark = self.log_size("node1-resex-agent")
+        self._agent_log_grows("node1", mark, timeout=120)
+        self._recapped("libvirtd_restarted", server, t0)
+
+    def etcd_restarted(self):
+        """etcd (the board) restarted: control goes on, the agents publish again."""
+        self._moves_setup()
+        server, _cap = self._capped_on_node1("bulk1")
+        t0 = time.monotonic()
+        self.cloud.table.stop("etcd", timeout=20)
+        time.sleep(5.0)
+        assert _cap_pct(self.knobs("node1", server)) is not None, (
+            "the board down, node1's agent uncapped bulk1")
+        self.cloud.start_etcd()
+        stamp = time.time()
+        self.wait_for("node1 and node2 publishing again", lambda: all(
+            rec is not None and rec.ts > stamp for rec in (
+                self.board().get(n) for n in ("node1", "node2"))), timeout=120, interval=1.0)
+        self.figures["etcd_restarted_published_s"] = time.monotonic() - t0
+        self._recapped("etcd_restarted", server, t0)
+
+    def nothing_capped_after(self):
+        """The sensitive server gone: no server on either node stays capped."""
+        for name in [n for n in self.servers if n.startswith("sensitive")]:
+            self.conn.compute.delete_server(self.servers.pop(name))
+        t0 = time.monotonic()
+
+        def uncapped():
+            for node in ("node1", "node2"):
+                conn = self.hypervisor(node)
+                try:
+                    for dom in conn.listAllDomains(libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE):
+                        if _cap_pct(dom.schedulerParametersFlags(
+                                libvirt.VIR_DOMAIN_AFFECT_LIVE)) is not None:
+                            return False
+                finally:
+                    conn.close()
+            return True
+        self.wait_for("every server uncapped", uncapped, timeout=120, interval=1.0)
+        self.figures["sensitive_gone_to_uncapped_s"] = time.monotonic() - t0
 
 
-ORDER = ("bad_extra_specs", "congested_node_refused", "agent_controls_nova_guest",
-         "every_node_congested")
+#: install.rst's values that are the site's own, and the cloud's for them.
+SITE_VALUES = {
+    # The controller's etcd; the cloud's listens on the loopback.
+    ("board", "url"): {"etcd3+http://controller:2379": "etcd3+http://%s:%d" % (
+        cloud_mod.HOST, cloud_mod.PORTS["etcd"])},
+    ("resex", "board_url"): {"etcd3+http://controller:2379": "etcd3+http://%s:%d" % (
+        cloud_mod.HOST, cloud_mod.PORTS["etcd"])},
+    # The snippet's fabric is InfiniBand; the cloud's guests have Ethernet taps.
+    ("fabric", "source"): {"ib_sysfs": "libvirt_iface"},
+}
+
+
+def _normal(values):
+    """Values as oslo.config reads them: booleans in any case."""
+    if values is None:
+        return None
+    return [v.lower() if v.lower() in ("true", "false") else v for v in values]
+
+
+def parse_ini(text):
+    """``{section: {option: [value, ...]}}``: multi-valued options keep every line."""
+    out, section = {}, None
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            section = out.setdefault(line[1:-1], {})
+            continue
+        key, _, value = line.partition("=")
+        section.setdefault(key.strip(), []).append(value.strip())
+    return out
+
+
+def install_snippets(path=os.path.join(cloud_mod.ROOT, "doc", "source", "install.rst")):
+    """The ``.. code-block:: ini`` snippets of install.rst, each parsed."""
+    with open(path) as f:
+        lines = f.read().splitlines()
+    out = []
+    for i, line in enumerate(lines):
+        if line.strip() != ".. code-block:: ini":
+            continue
+        indent = len(line) - len(line.lstrip())
+        body = []
+        for following in lines[i + 1:]:
+            if following.strip() and len(following) - len(following.lstrip()) <= indent:
+                break
+            body.append(following)
+        out.append(parse_ini("\n".join(body)))
+    return out
+
+
+#: The smoke (in ``make test``): install.rst's configuration, (a), (b), (c).
+SMOKE = ("install_rst_config", "bad_extra_specs", "congested_node_refused",
+         "agent_controls_nova_guest", "every_node_congested")
+#: (d): moves with hosts congested.
+MOVES = ("live_migrate", "cold_migrate", "resize", "shelve_unshelve", "evacuate")
+#: (e): faults during control.
+FAULTS = ("agent_killed", "nova_compute_restarted", "libvirtd_restarted", "etcd_restarted",
+          "nothing_capped_after")
+ORDER = SMOKE + MOVES + FAULTS
 
 
 def _log_time(text, match):
@@ -272,6 +619,10 @@ def _log_time(text, match):
     stamp = text[start:start + 23]
     return time.mktime(time.strptime(stamp[:19], "%Y-%m-%d %H:%M:%S")) + float(
         "0." + stamp[20:23])
+
+
+def _below(value, limit):
+    return value if value is not None and value < limit else None
 
 
 def _cap_pct(params):
@@ -311,8 +662,8 @@ def format_table(rows):
     return "\n".join(lines)
 
 
-def main(cloud):
-    """``make cloud-test``: bring-up, every scenario, teardown; the table."""
+def main(cloud, names=ORDER):
+    """``make cloud-test``: bring-up, every scenario (or ``names``), teardown; the table."""
     rows = []
     figures = {}
     t0 = time.monotonic()
@@ -321,7 +672,7 @@ def main(cloud):
         guests.publish(cloud)
         rows.append(("bring-up", "pass", time.monotonic() - t0))
         figures["rss_mib"] = cloud.rss_mib()
-        scenario_rows, figures_ = run(cloud)
+        scenario_rows, figures_ = run(cloud, names)
         rows += scenario_rows
         figures.update(figures_)
     except Exception as exc:

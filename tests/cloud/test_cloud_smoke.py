@@ -65,6 +65,9 @@ class CloudSmokeTest(unittest.TestCase):
             cls.cloud.down(keep_logs=False)
             assert not cls.cloud.table.load(), cls.cloud.table.load()
 
+    def test_0_install_rst_snippets_are_the_configuration_the_cloud_runs(self):
+        self.scenarios.install_rst_config()
+
     def test_1_bad_resex_extra_specs_are_refused_by_nova_api_with_400(self):
         self.scenarios.bad_extra_specs()
 

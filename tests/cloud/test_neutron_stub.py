@@ -24,7 +24,8 @@ import unittest
 from tests.cloud import neutron_stub
 
 CONF = {"network_id": "net-1", "subnet_id": "sub-1", "cidr": "10.229.0.0/24",
-        "bridge": "resexcbr0", "ifbs": {"node1": "resexc1ifb"}}
+        "nodes": {"node1": {"netns": "resexc-node1", "bridge": "resexcnbr",
+                            "ifb": "resexc1ifb"}}}
 
 
 class StubTest(unittest.TestCase):
