@@ -977,7 +977,8 @@ class Cloud:
                     elif _link_exists(name):
                         subprocess.run(["ip", "link", "del", name], capture_output=True)
             os.unlink(links)
-        for path in (self.data, os.path.join(self.dir, "nodes"), self.etc, self.bin):
+        for path in (self.data, os.path.join(self.dir, "nodes"), self.etc, self.bin,
+                     self.instances_path):
             shutil.rmtree(path, ignore_errors=True)
         self.table.stop(LabLock.NAME, timeout=5)
         if not keep_logs:
