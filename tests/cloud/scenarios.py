@@ -291,31 +291,35 @@ class Scenarios:
     # -- (d) moves -------------------------------------------------------------------
 
     def _moves_setup(self):
-        """bulk1 on node1, capped by node1's agent for a sensitive server over its SLA.
+        """node1: a sensitive server over its SLA; node2: a bulk server sending, no sensitive one.
 
-        node2 keeps its bulk server sending (congested) and no sensitive server:
-        its agent has no reason to cap what arrives, so a cap found on an
-        arriving server is one that came with it.
+        node2's agent then has no reason to cap what arrives: a cap found on
+        an arriving server is one that came with it.
         """
-        for name in ("sensitive-b", "sensitive-c", "sensitive-d", "bulk3"):
+        for name in ("sensitive-b", "sensitive-c", "sensitive-d", "bulk1", "bulk3"):
             if name in self.servers:
                 self.conn.compute.delete_server(self.servers.pop(name))
         for name in ("sensitive-b", "sensitive-d", "bulk3"):
             found = self.conn.compute.find_server(name)
             if found is not None:
                 self.conn.compute.delete_server(found)
-        for name, node in (("bulk1", "node1"), ("bulk2", "node2")):
-            if name not in self.servers:
-                self.boot(name, "resex.bulk", "resex-bulk", node=node, nic=True)
+        if "bulk2" not in self.servers:
+            self.boot("bulk2", "resex.bulk", "resex-bulk", node="node2", nic=True)
         if "sensitive-m" not in self.servers:
             self.boot("sensitive-m", "resex.sensitive", "resex-report", node="node1")
 
     def _capped_on_node1(self, name):
-        """Until ``name`` is on node1 (brought back by live migration) and capped there."""
+        """``name``, a bulk server with a NIC on node1 (booted if need be), once capped there.
+
+        A fresh server for each move: a guest live-migrated there and back
+        was seen to stop sending (its QEMU at 2% of a CPU), and a server that
+        sends nothing is not capped.
+        """
+        self._moves_setup()
+        if name not in self.servers:
+            self.boot(name, "resex.bulk", "resex-bulk", node="node1", nic=True)
         server = self.conn.compute.get_server(self.servers[name].id)
-        if server.compute_host != "node1":
-            self._live_migrate(server, "node1")
-        server = self.conn.compute.get_server(server.id)
+        assert server.compute_host == "node1", "%s is on %s" % (name, server.compute_host)
         cap = self.wait_for(
             "%s capped below 50%% on node1" % name,
             lambda: _below(_cap_pct(self.knobs("node1", server)), 50.0), timeout=120,
@@ -340,34 +344,36 @@ class Scenarios:
                              arrived, timeout=timeout, interval=1.0)
 
     def _move(self, name, how, target="node2"):
-        """Move capped ``name`` from node1 with ``how(server)``; check that no cap leaks.
+        """Move ``name``, capped on node1, with ``how(server, target)``; no cap may leak.
 
         On the target the server must run with Nova's values (no quota, the
-        default shares), and stay so over a few of the target agent's epochs;
-        node1's agent must forget it ("is gone").
+        default shares), three times over 6 s of the target agent's epochs;
+        node1's agent must forget it ("is gone"). The server is deleted
+        afterwards.
         """
-        self._moves_setup()
         server, cap = self._capped_on_node1(name)
         self.figures["%s_cap_before_pct" % how.__name__] = cap
         mark = self.log_size("node1-resex-agent")
-        t0 = time.monotonic()
-        moved = how(server, target)
-        self.figures["%s_s" % how.__name__] = time.monotonic() - t0
-        for _ in range(3):
-            live = self.knobs(target, moved)
-            assert _cap_pct(live) is None, (
-                "%s arrived on %s capped: %s" % (name, target, live))
-            nova = self.knobs(target, moved, libvirt.VIR_DOMAIN_AFFECT_CONFIG)
-            assert live.get("cpu_shares") == (nova.get("cpu_shares") or 1024), (
-                "%s on %s: cpu_shares %s, Nova's %s" % (name, target, live.get("cpu_shares"),
-                                                        nova.get("cpu_shares")))
-            time.sleep(2.0)
-        self.wait_for(
-            "node1's agent forgetting %s" % name,
-            lambda: re.search(r"VM %s \(%s\) is gone" % (server.instance_name, server.id),
-                              self.log_lines("node1-resex-agent", mark)),
-            timeout=60)
-        self.servers[name] = moved
+        try:
+            t0 = time.monotonic()
+            moved = how(server, target)
+            self.figures["%s_s" % how.__name__] = time.monotonic() - t0
+            for _ in range(3):
+                live = self.knobs(target, moved)
+                assert _cap_pct(live) is None, (
+                    "%s arrived on %s capped: %s" % (name, target, live))
+                nova = self.knobs(target, moved, libvirt.VIR_DOMAIN_AFFECT_CONFIG)
+                assert live.get("cpu_shares") == (nova.get("cpu_shares") or 1024), (
+                    "%s on %s: cpu_shares %s, Nova's %s"
+                    % (name, target, live.get("cpu_shares"), nova.get("cpu_shares")))
+                time.sleep(2.0)
+            self.wait_for(
+                "node1's agent forgetting %s" % name,
+                lambda: re.search(r"VM %s \(%s\) is gone" % (server.instance_name, server.id),
+                                  self.log_lines("node1-resex-agent", mark)),
+                timeout=60)
+        finally:
+            self.conn.compute.delete_server(self.servers.pop(name))
 
     def _confirm(self, server, target):
         now = self._wait_moved(server, target, ("VERIFY_RESIZE",))
@@ -379,7 +385,7 @@ class Scenarios:
         def cold_migration(server, target):
             self.conn.compute.migrate_server(server, host=target)
             return self._confirm(server, target)
-        self._move("bulk1", cold_migration)
+        self._move("bulk-cold", cold_migration)
 
     def resize(self):
         """A capped server resized (to node2) runs there with Nova's values."""
@@ -389,14 +395,14 @@ class Scenarios:
             assert moved.flavor.ram == guests.FLAVOR_MEMORY_MIB["resex.bulk.large"], (
                 moved.flavor)
             return moved
-        self._move("bulk1", resize)
+        self._move("bulk-resize", resize)
 
     def live_migrate(self):
         """A capped server with a NIC, live block-migrated to node2: Nova's values there."""
         def live_migration(server, target):
             self._live_migrate(server, target)
             return self.conn.compute.get_server(server.id)
-        self._move("bulk1", live_migration)
+        self._move("bulk-live", live_migration)
 
     def shelve_unshelve(self):
         """A capped server shelved (offloaded) and unshelved on node2: Nova's values."""
@@ -409,7 +415,7 @@ class Scenarios:
             self.conn.compute.post("/servers/%s/action" % server.id,
                                    json={"unshelve": {"host": target}}, microversion="2.91")
             return self._wait_moved(server, target, ("ACTIVE",))
-        self._move("bulk1", shelve_and_unshelve)
+        self._move("bulk-shelve", shelve_and_unshelve)
 
     def evacuate(self):
         """node1's nova-compute stopped and forced down: the capped server is rebuilt on node2.
@@ -433,7 +439,7 @@ class Scenarios:
                 s.state == "up" for s in self.conn.compute.services(
                     host="node1", binary="nova-compute")), timeout=180, interval=1.0)
             return moved
-        self._move("bulk1", evacuation)
+        self._move("bulk-evacuation", evacuation)
     # -- (e) faults during control ----------------------------------------------------------
 
     def _agent_log_grows(self, node, mark, timeout=60):
@@ -458,8 +464,7 @@ class Scenarios:
         stop) and does not cap again without a reason; with a sensitive
         server over its SLA it caps again.
         """
-        self._moves_setup()
-        server, _cap = self._capped_on_node1("bulk1")
+        server, _cap = self._capped_on_node1("bulk-f")
         entry = self.cloud.table.get("node1-resex-agent")
         os.kill(entry["pid"], signal.SIGKILL)
         self.wait_for("node1's agent dead", lambda: not procs.alive(entry["pid"],
@@ -490,8 +495,7 @@ class Scenarios:
 
     def nova_compute_restarted(self):
         """node1's nova-compute restarted during control: the agent keeps its cap."""
-        self._moves_setup()
-        server, _cap = self._capped_on_node1("bulk1")
+        server, _cap = self._capped_on_node1("bulk-f")
         t0 = time.monotonic()
         self.cloud.stop_compute("node1")
         self.cloud.start_compute("node1")
@@ -504,8 +508,7 @@ class Scenarios:
 
     def libvirtd_restarted(self):
         """node1's libvirtd restarted during control: the agent reconnects and caps."""
-        self._moves_setup()
-        server, _cap = self._capped_on_node1("bulk1")
+        server, _cap = self._capped_on_node1("bulk-f")
         t0 = time.monotonic()
         self.cloud.restart_libvirtd("node1")
         mark = self.log_size("node1-resex-agent")
@@ -514,8 +517,7 @@ class Scenarios:
 
     def etcd_restarted(self):
         """etcd (the board) restarted: control goes on, the agents publish again."""
-        self._moves_setup()
-        server, _cap = self._capped_on_node1("bulk1")
+        server, _cap = self._capped_on_node1("bulk-f")
         t0 = time.monotonic()
         self.cloud.table.stop("etcd", timeout=20)
         time.sleep(5.0)
