@@ -352,6 +352,11 @@ class Cloud:
 
     # -- bring-up ----------------------------------------------------------------
 
+    def running(self):
+        """True if a cloud holds the lab lock from this state directory (``make cloud``)."""
+        held = self.table.get(LabLock.NAME)
+        return bool(held) and procs.alive(held["pid"], held["started"])
+
     def up(self, install=True):
         if os.geteuid() != 0:
             raise CloudError("the cloud runs libvirtd, namespaces and bridges: run it as root")

@@ -666,6 +666,12 @@ def format_table(rows):
 
 def main(cloud, names=ORDER):
     """``make cloud-test``: bring-up, every scenario (or ``names``), teardown; the table."""
+    if cloud.running():
+        # Somebody's cloud (make cloud) in this state directory: not ours to
+        # bring up again, nor to tear down.
+        print("a cloud runs under %s: make cloud-down first (or another "
+              "RESEX_CLOUD_DIR)" % cloud.dir, file=sys.stderr)
+        return 2
     rows = []
     figures = {}
     t0 = time.monotonic()
