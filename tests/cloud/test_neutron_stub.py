@@ -92,27 +92,38 @@ class StubTest(unittest.TestCase):
 
 @unittest.skipUnless(os.geteuid() == 0, "creates a bridge and a tap: needs root")
 class TapAttachTest(unittest.TestCase):
-    """The stub, as a Neutron agent, puts Nova's tap on the bridge and records it."""
+    """The stub, as a Neutron agent, puts Nova's tap on its node's bridge and shapes it.
+
+    Needs root (a network namespace, a bridge, an ifb and a tap, all
+    removed at the end).
+    """
 
     def setUp(self):
-        self.dir = tempfile.mkdtemp(prefix="resex-stub-")
-        self.addCleanup(shutil.rmtree, self.dir, True)
-        self.bridge = "resextbr%d" % (os.getpid() % 10000)
-        subprocess.run(["ip", "link", "add", self.bridge, "type", "bridge"], check=True)
-        self.addCleanup(subprocess.run, ["ip", "link", "del", self.bridge], capture_output=True)
-        self.links = os.path.join(self.dir, "links")
-        self.stub = neutron_stub.Stub(dict(CONF, bridge=self.bridge, ifbs={}, links=self.links))
+        if os.geteuid() != 0:
+            self.skipTest("needs root: makes a network namespace")
+        self.ns = "resextst%d" % (os.getpid() % 100000)
+        subprocess.run(["ip", "netns", "add", self.ns], check=True)
+        self.addCleanup(subprocess.run, ["ip", "netns", "del", self.ns], capture_output=True)
+        for name, kind in (("resextbr", "bridge"), ("resextifb", "ifb")):
+            subprocess.run(["ip", "-n", self.ns, "link", "add", name, "type", kind], check=True)
+        self.net = {"netns": self.ns, "bridge": "resextbr", "ifb": "resextifb"}
+        self.stub = neutron_stub.Stub(dict(CONF, nodes={"node1": self.net}))
 
-    def test_a_bound_ports_tap_goes_on_the_bridge_and_into_teardowns_list(self):
+    def test_a_ports_tap_goes_on_its_nodes_bridge_shaped_and_leaves_with_the_namespace(self):
         port = self.stub.create_port({"network_id": "net-1"})
-        self.stub.update_port(port["id"], {"binding:host_id": "node1"})
         tap = neutron_stub.tap_name(port["id"])
-        # What Nova's libvirt driver does for a tap VIF: a persistent tap.
-        subprocess.run(["ip", "tuntap", "add", "dev", tap, "mode", "tap"], check=True)
-        self.addCleanup(subprocess.run, ["ip", "link", "del", tap], capture_output=True)
+        # What Nova's libvirt driver does for a tap VIF: a persistent tap
+        # (here before the port is bound, as on a live migration's target).
+        subprocess.run(["ip", "-n", self.ns, "tuntap", "add", "dev", tap, "mode", "tap"],
+                       check=True)
         self.stub.attach_taps()
         self.stub.attach_taps()          # idempotent: on the bridge already
-        master = os.path.basename(os.path.realpath("/sys/class/net/%s/master" % tap))
-        self.assertEqual(self.bridge, master)
-        with open(self.links) as f:
-            self.assertEqual([tap], f.read().split())
+        links = {link["ifname"]: link for link in neutron_stub._links(self.ns)}
+        self.assertEqual("resextbr", links[tap].get("master"))
+        filters = subprocess.run(["tc", "-n", self.ns, "filter", "show", "dev", tap,
+                                  "parent", "ffff:"], capture_output=True, text=True).stdout
+        self.assertIn("resextifb", filters)
+        self.assertEqual(1, filters.count("mirred"))
+        # Teardown deletes the namespace: Nova's persistent tap goes with it.
+        subprocess.run(["ip", "netns", "del", self.ns], check=True)
+        self.assertFalse(os.path.exists("/sys/class/net/%s" % tap))
