@@ -433,8 +433,12 @@ class Scenarios:
                 moved = self._wait_moved(server, target, ("ACTIVE",))
             finally:
                 self.cloud.start_compute("node1")
-                self.conn.compute.put("/os-services/%s" % service.id,
-                                      json={"forced_down": False}, microversion="2.53")
+                # Nova refuses (400) while the evacuation's migration record
+                # is "done": the restarted compute destroys the old domain and
+                # completes it first.
+                self.wait_for("node1 forced up again", lambda: self.conn.compute.put(
+                    "/os-services/%s" % service.id, json={"forced_down": False},
+                    microversion="2.53").status_code == 200, timeout=180, interval=2.0)
             self.wait_for("node1's nova-compute up again", lambda: any(
                 s.state == "up" for s in self.conn.compute.services(
                     host="node1", binary="nova-compute")), timeout=180, interval=1.0)
