@@ -418,7 +418,7 @@ class Scenarios:
         self._move("bulk-shelve", shelve_and_unshelve)
 
     def evacuate(self):
-        """node1's nova-compute stopped and forced down: the capped server is rebuilt on node2.
+        """node1 fails (nova-compute stopped, the guest destroyed), forced down: rebuilt on node2.
 
         When node1's nova-compute comes back it destroys the evacuated
         server's old domain, and node1's agent forgets it.
@@ -426,6 +426,14 @@ class Scenarios:
         def evacuation(server, target):
             service = next(self.conn.compute.services(host="node1", binary="nova-compute"))
             self.cloud.stop_compute("node1")
+            # node1 "failed": its guest died with it (evacuating a guest that
+            # still runs would make two copies; here both nodes' QEMUs would
+            # also share the machine's cgroup tree).
+            conn = self.hypervisor("node1")
+            try:
+                conn.lookupByUUIDString(server.id).destroy()
+            finally:
+                conn.close()
             self.conn.compute.put("/os-services/%s" % service.id,
                                   json={"forced_down": True}, microversion="2.53")
             try:
