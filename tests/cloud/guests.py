@@ -29,6 +29,16 @@ Images: AMI-style, as Nova boots a kernel directly: the lab's Debian kernel
 Flavors: ``resex.sensitive`` (``resex:latency_sla_us``), ``resex.bulk``
 (``resex:io_class=bulk``), ``resex.bulk.large`` (the same, 192 MiB: a
 resize's target), ``resex.plain``.
+
+RDMA guests (:func:`publish_rdma`, for ``make cloud-test``'s ``rdma_guests``):
+the lab's Soft-RoCE image (:func:`tests.lab.rdma.guest_image`: ``rdma_rxe``,
+perftest, the verbs BenchEx) as a second ramdisk, with an e1000 NIC
+(``hw_vif_model``: the image's driver) addressed from its MAC; images
+``resex-rdma-server`` (perftest's servers, at :data:`RDMA_SERVER_IP`),
+``resex-rdma-lat`` (``ib_send_lat`` runs to the server, each run's mean and
+p99 a report on the latency channel) and ``resex-rdma-bulk``
+(``ib_write_bw`` to the server without pause); flavors ``resex.rdma.*`` of
+192 MiB, the lab's size for these guests.
 """
 
 import os
@@ -60,7 +70,23 @@ FLAVORS = {
     "resex.bulk.large": {"resex:io_class": "bulk"},
 }
 #: Memory of the flavors that have more than MEMORY_MIB.
-FLAVOR_MEMORY_MIB = {"resex.bulk.large": 192}
+FLAVOR_MEMORY_MIB = {"resex.bulk.large": 192, "resex.rdma.sensitive": 192,
+                     "resex.rdma.bulk": 192, "resex.rdma.plain": 192}
+
+#: The RDMA flavors (publish_rdma).
+RDMA_FLAVORS = {
+    "resex.rdma.sensitive": {"resex:latency_sla_us": str(SLA_US)},
+    "resex.rdma.bulk": {"resex:io_class": "bulk"},
+    "resex.rdma.plain": {},
+}
+#: The perftest servers' address (its port is made with it).
+RDMA_SERVER_IP = "10.229.0.250"
+#: Image -> the guest's role and its parameters (kernel command line).
+RDMA_IMAGES = {
+    "resex-rdma-server": "resex.role=rdma-server",
+    "resex-rdma-lat": "resex.role=rdma-lat resex.peer=%s resex.iters=200" % RDMA_SERVER_IP,
+    "resex-rdma-bulk": "resex.role=rdma-bulk resex.peer=%s resex.burst=5" % RDMA_SERVER_IP,
+}
 
 
 def roles(sink_ip, sink_port):
@@ -102,16 +128,44 @@ def publish(cloud):
             _image(conn, "resex-" + role, root, "ami", kernel_id=aki.id, ramdisk_id=ari.id,
                    os_command_line="console=ttyS0 quiet panic=-1 resex.role=" + role,
                    hw_qemu_guest_agent="yes")
-        for name, specs in FLAVORS.items():
-            flavor = conn.compute.find_flavor(name)
-            if flavor is None:
-                flavor = conn.compute.create_flavor(
-                    name=name, ram=FLAVOR_MEMORY_MIB.get(name, MEMORY_MIB), vcpus=1, disk=1,
-                    is_public=True)
-                if specs:
-                    conn.compute.create_flavor_extra_specs(flavor, specs)
+        _flavors(conn, FLAVORS)
     finally:
         conn.close()
+
+
+def publish_rdma(cloud):
+    """Upload the Soft-RoCE images and create their flavors (idempotent)."""
+    from tests.cloud import cloud as cloud_mod
+    from tests.lab import rdma
+    kernel, initrd = rdma.guest_image("rxe")
+    prefix = cloud_mod.CIDR.split("/")[0].rsplit(".", 1)[0]
+    conn = cloud.connect()
+    try:
+        aki = _image(conn, "resex-kernel", kernel, "aki")
+        ari = _image(conn, "resex-rdma-ramdisk", initrd, "ari")
+        root = os.path.join(cloud.dir, "data", "images", "root.img")
+        os.makedirs(os.path.dirname(root), exist_ok=True)
+        with open(root, "wb") as f:
+            f.truncate(1 << 20)
+        for name, args in RDMA_IMAGES.items():
+            _image(conn, name, root, "ami", kernel_id=aki.id, ramdisk_id=ari.id,
+                   os_command_line="console=ttyS0 quiet panic=-1 resex.ip=mac:%s %s"
+                   % (prefix, args),
+                   hw_qemu_guest_agent="yes", hw_vif_model="e1000")
+        _flavors(conn, RDMA_FLAVORS)
+    finally:
+        conn.close()
+
+
+def _flavors(conn, flavors):
+    for name, specs in flavors.items():
+        flavor = conn.compute.find_flavor(name)
+        if flavor is None:
+            flavor = conn.compute.create_flavor(
+                name=name, ram=FLAVOR_MEMORY_MIB.get(name, MEMORY_MIB), vcpus=1, disk=1,
+                is_public=True)
+            if specs:
+                conn.compute.create_flavor_extra_specs(flavor, specs)
 
 
 def _image(conn, name, path, fmt, **properties):

@@ -31,6 +31,7 @@ Each scenario is a method of :class:`Scenarios` that raises
 runs them all, tears it down, and prints ``scenario | result | time``.
 """
 
+import contextlib
 import os
 import re
 import signal
@@ -71,11 +72,18 @@ class Scenarios:
     def image(self, name):
         return self.conn.image.find_image(name, ignore_missing=False)
 
-    def boot(self, name, flavor, image, node=None, nic=False, timeout=240):
-        """Create a server (on ``node`` if given: an admin's ``nova:NODE`` zone); wait ACTIVE."""
+    def boot(self, name, flavor, image, node=None, nic=False, timeout=240, port=None):
+        """Create a server (on ``node`` if given: an admin's ``nova:NODE`` zone); wait ACTIVE.
+
+        ``nic``: a port on the cloud's network; ``port``: that port (an id).
+        """
+        networks = "none"
+        if port is not None:
+            networks = [{"port": port}]
+        elif nic:
+            networks = [{"uuid": cloud_mod.NETWORK_ID}]
         kwargs = {"name": name, "flavor_id": self.flavor(flavor).id,
-                  "image_id": self.image(image).id,
-                  "networks": [{"uuid": cloud_mod.NETWORK_ID}] if nic else "none"}
+                  "image_id": self.image(image).id, "networks": networks}
         if node is not None:
             kwargs["availability_zone"] = "nova:%s" % node
         t0 = time.monotonic()
@@ -262,6 +270,66 @@ class Scenarios:
             "after SIGTERM cpu_shares is %s, Nova's %s"
             % (live.get("cpu_shares"), expected_shares))
         self.cloud.start_agent("node1")
+    # -- Soft-RoCE guests ------------------------------------------------------------------
+
+    def rdma_guests(self):
+        """Soft-RoCE guests through Nova: node1's agent hears the verbs client, caps the writer.
+
+        node2 runs perftest's servers; node1 a sensitive guest running
+        ``ib_send_lat`` against them (each run's mean and p99 a report on
+        the latency channel the agent hot-plugs) and a bulk guest running
+        ``ib_write_bw`` against them, both through node1's shaped link. The
+        servers are deleted at the end.
+        """
+        guests.publish_rdma(self.cloud)
+        names = ("rdma-lat", "rdma-bulk", "rdma-server")
+        port = self.conn.network.create_port(
+            network_id=cloud_mod.NETWORK_ID,
+            fixed_ips=[{"ip_address": guests.RDMA_SERVER_IP}])
+        agent_log = "node1-resex-agent"
+        try:
+            self.boot("rdma-server", "resex.rdma.plain", "resex-rdma-server", node="node2",
+                      port=port.id)
+            bulk = self.boot("rdma-bulk", "resex.rdma.bulk", "resex-rdma-bulk", node="node1",
+                             nic=True)
+            mark = self.log_size(agent_log)
+            server = self.boot("rdma-lat", "resex.rdma.sensitive", "resex-rdma-lat",
+                               node="node1", nic=True)
+            t_active = time.monotonic()
+            name = server.instance_name
+            self.wait_for("the latency channel hot-plugged into %s" % name,
+                          lambda: re.search(r"VM %s \(%s\): latency channel hot-plugged"
+                                            % (name, server.id),
+                                            self.log_lines(agent_log, mark)), timeout=60)
+            # rxe0 waits for the e1000 link (minutes on a loaded TCG host).
+            heard = self.wait_for(
+                "ib_send_lat reports from %s in the agent's epoch lines" % name,
+                lambda: re.search(r"(?:%s|%s)[^|;]*? cap [^|;]* lat (\d+)us"
+                                  % (name, server.id), self.log_lines(agent_log, mark)),
+                timeout=360)
+            self.figures["rdma_active_to_first_report_s"] = time.monotonic() - t_active
+            self.figures["rdma_latency_us"] = int(heard.group(1))
+            assert re.search(r"VM %s claims latency mean [0-9.]+ us [^\n]* via channel"
+                             % server.id, self.log_lines(agent_log, mark)), (
+                "no report of %s came through the channel" % name)
+            cap = self.wait_for(
+                "the RDMA writer capped below 50%",
+                lambda: _below(_cap_pct(self.knobs("node1", bulk)), 50.0), timeout=120,
+                interval=0.2)
+            self.figures["rdma_bulk_cap_pct"] = cap
+            self.figures["rdma_active_to_bulk_capped_s"] = time.monotonic() - t_active
+        finally:
+            for n in names:
+                if n in self.servers:
+                    self.conn.compute.delete_server(self.servers.pop(n))
+            for n in names:
+                with contextlib.suppress(Exception):
+                    self.wait_for("%s deleted" % n,
+                                  lambda: self.conn.compute.find_server(n) is None,
+                                  timeout=120, interval=1.0)
+            with contextlib.suppress(Exception):
+                self.conn.network.delete_port(port)
+
     # -- install.rst ----------------------------------------------------------------------
 
     def install_rst_config(self):
@@ -554,8 +622,16 @@ class Scenarios:
                 conn = self.hypervisor(node)
                 try:
                     for dom in conn.listAllDomains(libvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE):
-                        if _cap_pct(dom.schedulerParametersFlags(
-                                libvirt.VIR_DOMAIN_AFFECT_LIVE)) is not None:
+                        try:
+                            params = dom.schedulerParametersFlags(
+                                libvirt.VIR_DOMAIN_AFFECT_LIVE)
+                        except libvirt.libvirtError as exc:
+                            # A deleted server's domain, stopped since the list.
+                            if exc.get_error_code() in (libvirt.VIR_ERR_OPERATION_INVALID,
+                                                        libvirt.VIR_ERR_NO_DOMAIN):
+                                continue
+                            raise
+                        if _cap_pct(params) is not None:
                             return False
                 finally:
                     conn.close()
@@ -624,7 +700,9 @@ MOVES = ("live_migrate", "cold_migrate", "resize", "shelve_unshelve", "evacuate"
 #: (e): faults during control.
 FAULTS = ("agent_killed", "nova_compute_restarted", "libvirtd_restarted", "etcd_restarted",
           "nothing_capped_after")
-ORDER = SMOKE + MOVES + FAULTS
+#: Soft-RoCE guests through Nova.
+RDMA = ("rdma_guests",)
+ORDER = SMOKE + MOVES + FAULTS + RDMA
 
 
 def _log_time(text, match):

@@ -16,8 +16,9 @@
 cloud's Nova guests): ``guest_image(role)`` returns ``(kernel, initrd)``
 paths, built once and cached; the guest runs ``role`` unless its kernel
 command line names another (``resex.role=NAME``). Every role first brings
-up ``eth0`` (``resex.ip=A.B.C.D``, else DHCP) and the RoCEv2 port ``rxe0``
-on it (``rdma link add rxe0 type rxe netdev eth0``).
+up ``eth0`` (``resex.ip=A.B.C.D``, or ``mac:A.B.C`` for the MAC's last byte,
+else DHCP) and the RoCEv2 port ``rxe0`` on it (``rdma link add rxe0 type rxe
+netdev eth0``).
 
 What goes in, all of it from Debian's packages (installed on the host with
 ``tools/install-deb.sh``, then copied with their ``ldd`` closure):
@@ -106,10 +107,16 @@ for arg in $(cat /proc/cmdline); do
 done
 """
 
-#: eth0 up: the address from ``resex.ip=`` (/24), else busybox's DHCP client.
+#: eth0 up: the address from ``resex.ip=`` (/24; ``mac:A.B.C`` takes the MAC's
+#: last byte as the fourth number, as the cloud's neutron stand-in assigns them),
+#: else busybox's DHCP client.
 NET_UP = b"""#!/bin/busybox sh
 ip link set lo up
 ip link set eth0 up
+case "$RESEX_ip" in
+    mac:*) mac=$(cat /sys/class/net/eth0/address)
+           RESEX_ip="${RESEX_ip#mac:}.$((0x${mac##*:}))";;
+esac
 if [ -n "$RESEX_ip" ]; then
     ip addr add "$RESEX_ip/24" dev eth0
 else
@@ -206,6 +213,10 @@ ROLES = {
           "    done\n"
           "fi\n" % BENCHEX_PORT
         + "while :; do\n"
+          # A channel hot-plugged after boot (a Nova guest's, by the agent) is
+          # linked before the next run.
+          "    [ -z \"$chan\" ] && resex-channel-link"
+          " && chan=/dev/virtio-ports/org.resex.latency.0 && echo resex: channel up\n"
           "    ib_send_lat -x 1 -F -p %d -s $size -n $iters $RESEX_peer 2>&1"
           " | resex-perftest-report \"$chan\"\n"
           "    sleep 0.2\n"
