@@ -283,8 +283,9 @@ class Scenarios:
         """
         guests.publish_rdma(self.cloud)
         names = ("rdma-lat", "rdma-bulk", "rdma-server")
+        # The server's project's port (nova: "Port ... not usable" otherwise).
         port = self.conn.network.create_port(
-            network_id=cloud_mod.NETWORK_ID,
+            network_id=cloud_mod.NETWORK_ID, project_id=self.conn.current_project_id,
             fixed_ips=[{"ip_address": guests.RDMA_SERVER_IP}])
         agent_log = "node1-resex-agent"
         try:
