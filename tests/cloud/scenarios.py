@@ -25,7 +25,15 @@ Each scenario is a method of :class:`Scenarios` that raises
   adopted by node1's agent, which reads its SLA from the extra specs Nova
   wrote into the domain, hot-plugs the latency channel and hears the
   guest's BenchEx; the agent caps the bulk server while the sensitive one
-  is over its SLA; SIGTERM restores Nova's values.
+  is over its SLA; SIGTERM restores Nova's values;
+* ``every_node_congested``, ``install_rst_config`` (the rest of the smoke);
+* (d) moves of a capped server from node1 to node2 (:data:`MOVES`): it
+  must arrive with Nova's values and node1's agent forget it;
+* (e) faults during control (:data:`FAULTS`): kill -9 of an agent,
+  restarts of nova-compute, libvirtd and etcd; control resumes, nothing
+  stays capped;
+* ``rdma_guests``: Soft-RoCE guests booted through Nova, heard and
+  controlled by node1's agent.
 
 ``python -m tests.cloud test`` (``make cloud-test``) brings the cloud up,
 runs them all, tears it down, and prints ``scenario | result | time``.
