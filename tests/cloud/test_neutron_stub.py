@@ -16,9 +16,7 @@
 import io
 import json
 import os
-import shutil
 import subprocess
-import tempfile
 import unittest
 
 from tests.cloud import neutron_stub
