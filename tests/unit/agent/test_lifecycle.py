@@ -207,17 +207,23 @@ class SlowHost(ClosingHost):
 class RestoreAfterAStuckCallTest(unittest.TestCase):
     """SIGTERM while a knob write overran the watchdog's bound (libvirtd busy)."""
 
+    @staticmethod
+    def _agent(tmp):
+        """An agent on a slow simulated host behind a 50 ms watchdog, with a journal."""
+        parts = make_parts([])
+        sim = SlowHost(parts.hypervisor.scenario)
+        dog = watchdog.Watchdog(0.05, name="libvirt")
+        parts.hypervisor = watchdog.Guarded(sim, dog)
+        parts.fabric = sim
+        parts.latency_sources = [sim, CountedSource([], "intake")]
+        parts.clock = sim.clock()
+        parts.journal = journal_mod.Journal(os.path.join(tmp, "journal.json"))
+        agent, _sim, _source, _metrics = build([], parts=parts)
+        return agent, parts, sim, dog
+
     def test_the_restore_waits_for_the_stuck_call_and_then_restores_every_vm(self):
         with tempfile.TemporaryDirectory() as tmp:
-            parts = make_parts([])
-            sim = SlowHost(parts.hypervisor.scenario)
-            dog = watchdog.Watchdog(0.05, name="libvirt")
-            parts.hypervisor = watchdog.Guarded(sim, dog)
-            parts.fabric = sim
-            parts.latency_sources = [sim, CountedSource([], "intake")]
-            parts.clock = sim.clock()
-            parts.journal = journal_mod.Journal(os.path.join(tmp, "journal.json"))
-            agent, _sim, _source, _metrics = build([], parts=parts)
+            agent, parts, sim, dog = self._agent(tmp)
             originals = {uuid: sim.get_knobs(uuid) for uuid in sim.vms()}
             for uuid in originals:
                 parts.journal.remember(uuid, originals[uuid])
@@ -236,15 +242,7 @@ class RestoreAfterAStuckCallTest(unittest.TestCase):
 
     def test_what_the_deadline_leaves_stays_in_the_journal(self):
         with tempfile.TemporaryDirectory() as tmp:
-            parts = make_parts([])
-            sim = SlowHost(parts.hypervisor.scenario)
-            dog = watchdog.Watchdog(0.05, name="libvirt")
-            parts.hypervisor = watchdog.Guarded(sim, dog)
-            parts.fabric = sim
-            parts.latency_sources = [sim, CountedSource([], "intake")]
-            parts.clock = sim.clock()
-            parts.journal = journal_mod.Journal(os.path.join(tmp, "journal.json"))
-            agent, _sim, _source, _metrics = build([], parts=parts)
+            agent, parts, sim, _dog = self._agent(tmp)
             agent.shutdown_timeout_s = 0.5
             uuid = next(iter(sim.vms()))
             parts.journal.remember(uuid, sim.get_knobs(uuid))
