@@ -214,6 +214,7 @@ class Agent:
         self._in_force = {}         # uuid -> the cap the written knobs express
         self._epoch_ticks = 0       # intervals of the current epoch ...
         self._epoch_held = 0        # ... and those without the hypervisor
+        self._epoch_skipped = 0     # ... and those skipped for any reason (late, failed)
         self._held_last = False
         self.lateness_s = 0.0
         self._stop = threading.Event()
@@ -355,6 +356,7 @@ class Agent:
         self._held_last = interval is None and self.controller.skipped == control.UNAVAILABLE
         if interval is None:
             self.held_intervals += 1    # knobs held
+            self._epoch_skipped += 1
             if self._held_last:
                 self._epoch_held += 1
             return
@@ -514,16 +516,21 @@ class Agent:
         top = [summary.row(k) for k in order[:SUMMARY_TOP].tolist()]
         count = len(summary)
         rest = count - len(top)
+        # Intervals skipped (a late or failed sweep: knobs held) are said,
+        # or a loop that controls nothing would look like one with nothing to do.
+        skipped, self._epoch_skipped = self._epoch_skipped, 0
         if report is not None and report.blind:
             LOG.warning("epoch %d: BLIND, the hypervisor was unavailable for the epoch; "
                         "published as blind (the scheduler treats this host as unknown), "
                         "knobs held as last written", summary.epoch)
             return
         LOG.info("epoch %d: %d VMs, link %.0f%%, prices cpu %.2f io %.2f, inflation %.1f%%, "
-                 "congestion %.1f%% | %s%s",
+                 "congestion %.1f%%%s | %s%s",
                  summary.epoch, count, 100.0 * summary.link_utilisation,
                  summary.cpu_price, summary.io_price, summary.latency_inflation_pct,
                  report_mod.congestion_index(report) if report is not None else 0.0,
+                 ", %d/%d intervals held" % (skipped, self.settings.intervals_per_epoch)
+                 if skipped else "",
                  "; ".join(self._vm_part(v) for v in top),
                  " (+%d more)" % rest if rest > 0 else "")
         if LOG.isEnabledFor(logging.DEBUG):

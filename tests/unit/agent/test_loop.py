@@ -77,6 +77,14 @@ class CountingHost(sim_host.SimHost):
         return super().cpu_times_rows(rows)
 
 
+class LateHost(CountingHost):
+    """The simulated host whose every CPU sweep is late."""
+
+    def _sweep(self):
+        super()._sweep()
+        raise exceptions.SampleLate("cpu_times still running after 50 ms")
+
+
 def build(policy="io_shares", duration=3.0, host_cls=CountingHost, journal=None, metrics=None,
           **host_kwargs):
     scenario = scenario_mod.load("paper_64k_vs_2m").with_duration(duration)
@@ -164,6 +172,21 @@ class LoopTest(unittest.TestCase):
         self.assertEqual([False, True, True], [r.blind for r in reports])
         self.assertEqual(["controlling", "blind", "blind"], [r.state for r in reports])
         self.assertEqual(2, sum("BLIND" in m for m in logs.output))
+
+    def test_the_epoch_line_says_how_many_intervals_were_held(self):
+        # Every sweep late (a hard-capped guest's QEMU answers libvirt late):
+        # the loop controls nothing, and its epoch line must say so.
+        agent, sim = build(duration=2.0, host_cls=LateHost)
+        with self.assertLogs("agent.loop", level=logging.INFO) as logs:
+            agent.run()
+        lines = [m for m in logs.output if "agent.loop:epoch " in m]
+        self.assertEqual(2, len(lines))
+        self.assertIn("1000/1000 intervals held", lines[0])
+        self.assertEqual([], sim.writes)
+        agent, _sim = build(duration=2.0)
+        with self.assertLogs("agent.loop", level=logging.INFO) as logs:
+            agent.run()
+        self.assertFalse([m for m in logs.output if "intervals held" in m])
 
     def test_max_epochs_stops_the_loop(self):
         agent, _sim = build(duration=5.0)
