@@ -76,7 +76,6 @@ class Watchdog:
         self.sweep_wait_s = sweep_wait_s
         self.name = name
         self._late = None          # a sweep that overran sweep_wait_s and goes on
-        self._back = {}            # sweep name -> its late call, back, not taken yet
         self.late_sweeps = 0
         self._clock = clock
         self._lock = threading.Lock()
@@ -99,25 +98,15 @@ class Watchdog:
         if self.sweep_wait_s is None or self.sweep_wait_s >= self.timeout_s:
             return self.call(name, fn, *args, **kwargs)
         with self._lock:
-            back = self._back.pop(name, None)
             late = self._late
-        if back is not None:
-            # This sweep came back while another waited for it: its result.
-            return self._result(back)
         if late is None:
             return self.call(name, fn, *args, _wait=self.sweep_wait_s, **kwargs)
         waited = self._clock() - late.started
         if late.done.wait(max(0.0, min(self.sweep_wait_s, self.timeout_s - waited))):
             with self._lock:
-                if self._late is late:
-                    self._late = None
+                self._late = None
             if late.name != name:
-                # Another sweep came back: kept for its next call (discarded,
-                # a slow sweep would never be taken: the loop makes two sweeps
-                # an interval, each finding the other's late call), and this
-                # one starts now.
-                with self._lock:
-                    self._back[late.name] = late
+                # Another sweep came back: this one starts now.
                 return self.call(name, fn, *args, _wait=self.sweep_wait_s, **kwargs)
             return self._result(late)
         if self._clock() - late.started >= self.timeout_s:

@@ -16,17 +16,6 @@ One ``virConnectGetAllDomainStats(CPU_TOTAL | INTERFACE | VCPU)`` per sweep
 where the driver offers ``cpu.time`` (QEMU); otherwise, per domain,
 ``virDomainGetCPUStats(total)`` and then ``virDomainGetInfo`` (libxl has no
 bulk stats; the test driver's carry only ``state.*``).
-
-The sweep asks with ``NOWAIT``: QEMU's driver takes a job on each domain for
-the fields that need QEMU itself (``query-stats`` for ``cpu.haltpoll.*``,
-``query-cpus-fast`` for ``vcpu.N.halted``, none of which the agent reads);
-without the flag the sweep waits behind any job in progress (nova-compute's),
-with it those fields are left out while a job runs. When the job is free
-QEMU is still asked, so a guest capped hard answers slowly: on a Nova node,
-one guest capped at 5 % (1 ms every 20 ms, QEMU's main loop included) made a
-sweep take 40-140 ms against 1-2 ms uncapped. The loop copes with a late
-sweep (:mod:`agent.watchdog`); a driver that refuses the flag
-(``VIR_ERR_INVALID_ARG``, libvirt before 4.5) is asked without it.
 """
 
 import logging
@@ -37,13 +26,6 @@ from resex_libvirt import exceptions
 from resex_libvirt.hypervisor import vcpu_stats
 
 LOG = logging.getLogger(__name__)
-
-#: The statistics one sweep asks for.
-BULK_GROUPS = (libvirt.VIR_DOMAIN_STATS_CPU_TOTAL | libvirt.VIR_DOMAIN_STATS_INTERFACE
-               | libvirt.VIR_DOMAIN_STATS_VCPU)
-#: What can be had without waiting for a domain job (see the module docstring).
-NOWAIT = libvirt.VIR_CONNECT_GET_ALL_DOMAINS_STATS_NOWAIT
-BULK_FLAGS = libvirt.VIR_CONNECT_GET_ALL_DOMAINS_STATS_ACTIVE | NOWAIT
 
 
 class DomainStats:
@@ -57,7 +39,6 @@ class DomainStats:
         self._conn = connection
         self._uuids = uuids
         self._bulk_stats = None   # None: not known yet; True/False: the driver has them
-        self._flags = BULK_FLAGS
         self._per_domain_cpu_stats = True
         self._sweep = {}
         self._pcpus = None
@@ -65,7 +46,6 @@ class DomainStats:
     def reset(self):
         """After a reconnect: the driver may have changed, try the bulk statistics again."""
         self._bulk_stats = None
-        self._flags = BULK_FLAGS
 
     def cpu_times(self):
         """``{uuid: CPU ns}`` of the running domains (a new sweep)."""
@@ -94,17 +74,14 @@ class DomainStats:
 
     def _bulk(self, conn):
         try:
-            stats = conn.getAllDomainStats(BULK_GROUPS, self._flags)
+            stats = conn.getAllDomainStats(
+                libvirt.VIR_DOMAIN_STATS_CPU_TOTAL | libvirt.VIR_DOMAIN_STATS_INTERFACE
+                | libvirt.VIR_DOMAIN_STATS_VCPU,
+                libvirt.VIR_CONNECT_GET_ALL_DOMAINS_STATS_ACTIVE)
         except libvirt.libvirtError as exc:
             if exc.get_error_code() in (libvirt.VIR_ERR_NO_SUPPORT,
                                         libvirt.VIR_ERR_ARGUMENT_UNSUPPORTED):
                 return None
-            if (exc.get_error_code() == libvirt.VIR_ERR_INVALID_ARG
-                    and self._flags & NOWAIT):
-                LOG.info("%s refuses NOWAIT bulk stats (%s): asking without it",
-                         self._conn.uri, exc)
-                self._flags &= ~NOWAIT
-                return self._bulk(conn)
             raise
         sweep = {dom.UUIDString(): record for dom, record in stats}
         out = {uuid: int(record["cpu.time"]) for uuid, record in sweep.items()

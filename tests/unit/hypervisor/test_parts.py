@@ -19,8 +19,6 @@ tests/functional/hypervisor; these are the parts' rules without libvirt.
 import collections
 import unittest
 
-import libvirt
-
 from resex_libvirt import exceptions
 from resex_libvirt.hypervisor import channel
 from resex_libvirt.hypervisor import domains
@@ -29,7 +27,6 @@ from resex_libvirt.hypervisor import metadata
 from resex_libvirt.hypervisor import nova_metadata
 from resex_libvirt.hypervisor import originals
 from resex_libvirt.hypervisor import sla_layers
-from resex_libvirt.hypervisor import stats
 from resex_libvirt import sla as sla_mod
 
 UUID = "11111111-2222-3333-4444-555555555555"
@@ -168,58 +165,3 @@ class ArrivalTest(unittest.TestCase):
         theirs = self._vm({"global_period": 100000, "global_quota": 50000},
                           {"global_period": 100000, "global_quota": 50000}, nova=False)
         self.assertEqual([], self._arrive(theirs))
-
-
-class _StatsConn:
-    """libvirt's connection for bulk stats: records the flags, may refuse NOWAIT."""
-
-    def __init__(self, refuse_nowait=False):
-        self.refuse_nowait = refuse_nowait
-        self.flags = []
-
-    def getAllDomainStats(self, groups, flags):
-        self.flags.append(flags)
-        if self.refuse_nowait and flags & stats.NOWAIT:
-            err = libvirt.libvirtError("unsupported flags (0x20000000)")
-            err.err = (libvirt.VIR_ERR_INVALID_ARG, 0, "unsupported flags", 0)
-            raise err
-        return [(_Dom("u-1"), {"cpu.time": 42, "vcpu.0.delay": 7})]
-
-
-class _Dom:
-    def __init__(self, uuid):
-        self.uuid = uuid
-
-    def UUIDString(self):
-        return self.uuid
-
-
-class _Calls:
-    """The adapter's connection: runs the call on the fake libvirt connection."""
-
-    uri = "qemu:///fake"
-
-    def __init__(self, conn):
-        self.conn = conn
-
-    def call(self, what, fn, *args):
-        return fn(self.conn, *args)
-
-
-class BulkStatsTest(unittest.TestCase):
-
-    def test_a_sweep_never_waits_for_a_domain_job(self):
-        # Without NOWAIT QEMU's driver queues the sweep behind any job on a
-        # busy guest (200-420 ms on a real Nova node; 0.4 ms with it).
-        conn = _StatsConn()
-        out = stats.DomainStats(_Calls(conn), lambda: ["u-1"]).cpu_times()
-        self.assertEqual({"u-1": 42}, out)
-        self.assertTrue(conn.flags[0] & stats.NOWAIT)
-        self.assertTrue(conn.flags[0] & libvirt.VIR_CONNECT_GET_ALL_DOMAINS_STATS_ACTIVE)
-
-    def test_a_driver_that_refuses_nowait_is_asked_without_it_from_then_on(self):
-        conn = _StatsConn(refuse_nowait=True)
-        reader = stats.DomainStats(_Calls(conn), lambda: ["u-1"])
-        self.assertEqual({"u-1": 42}, reader.cpu_times())
-        self.assertEqual({"u-1": 42}, reader.cpu_times())
-        self.assertEqual([True, False, False], [bool(f & stats.NOWAIT) for f in conn.flags])
