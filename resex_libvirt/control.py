@@ -270,6 +270,7 @@ class Controller:
             # knobs this interval; the sweep's result is taken when it comes.
             self.skipped = LATE
             LOG.debug("interval skipped: %s", exc)
+            self._write_pending()
             return None
         except exceptions.ResexError as exc:
             self.skipped = FAILED
@@ -305,6 +306,21 @@ class Controller:
         self._tally(samples, decisions, self.market.windows_seen)
         self.last = Interval(samples, windows, decisions)
         return self.last
+
+    def _write_pending(self):
+        """In a skipped interval, write the decisions in force that must be written again.
+
+        A VM whose live knobs are not the market's (one that arrived with
+        another host's cap, a write that failed) is written now, with the
+        decision in force: a sweep that is late every interval (libvirt's
+        statistics of a guest capped hard come late) must not leave such a
+        cap in force for good. Nothing is decided: the market does not step.
+        """
+        if not self._retry:
+            return
+        specs = self.market.specs
+        self.actuate({uuid: self.market.decision(uuid) for uuid in self._retry
+                      if uuid in specs}, changed=())
 
     def discover(self):
         """Adopt new VMs, drop vanished ones, follow SLA changes; returns ``{uuid: VMInfo}``.

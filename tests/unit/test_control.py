@@ -215,6 +215,46 @@ class JournalFollowsTheHypervisorTest(unittest.TestCase):
         self.assertEqual([other], self.host.writes)
 
 
+class _LateHost(_ReportingHost):
+    """Its CPU sweep is late once ``late`` is set (libvirt's stats of a throttled guest)."""
+
+    late = False
+
+    def cpu_times_rows(self, rows):
+        if self.late:
+            raise exceptions.SampleLate("cpu_times still running after 50 ms")
+        return super().cpu_times_rows(rows)
+
+    def cpu_times(self):
+        if self.late:
+            raise exceptions.SampleLate("cpu_times still running after 50 ms")
+        return super().cpu_times()
+
+
+class LateSweepTest(unittest.TestCase):
+
+    def test_a_vm_that_arrives_capped_is_written_though_every_sweep_is_late(self):
+        # Seen on a Nova node: the arriving guest's foreign cap made libvirt's
+        # statistics of it late every interval, and the cap stayed for good.
+        host = _LateHost(scenario_mod.load("paper_64k_vs_2m").with_duration(5.0))
+        market = market_mod.Market(market_mod.MarketParams(
+            interval_s=host.scenario.interval_s, intervals_per_epoch=10, pcpus=1,
+            link_bytes_per_s=1e9, mtu=1024), policy_mod.load("free_market"))
+        ctl = control.Controller(market, host)
+        ctl.prime(host.clock().now())
+        ctl.step(host.clock().now())
+        host.writes.clear()
+        uuid = sorted(host.vms())[0]
+        host.late = True
+        host.updates.append(originals_mod.OriginalsUpdate(
+            uuid, {"cap": 0, "weight": 256}, "arrived", reassert=True))
+        self.assertIsNone(ctl.step(host.clock().now()))
+        self.assertEqual(control.LATE, ctl.skipped)
+        self.assertEqual([uuid], host.writes)
+        self.assertIsNone(ctl.step(host.clock().now()))
+        self.assertEqual([uuid], host.writes)       # written once
+
+
 class _MappingsOnly:
     """A simulated host seen through the mapping readings only (no ``*_rows``)."""
 
