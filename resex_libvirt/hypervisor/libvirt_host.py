@@ -159,12 +159,16 @@ class LibvirtHypervisor(base.Hypervisor):
         if changed is None:
             return self._vms.infos()
         found, gone = changed
+        starting = set()
         for uuid, dom in found.items():
             vm = self._vms.get(uuid)
             if not (vm is None or everything or uuid in stale
                     or now - vm.adopted_at >= self.refresh_s):
                 continue
             try:
+                if self._starting(dom):
+                    starting.add(uuid)
+                    continue
                 fresh = self.adopter.adopt(dom, previous=vm)
             except exceptions.VMGone:
                 LOG.debug("VM %s vanished while being adopted", uuid)
@@ -182,6 +186,9 @@ class LibvirtHypervisor(base.Hypervisor):
                           fresh.info.name, uuid, fresh.info.vcpus,
                           fresh.info.knobs.driver, fresh.info.sla_source)
             self._vms.put(uuid, fresh)
+        if starting:
+            # Looked up again next sweep (the start event may come before).
+            self._events.put_back(starting)
         for uuid in gone:
             vm = self._vms.pop(uuid)
             if vm is not None:
@@ -189,6 +196,21 @@ class LibvirtHypervisor(base.Hypervisor):
                 self.channel.forget(uuid)
                 self.originals.stopped(vm)
         return self._vms.infos()
+
+    def _starting(self, dom):
+        """True while libvirt is still starting ``dom``: it is left alone until started.
+
+        A domain is listed as active from the moment its QEMU process exists,
+        but libvirt holds its start job (400-500 ms for a TCG guest, measured)
+        until it runs: a knob write waits for the job, and a scheduler read in
+        that window can meet the vCPU cgroups half made ("Failed to create v2
+        cgroup .../vcpu0/" on a hybrid cgroup host; once, with such reads in
+        flight, the start itself failed). ``virDomainGetState`` takes no job.
+        """
+        with self._conn.translated("state of VM %s" % dom.UUIDString()):
+            state, reason = dom.state()
+        return (state == libvirt.VIR_DOMAIN_PAUSED
+                and reason == libvirt.VIR_DOMAIN_PAUSED_STARTING_UP)
 
     def latency_problems(self):
         """``{uuid: why}`` of the running VMs that should report latency and cannot."""
