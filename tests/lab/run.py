@@ -24,7 +24,10 @@ Through the agent's own actuator (:class:`LibvirtHypervisor.set_knobs`):
 3. SIGTERM to an actuator process (:mod:`tests.lab.actuator`) restores the
    quota; SIGKILL leaves the journal and the next start reconciles it;
 4. libvirtd killed and restarted mid-run: the same hypervisor object
-   carries on (reconnect with backoff) and caps again.
+   carries on (reconnect with backoff) and caps again;
+5. what one statistics sweep costs (:func:`sweep_costs`), uncapped and
+   capped at 5 %: the agent's sweep against libvirt's bulk ``CPU_TOTAL |
+   VCPU`` groups, which wait on QEMU's monitor (``--sweep-only``: just this).
 
 Everything is torn down by PID at the end, also on failure.
 """
@@ -33,10 +36,13 @@ import argparse
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+import libvirt
 
 from agent import journal as journal_mod
 from resex_libvirt import exceptions
@@ -198,6 +204,40 @@ def libvirtd_restart(lab, hyp, guest, cap=20.0, timeout=60.0):
     return seen, hyp.get_knobs(guest.uuid), hyp.connection.opens
 
 
+def _timed(fn, calls):
+    took = []
+    for _ in range(calls):
+        t0 = time.monotonic()
+        fn()
+        took.append(1000.0 * (time.monotonic() - t0))
+    return statistics.median(took), max(took)
+
+
+def sweep_costs(hyp, guest, caps=(None, 5.0), calls=15):
+    """``[(cap, agent sweep ms (median, max), bulk CPU_TOTAL|VCPU ms (median, max))]``."""
+    conn = hyp.connection.get()
+    groups = libvirt.VIR_DOMAIN_STATS_CPU_TOTAL | libvirt.VIR_DOMAIN_STATS_VCPU
+    rows = []
+    for cap in caps:
+        hyp.set_knobs(guest.uuid, cap, None)
+        time.sleep(0.5)
+        ours = _timed(hyp.cpu_times, calls)
+        bulk = _timed(lambda: conn.getAllDomainStats(
+            groups, libvirt.VIR_CONNECT_GET_ALL_DOMAINS_STATS_ACTIVE), calls)
+        rows.append((cap, ours, bulk))
+    hyp.set_knobs(guest.uuid, None, None)
+    return rows
+
+
+def format_sweep_costs(rows):
+    lines = ["%-10s | %-22s | %s" % ("guest", "agent sweep ms", "bulk CPU_TOTAL|VCPU ms"),
+             "-" * 62]
+    for cap, ours, bulk in rows:
+        lines.append("%-10s | median %5.1f max %5.1f | median %5.1f max %5.1f" % (
+            "uncapped" if cap is None else "cap %g %%" % cap, *ours, *bulk))
+    return "\n".join(lines)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description="resex-libvirt lab: cap accuracy on QEMU/TCG")
     parser.add_argument("--windows", type=int, default=3, help="5 s windows per cap")
@@ -207,6 +247,8 @@ def main(argv=None):
                         help="CFS period of the caps ([libvirt] qemu_cap_period_us)")
     parser.add_argument("--no-install", action="store_true",
                         help="do not apt-get install the lab packages")
+    parser.add_argument("--sweep-only", action="store_true",
+                        help="only print what one statistics sweep costs")
     args = parser.parse_args(argv)
     if not harness.is_root():
         print("the lab needs root (libvirtd, cgroups, bridges)", file=sys.stderr)
@@ -225,6 +267,11 @@ def main(argv=None):
                                              qemu_period_us=args.cap_period_us)
         hyp.vms()
         wait_burning(hyp, guest.uuid)
+        sweeps = format_sweep_costs(sweep_costs(hyp, guest))
+        if args.sweep_only:
+            print(sweeps)
+            ok = True
+            return 0
         journal = journal_mod.Journal(os.path.join(workdir, "journal.json"))
         journal.remember(guest.uuid, hyp.get_knobs(guest.uuid))
         original = journal.originals()[guest.uuid]
@@ -248,6 +295,9 @@ def main(argv=None):
         print("Cap accuracy on QEMU/TCG, one CPU-burning vCPU, %g s windows "
               "(uncapped %.1f%%):" % (args.window, baseline))
         print(format_table(rows))
+        print()
+        print("One statistics sweep, one CPU-burning guest (15 calls each):")
+        print(sweeps)
         ok = True
         return 0
     finally:
