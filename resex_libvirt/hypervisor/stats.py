@@ -106,7 +106,7 @@ class DomainStats:
             sweep[uuid] = record
             if uuid not in adopted:
                 continue
-            cpu = self._cpu_of(dom, uuid)
+            cpu = self._cpu_of(uuid, self._domain_cpu, dom)
             if cpu is not None:
                 out[uuid] = cpu
                 names[uuid] = dom.name()
@@ -123,11 +123,11 @@ class DomainStats:
         self._no_delay.intersection_update(names)
         return got
 
-    def _cpu_of(self, dom, uuid):
-        """The CPU time of ``dom``, ``None`` if it is gone (logged if it failed)."""
+    def _cpu_of(self, uuid, read, *args):
+        """``read(*args)``, VM ``uuid``'s CPU time; ``None`` if it is gone or failed (logged)."""
         try:
             with self._conn.translated("CPU time of VM %s" % uuid):
-                return self._domain_cpu(dom)
+                return read(*args)
         except exceptions.VMGone:
             LOG.debug("VM %s vanished while its CPU time was read", uuid)
         except exceptions.HypervisorUnavailable:
@@ -153,13 +153,7 @@ class DomainStats:
     def _per_domain_cpu(self, conn):
         out = {}
         for uuid in self._uuids():
-            try:
-                with self._conn.translated("CPU time of VM %s" % uuid):
-                    out[uuid] = self._domain_cpu(conn.lookupByUUIDString(uuid))
-            except exceptions.VMGone:
-                LOG.debug("VM %s vanished while its CPU time was read", uuid)
-            except exceptions.HypervisorUnavailable:
-                raise
-            except exceptions.HypervisorError as exc:
-                LOG.warning("no CPU time for VM %s: %s", uuid, exc)
+            cpu = self._cpu_of(uuid, lambda: self._domain_cpu(conn.lookupByUUIDString(uuid)))
+            if cpu is not None:
+                out[uuid] = cpu
         return out

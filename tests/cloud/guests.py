@@ -46,6 +46,7 @@ import os
 from tests.lab import experiment
 from tests.lab import harness
 from tests.lab import nova_guest
+from tests.lab import rdma
 
 SLA_US = 500
 MEMORY_MIB = 128
@@ -54,12 +55,8 @@ MODULES = ("virtio_ring", "virtio", "virtio_pci_legacy_dev", "virtio_pci_modern_
            "virtio_pci", "virtio_console", "failover", "net_failover", "virtio_net")
 
 BULK_ROLE = (
-    "ip link set lo up\n"
-    "mac=$(cat /sys/class/net/eth0/address)\n"
-    "ip=%(prefix)s.$((0x${mac##*:}))\n"
-    "ip addr add $ip/24 dev eth0\n"
-    "ip link set eth0 up\n"
-    "echo resex: bulk sender $ip to %(sink)s\n"
+    "RESEX_ip=mac:%(prefix)s /bin/resex-net-up\n"
+    "echo resex: bulk sender to %(sink)s\n"
     "while :; do nc %(sink)s %(port)d < /dev/zero; sleep 1; done\n")
 
 FLAVORS = {
@@ -106,6 +103,8 @@ def build(workdir, sink_ip, sink_port):
     benchex = experiment.build_benchex(os.path.join(workdir, "benchex"))
     with open(benchex, "rb") as f:
         files = {"/bin/benchex": f.read()}
+    # The address from the NIC's MAC (Nova's port), as the RDMA guests take it.
+    files["/bin/resex-net-up"] = rdma.NET_UP
     initrd = harness.build_initramfs(
         os.path.join(workdir, "resex-initramfs.img"), roles=roles(sink_ip, sink_port),
         modules=[harness.kernel_module(modules_dir, m) for m in MODULES], files=files)
@@ -138,7 +137,6 @@ def publish(cloud):
 def publish_rdma(cloud):
     """Upload the Soft-RoCE images and create their flavors (idempotent)."""
     from tests.cloud import cloud as cloud_mod
-    from tests.lab import rdma
     kernel, initrd = rdma.guest_image("rxe")
     prefix = cloud_mod.CIDR.split("/")[0].rsplit(".", 1)[0]
     conn = cloud.connect()

@@ -136,6 +136,17 @@ def stop_pid(pid, timeout=10.0):
             time.sleep(0.05)
 
 
+def wait_for(predicate, timeout, step=0.02):
+    """``predicate()``'s first true value within ``timeout`` s (its last value if none)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(step)
+    return predicate()
+
+
 def _alive(pid):
     try:
         with open("/proc/%d/stat" % pid) as f:

@@ -38,16 +38,6 @@ LIMIT_PCT = 20
 OPERATOR_SHARES = 5000
 
 
-def wait_for(predicate, timeout, step=0.02):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(step)
-    return predicate()
-
-
 @unittest.skipUnless(harness.is_root(),
                      "the lab needs root (libvirtd, cgroups); this runner is not root")
 @unittest.skipUnless(os.path.exists("/usr/bin/apt-get"),
@@ -87,7 +77,7 @@ class KillNineRestartTest(unittest.TestCase):
     @classmethod
     def run_restart(cls):
         cls.agent.start(vms=2)
-        cls.capped_first = wait_for(cls.capped, 30.0)
+        cls.capped_first = harness.wait_for(cls.capped, 30.0)
         cls.before_kill = cls.knobs(cls.bulk)
         cls.agent.proc.send_signal(signal.SIGKILL)
         cls.agent.proc.wait(30)
@@ -98,9 +88,9 @@ class KillNineRestartTest(unittest.TestCase):
             f.write("---- restarted after kill -9 ----\n")
         started = time.monotonic()
         cls.agent.start(vms=2)
-        restored = wait_for(lambda: not cls.capped(), 15.0, step=0.005)
+        restored = harness.wait_for(lambda: not cls.capped(), 15.0, step=0.005)
         cls.restored_s = time.monotonic() - started if restored else None
-        cls.recapped = wait_for(cls.capped, 30.0, step=0.005)
+        cls.recapped = harness.wait_for(cls.capped, 30.0, step=0.005)
         cls.recapped_s = time.monotonic() - started if cls.recapped else None
         cls.cgroup_recapped = harness.cgroup_cpu_quota(cls.bulk)
         time.sleep(2.5)    # two more epochs
@@ -111,7 +101,7 @@ class KillNineRestartTest(unittest.TestCase):
         cls.operator_after_stop = cls.agent.journal_operator()
         # A clean stop, a start: the operator's value is still the original.
         cls.agent.start(vms=2)
-        cls.recapped_after_clean_restart = wait_for(cls.capped, 30.0)
+        cls.recapped_after_clean_restart = harness.wait_for(cls.capped, 30.0)
         time.sleep(1.5)
         cls.shares_after_clean_restart = cls.knobs(cls.bulk)["cpu_shares"]
         cls.second_exit_code = cls.agent.stop()
@@ -128,7 +118,7 @@ class KillNineRestartTest(unittest.TestCase):
         dom = cls.conn.lookupByUUIDString(cls.bulk.uuid)
         dom.setSchedulerParametersFlags({"cpu_shares": OPERATOR_SHARES},
                                         libvirt.VIR_DOMAIN_AFFECT_LIVE)
-        cls.operator_journaled = wait_for(
+        cls.operator_journaled = harness.wait_for(
             lambda: cls.agent.journal_operator().get(cls.bulk.uuid), 15.0)
         time.sleep(3.0)       # thirty intervals: time enough to write it back
         cls.after_operator = cls.knobs(cls.bulk)

@@ -40,15 +40,6 @@ from tests.lab import harness
 from tests.lab import run
 
 
-def wait_for(predicate, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
-
-
 @unittest.skipUnless(harness.is_root(),
                      "the lab needs root (libvirtd, cgroups); this runner is not root")
 @unittest.skipUnless(os.path.exists("/usr/bin/apt-get"),
@@ -211,7 +202,7 @@ class LabSmokeTest(unittest.TestCase):
         starter.join()
         self.assertGreater(seen_starting, 0, "the start was never caught in the act")
         self.assertEqual(0, adopted_starting)
-        self.assertTrue(wait_for(lambda: guest.uuid in self.hyp.vms()))
+        self.assertTrue(harness.wait_for(lambda: guest.uuid in self.hyp.vms(), 10.0))
         guest.destroy(conn)
         self.lab.guests.remove(guest)
 
