@@ -140,7 +140,7 @@ def _libvirt(conf, parts, read_only=False):
     from agent import journal as journal_mod
     hypervisor = hypervisor_mod.build(conf, read_only=read_only)
     # The interface monitor reads the net.* counters of the hypervisor's own
-    # bulk stats sweep: one getAllDomainStats per interval for both.
+    # statistics sweep: one getAllDomainStats(INTERFACE) per interval for both.
     monitor = fabric_mod.build(conf, connection=hypervisor.connection.get,
                                bulk_stats=hypervisor.domain_stats)
     # A link whose capacity is unknown turns the fabric term off (read once,

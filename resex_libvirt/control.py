@@ -243,7 +243,7 @@ class Controller:
         """The vCPUs' cumulative run delays of this sweep (ns), by rows when the adapter can.
 
         Read after the CPU times: a libvirt host gives them from the same
-        bulk sweep (:meth:`~resex_libvirt.hypervisor.base.Hypervisor.vcpu_times`);
+        sweep (:meth:`~resex_libvirt.hypervisor.base.Hypervisor.vcpu_times`);
         ``{}`` where the driver has none.
         """
         if self._delay_rows is not None:

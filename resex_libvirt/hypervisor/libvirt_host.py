@@ -232,9 +232,8 @@ class LibvirtHypervisor(base.Hypervisor):
     def domain_stats(self):
         """``{uuid: bulk stats record}`` of the last :meth:`cpu_times` sweep.
 
-        Carries ``net.*`` (the interface group) next to ``cpu.*``, so the
-        interface monitor needs no call of its own; ``{}`` where the driver
-        has no bulk stats.
+        Carries ``net.*`` (the interface group), so the interface monitor
+        needs no call of its own; ``{}`` where the driver has no bulk stats.
         """
         return self._stats.sweep()
 
