@@ -48,7 +48,7 @@ def parse_schedstat(text):
     """``(run_ns, delay_ns)`` of a ``schedstat`` text (ValueError if malformed)."""
     fields = text.split()
     if len(fields) < 2:
-        raise ValueError("schedstat has %d fields, not 3: %r" % (len(fields), text[:40]))
+        raise ValueError("schedstat has %d field(s), not 3: %r" % (len(fields), text[:40]))
     run, delay = int(fields[0]), int(fields[1])
     if run < 0 or delay < 0:
         raise ValueError("negative schedstat times: %r" % text[:40])
