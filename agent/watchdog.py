@@ -180,22 +180,12 @@ class Watchdog:
                     raise exceptions.HypervisorUnavailable(
                         "%s call %s did not return within %.1f s"
                         % (self.name, name, self.timeout_s))
-        if call.error is not None:
-            raise call.error
-        return call.value
+        return self._result(call)
 
     def _aside(self, call):
         """Run ``call`` on a thread of its own, waiting at most ``timeout_s``."""
-        def run():
-            try:
-                call.value = call.fn(*call.args, **call.kwargs)
-            except BaseException as exc:    # handed to the caller, never lost
-                call.error = exc
-            with self._lock:
-                call.done.set()
-                self._returned(call)
-
-        threading.Thread(target=run, name="%s-aside" % self.name, daemon=True).start()
+        threading.Thread(target=self._execute, args=(call,), name="%s-aside" % self.name,
+                         daemon=True).start()
         if not call.done.wait(self.timeout_s):
             with self._lock:
                 self.timeouts += 1
@@ -209,9 +199,7 @@ class Watchdog:
             raise exceptions.HypervisorUnavailable(
                 "%s call %s did not return within %.1f s"
                 % (self.name, call.name, self.timeout_s))
-        if call.error is not None:
-            raise call.error
-        return call.value
+        return self._result(call)
 
     def _ensure_worker(self):
         if self._thread is None or not self._thread.is_alive():
@@ -227,13 +215,17 @@ class Watchdog:
                 if self._pending is None:
                     return
                 call, self._pending = self._pending, None
-            try:
-                call.value = call.fn(*call.args, **call.kwargs)
-            except BaseException as exc:    # handed to the caller, never lost
-                call.error = exc
-            with self._lock:
-                call.done.set()
-                self._returned(call)
+            self._execute(call)
+
+    def _execute(self, call):
+        """Run ``call``, keep its value or exception, and mark it done."""
+        try:
+            call.value = call.fn(*call.args, **call.kwargs)
+        except BaseException as exc:    # handed to the caller, never lost
+            call.error = exc
+        with self._lock:
+            call.done.set()
+            self._returned(call)
 
     def _returned(self, call):
         """``call`` returned (lock held): if it was the stuck one, the hypervisor is back."""

@@ -312,9 +312,9 @@ class Controller:
 
         A VM whose live knobs are not the market's (one that arrived with
         another host's cap, a write that failed) is written now, with the
-        decision in force: a sweep that is late every interval (libvirt's
-        statistics of a guest capped hard come late) must not leave such a
-        cap in force for good. Nothing is decided: the market does not step.
+        decision in force: a sweep that stays late (libvirtd holds the domain
+        list 1-2 s while it destroys a domain) must not leave such a cap in
+        force meanwhile. Nothing is decided: the market does not step.
         """
         if not self._retry:
             return

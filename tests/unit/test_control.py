@@ -216,7 +216,7 @@ class JournalFollowsTheHypervisorTest(unittest.TestCase):
 
 
 class _LateHost(_ReportingHost):
-    """Its CPU sweep is late once ``late`` is set (libvirt's stats of a throttled guest)."""
+    """Its CPU sweep is late once ``late`` is set (libvirtd busy, a guest destroyed)."""
 
     late = False
 
@@ -234,8 +234,8 @@ class _LateHost(_ReportingHost):
 class LateSweepTest(unittest.TestCase):
 
     def test_a_vm_that_arrives_capped_is_written_though_every_sweep_is_late(self):
-        # Seen on a Nova node: the arriving guest's foreign cap made libvirt's
-        # statistics of it late every interval, and the cap stayed for good.
+        # Seen on a Nova node, when libvirt's statistics waited on QEMU: the
+        # arriving guest's foreign cap made every sweep late, and the cap stayed.
         host = _LateHost(scenario_mod.load("paper_64k_vs_2m").with_duration(5.0))
         market = market_mod.Market(market_mod.MarketParams(
             interval_s=host.scenario.interval_s, intervals_per_epoch=10, pcpus=1,

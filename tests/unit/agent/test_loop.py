@@ -174,8 +174,9 @@ class LoopTest(unittest.TestCase):
         self.assertEqual(2, sum("BLIND" in m for m in logs.output))
 
     def test_the_epoch_line_says_how_many_intervals_were_held(self):
-        # Every sweep late (a hard-capped guest's QEMU answers libvirt late):
-        # the loop controls nothing, and its epoch line must say so.
+        # Every sweep late (as when libvirt's statistics waited on a
+        # hard-capped guest's QEMU): the loop controls nothing, and its epoch
+        # line must say so.
         agent, sim = build(duration=2.0, host_cls=LateHost)
         with self.assertLogs("agent.loop", level=logging.INFO) as logs:
             agent.run()
