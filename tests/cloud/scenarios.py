@@ -333,9 +333,7 @@ class Scenarios:
                     self.conn.compute.delete_server(self.servers.pop(n))
             for n in names:
                 with contextlib.suppress(Exception):
-                    self.wait_for("%s deleted" % n,
-                                  lambda: self.conn.compute.find_server(n) is None,
-                                  timeout=120, interval=1.0)
+                    self._wait_deleted(n)
             with contextlib.suppress(Exception):
                 self.conn.network.delete_port(port)
 
@@ -524,12 +522,20 @@ class Scenarios:
                 self.wait_for("node1 forced up again", lambda: self.conn.compute.put(
                     "/os-services/%s" % service.id, json={"forced_down": False},
                     microversion="2.53").status_code == 200, timeout=180, interval=2.0)
-            self.wait_for("node1's nova-compute up again", lambda: any(
-                s.state == "up" for s in self.conn.compute.services(
-                    host="node1", binary="nova-compute")), timeout=180, interval=1.0)
+            self._wait_compute_up("node1")
             return moved
         self._move("bulk-evacuation", evacuation)
     # -- (e) faults during control ----------------------------------------------------------
+
+    def _wait_deleted(self, name):
+        self.wait_for("%s deleted" % name,
+                      lambda: self.conn.compute.find_server(name) is None,
+                      timeout=120, interval=1.0)
+
+    def _wait_compute_up(self, node):
+        self.wait_for("%s's nova-compute up" % node, lambda: any(
+            s.state == "up" for s in self.conn.compute.services(
+                host=node, binary="nova-compute")), timeout=180, interval=1.0)
 
     def _agent_log_grows(self, node, mark, timeout=60):
         """Until the node's agent logs an epoch that saw its VMs after ``mark`` (not blind)."""
@@ -563,8 +569,7 @@ class Scenarios:
         assert _cap_pct(self.knobs("node1", server)) is not None, "killed, yet uncapped"
         # The reason for the cap goes while the agent is dead.
         self.conn.compute.delete_server(self.servers.pop("sensitive-m"))
-        self.wait_for("sensitive-m deleted", lambda: self.conn.compute.find_server(
-            "sensitive-m") is None, timeout=120, interval=1.0)
+        self._wait_deleted("sensitive-m")
         mark = self.log_size("node1-resex-agent")
         t0 = time.monotonic()
         self.cloud.start_agent("node1")
@@ -588,9 +593,7 @@ class Scenarios:
         t0 = time.monotonic()
         self.cloud.stop_compute("node1")
         self.cloud.start_compute("node1")
-        self.wait_for("node1's nova-compute up", lambda: any(
-            s.state == "up" for s in self.conn.compute.services(
-                host="node1", binary="nova-compute")), timeout=180, interval=1.0)
+        self._wait_compute_up("node1")
         mark = self.log_size("node1-resex-agent")
         self._agent_log_grows("node1", mark)
         self._recapped("nova_compute_restarted", server, t0)
