@@ -58,11 +58,15 @@ PACKAGES = ("mariadb-server", "rabbitmq-server", "memcached", "qemu-utils", "etc
             "libvirt-daemon", "libvirt-daemon-driver-qemu", "libvirt-clients",
             "qemu-system-x86", "busybox-static", "cpio", "iproute2", "util-linux")
 
+#: Every service's port, below the kernel's ephemeral range (32768-60999 by
+#: default): a port in it may be taken as the local port of any outgoing
+#: connection on the machine. Seen with 46672: RabbitMQ died at bring-up
+#: ("could_not_start_listener ... eaddrinuse").
 PORTS = {
-    "mariadb": 46306, "epmd": 46369, "rabbitmq": 46672, "rabbitmq-dist": 46671,
-    "memcached": 46211, "etcd": 46379, "etcd-peer": 46380, "keystone": 46500,
-    "glance": 46292, "placement": 46778, "nova-api": 46774, "neutron": 46696,
-    "sink": 5001, "metrics-node1": 46791, "metrics-node2": 46792,
+    "mariadb": 26306, "epmd": 26369, "rabbitmq": 26672, "rabbitmq-dist": 26671,
+    "memcached": 26211, "etcd": 26379, "etcd-peer": 26380, "keystone": 26500,
+    "glance": 26292, "placement": 26778, "nova-api": 26774, "neutron": 26696,
+    "sink": 5001, "metrics-node1": 26791, "metrics-node2": 26792,
 }
 
 #: The guests' network: a bridge with the host's address; each node a network
