@@ -421,10 +421,11 @@ class Guest:
         dom = conn.defineXML(self.xml())
         self.uuid = dom.UUIDString()
         dom.create()
-        self.qemu_pid = self._read_pid()
+        self.qemu_pid = self.read_pid()
         return dom
 
-    def _read_pid(self):
+    def read_pid(self):
+        """The pid in libvirt's pid file of this guest's QEMU, or None."""
         path = "/run/libvirt/qemu/%s.pid" % self.name
         try:
             with open(path) as f:
