@@ -70,8 +70,8 @@ Per VM, from the last control interval (the balance as the ledger holds it at sc
 Per host, updated every epoch: ``resex_cpu_price`` and ``resex_io_price``
 (Resos actually charged per CPU percent and per MTU, averaged over the
 epoch), ``resex_link_utilisation_ratio``, ``resex_latency_inflation_ratio``,
-``resex_congestion_index`` (the board's index, in percent like nova.conf's
-``[resex] congestion_threshold``, computed by
+``resex_congestion_index_ratio`` (the board's index as a fraction: 0.1 is
+nova.conf's ``[resex] congestion_threshold`` of 10 percent; computed by
 :func:`resex_libvirt.board.report.congestion_index`), ``resex_vms``,
 ``resex_epochs_total``, ``resex_intervals_total``, ``resex_loop_late_total``,
 ``resex_last_epoch_timestamp_seconds``, ``resex_epoch_length_seconds`` and
@@ -306,9 +306,10 @@ class PrometheusMetrics:
         self.inflation = G("resex_latency_inflation_ratio",
                            "Worst latency inflation of a sensitive VM in the last epoch",
                            registry=r)
-        self.congestion = G("resex_congestion_index",
-                            "Expected latency inflation of a new sensitive VM, percent "
-                            "(the board's index, as [resex] congestion_threshold)", registry=r)
+        self.congestion = G("resex_congestion_index_ratio",
+                            "Expected latency inflation of a new sensitive VM, as a fraction "
+                            "(the board's index / 100: [resex] congestion_threshold 10 is 0.1)",
+                            registry=r)
         self.vms = G("resex_vms", "VMs the market holds", registry=r)
         self.blind = G("resex_report_blind",
                        "1 when the last host report was published blind (the hypervisor "
@@ -398,7 +399,7 @@ class PrometheusMetrics:
         self.link_util.set(summary.link_utilisation)
         self.inflation.set(max(0.0, summary.latency_inflation_pct) / 100.0)
         self.vms.set(len(summary))
-        self.congestion.set(record.congestion_index_pct)
+        self.congestion.set(record.congestion_index_pct / 100.0)
         self.blind.set(1 if record.report is not None and record.report.blind else 0)
         health = record.health
         if health.late != self._last_late:

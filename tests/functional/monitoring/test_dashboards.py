@@ -276,7 +276,7 @@ class DashboardQueriesTest(unittest.TestCase):
 
     def test_the_host_is_named_as_on_the_board(self):
         def check():
-            body = self.api("query", query="instance:resex_congestion_index:percent")
+            body = self.api("query", query="instance:resex_congestion_index:ratio")
             hosts = {r["metric"].get("host") for r in body["data"]["result"]}
             return None if hosts == {"sim-demo"} else "hosts %r" % hosts
 

@@ -349,7 +349,7 @@ class EpochTest(unittest.TestCase):
                      'resex_journal_write_errors_total 2.0', 'resex_journal_unsaved_vms 1.0',
                      'resex_hypervisor_available 0.0', 'resex_loop_held_intervals_total 7.0',
                      'resex_intake_rejected_total{reason="evicted"} 4.0',
-                     'resex_congestion_index 12.5'):
+                     'resex_congestion_index_ratio 0.125'):
             self.assertIn(line, text)
 
 

@@ -115,8 +115,10 @@ class ScrapedAgentTest(unittest.TestCase):
         report = report_mod.HostReport.from_summary(
             "h", 1.0, last, self.agent.link().capacity_bytes_per_s, "v")
         self.assertGreater(report.congestion_index, 0.0)
-        self.assertAlmostEqual(report_mod.congestion_index(report),
-                               value(self.families, "resex_congestion_index"))
+        # A fraction, as every _ratio series (the board's index is a percent).
+        self.assertAlmostEqual(report_mod.congestion_index(report) / 100.0,
+                               value(self.families, "resex_congestion_index_ratio"))
+        self.assertNotIn("resex_congestion_index", self.families)
         self.assertAlmostEqual(last.link_utilisation,
                                value(self.families, "resex_link_utilisation_ratio"))
 

@@ -164,3 +164,42 @@ class DashboardSchemaTest(unittest.TestCase):
         self.assertLessEqual(
             {"Hosts by congestion", "Sensitive VMs over SLA", "Hosts closed to sensitive VMs",
              "Agents stale"}, titles["resex-fleet.json"])
+
+    def test_fractions_are_shown_with_the_ratio_unit_never_scaled_to_percent(self):
+        """The agent exports fractions (``_ratio``); Grafana's ``percentunit`` shows them."""
+        for name, d in self.dashboards():
+            for p in all_panels(d):
+                if p["type"] == "row":
+                    continue
+                where = "%s: %s" % (name, p["title"])
+                self.assertNotEqual("percent", p["fieldConfig"]["defaults"].get("unit"), where)
+                for t in p["targets"]:
+                    self.assertNotRegex(t["expr"], r"\b100\s*\*", where)
+
+    def test_congestion_panels_show_the_ratio_red_above_the_rules_threshold(self):
+        with open(RULES, encoding="utf-8") as f:
+            rules = yaml.safe_load(f)
+        closed = [r["expr"] for g in rules["groups"] for r in g["rules"]
+                  if r.get("record") == "instance:resex_congestion_index:ratio" or
+                  r.get("record") == "instance:resex_closed_to_sensitive:bool"]
+        self.assertEqual(2, len(closed))
+        threshold = float(re.search(r"> bool ([0-9.]+)", closed[1]).group(1))
+        self.assertEqual(0.1, threshold)        # nova.conf's congestion_threshold 10 (%)
+        panels = 0
+        for name, d in self.dashboards():
+            for p in all_panels(d):
+                exprs = [t["expr"] for t in p.get("targets", ())]
+                series = {s for e in exprs for s in re.findall(r"[\w:]*resex_congestion_index\w*"
+                                                               r"(?::\w+)?", e)}
+                if not series:
+                    continue
+                panels += 1
+                where = "%s: %s" % (name, p["title"])
+                self.assertLessEqual(series, {"resex_congestion_index_ratio",
+                                              "instance:resex_congestion_index:ratio"}, where)
+                defaults = p["fieldConfig"]["defaults"]
+                self.assertEqual("percentunit", defaults["unit"], where)
+                reds = [s["value"] for s in defaults.get("thresholds", {}).get("steps", ())
+                        if s["color"] == "red"]
+                self.assertTrue(all(v == threshold for v in reds), where)
+        self.assertEqual(3, panels)
