@@ -14,16 +14,19 @@ export OS_NOVA_DISABLE_EVENTLET_PATCHING := 1
 bootstrap: $(STAMP)
 
 # BenchEx (./benchex, its own distribution) is installed with the
-# requirements: resex-libvirt's intake imports its wire format.
+# requirements: resex-libvirt's intake imports its wire format. The research
+# (./resex_research, its own distribution: resex-sim) after the project, whose
+# requirements it shares (nova, for the fleet study, is a test requirement).
 # Every version pinned by upper-constraints.txt (a reproducible install).
 $(STAMP): requirements.txt test-requirements.txt upper-constraints.txt setup.cfg bindep.txt \
-		benchex/pyproject.toml
+		benchex/pyproject.toml resex_research/pyproject.toml
 	tools/install-deb.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -U pip
 	$(BIN)/pip install -q -c upper-constraints.txt -e ./benchex -r requirements.txt \
 		-r test-requirements.txt
 	$(BIN)/pip install -q --no-deps -e .
+	$(BIN)/pip install -q --no-deps -e ./resex_research
 	touch $@
 
 demo: bootstrap
@@ -80,7 +83,7 @@ faults: bootstrap
 	$(BIN)/python -m tests.faults
 
 pep8: bootstrap
-	$(BIN)/flake8 resex_libvirt agent nova_filter benchex tests bench tools
+	$(BIN)/flake8 resex_libvirt resex_research agent nova_filter benchex tests bench tools
 	$(BIN)/bashate -v devstack/plugin.sh devstack/settings tests/unit/devstack/devstack_shim.sh \
 		tools/devstack-functions.sh
 

@@ -49,7 +49,7 @@ from resex_libvirt import control
 from resex_libvirt import market as market_mod
 from resex_libvirt.market import policy as policy_mod
 from resex_libvirt.sim import host as host_mod
-from resex_libvirt.sim import paper
+from resex_research import paper
 
 
 def agent_step_us(policy, interfered, intervals):

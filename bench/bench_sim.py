@@ -33,9 +33,9 @@ import os
 import time
 
 from resex_libvirt.sim import host as host_mod
-from resex_libvirt.sim import paper
 from resex_libvirt.sim import runner
 from resex_libvirt.sim import scenario as scenario_mod
+from resex_research import paper
 
 
 def widened(n):

@@ -30,7 +30,7 @@ from resex_libvirt.market import interferers
 from resex_libvirt.market import policy
 from resex_libvirt.market import table as table_mod
 
-#: Shared with the paper's variant (resex_libvirt/sim/paper_policies.py).
+#: Shared with the paper's variant (resex_research/paper_policies.py).
 DECAY_HALF_LIFE = policy.Option(
     "decay_half_life", 0.05, min=0.001, max=100.0,
     help="Half-life, in epochs, of a tax once interference is gone.")

@@ -10,11 +10,13 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""The simulated ResEx testbed (paper Section VII), runnable anywhere.
+"""The simulated ResEx host (paper Section VII), runnable anywhere.
 
 The paper's testbed is two Xen hosts with Mellanox HCAs on a 1 GiB/s
 InfiniBand link, one VM per pCPU, each running a BenchEx server (Section IV).
-This package models it closely enough to run the Reso market against it:
+This package models one such host closely enough for the agent to drive it
+(``resex-agent`` with ``[sim] scenario``, as nova's fake driver stands in
+for a hypervisor) and for the market to run against it:
 
 * :mod:`~resex_libvirt.sim.model` -- the model's calibrated, frozen parameters;
 * :mod:`~resex_libvirt.sim.link` -- the shared link, processor sharing among
@@ -26,6 +28,9 @@ This package models it closely enough to run the Reso market against it:
 * :mod:`~resex_libvirt.sim.host` -- the adapter the agent drives
   (``Hypervisor`` + ``FabricMonitor`` + latency source + clock);
 * :mod:`~resex_libvirt.sim.runner` -- the fast runner (market, no agent);
-* :mod:`~resex_libvirt.sim.paper` -- the paper's evaluation as a set of runs;
-* :mod:`~resex_libvirt.sim.cli` -- ``resex-sim``.
+* :mod:`~resex_libvirt.sim.demo` -- the demo's comparison table.
+
+The research built on it (the paper's reproduction, the peers, the fleet
+study, ``resex-sim``) is the ``resex_research`` package, a distribution of
+its own that no compute node installs.
 """

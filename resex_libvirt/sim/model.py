@@ -35,7 +35,7 @@ model): the 64 KB BenchEx server computes 148 us per request, because
 Fig. 1's 209 us base latency is compute plus the transfer of 64 KiB at
 1 GiB/s (61.0 us) with nothing else on the link; the interfering servers run
 the same BenchEx code (same compute) with a larger buffer. The resulting
-calibration figures (``tests/unit/sim/test_calibration.py`` checks them,
+calibration figures (``tests/unit/research/test_calibration.py`` checks them,
 ``resex-sim calibrate`` prints them, 5 s runs): alone, mean 209.0 us, std
 2.9 us, p99 215.9 us; the interferer capped at 100 / buffer ratio gives the
 64 KB VM +6.3%, +4.3%, +3.0%, +2.9%, +6.3% over that base for ratios 2, 4,

@@ -33,7 +33,6 @@ from resex_libvirt import market as market_mod
 from resex_libvirt.market import policy as policy_mod
 from resex_libvirt.market import records
 from resex_libvirt.sim import host as host_mod
-from resex_libvirt.sim import policies as sim_policies
 from resex_libvirt.sim import report
 
 
@@ -113,10 +112,18 @@ def _main_reason(counts):
     return max(counts, key=lambda r: (counts[r], order.index(r) if r in order else -1))
 
 
-def run(scenario, policy_name, model=None, series_every=None, **policy_kwargs):
-    """Run ``scenario`` under the policy registered as ``policy_name`` (or a peer's)."""
+def run(scenario, policy, model=None, series_every=None, **policy_kwargs):
+    """Run ``scenario`` under ``policy``: a policy's name, or a policy already made.
+
+    A name is loaded through the plugin loader (:func:`policy.load
+    <resex_libvirt.market.policy.load>`, the ``resex.policies`` entry points)
+    with ``policy_kwargs``; a policy object (one the caller made, a research
+    policy for instance) runs as it is, and ``policy_kwargs`` are then only
+    what the result records it was made with.
+    """
     started = time.monotonic()
-    policy = sim_policies.load(policy_name, **policy_kwargs)
+    if isinstance(policy, str):
+        policy = policy_mod.load(policy, **policy_kwargs)
     host = host_mod.SimHost(scenario, model=model)
     link = host.link()
     ipe = scenario.intervals_per_epoch

@@ -78,7 +78,7 @@ import libvirt
 from resex_libvirt.hypervisor import metadata as metadata_mod
 from resex_libvirt.market import latency as latency_mod
 from resex_libvirt.market import policy as policy_mod
-from resex_libvirt.sim import policies as sim_policies
+from resex_research import policies as sim_policies
 from tests.lab import harness
 from tests.lab import network
 from tests.lab import sidebyside
@@ -334,10 +334,10 @@ def research_policies():
     """``{name: class}`` the lab installs for its agent beyond the plugins.
 
     The paper's variants (``resex-sim``'s) and the peers
-    (:mod:`resex_libvirt.sim.peers`; Koordinator's and Crane's with the
+    (:mod:`resex_research.peers`; Koordinator's and Crane's with the
     host's capacity, :mod:`tests.lab.peer_plugins`).
     """
-    from resex_libvirt.sim.peers import ewma_step
+    from resex_research.peers import ewma_step
     from tests.lab import peer_plugins
     classes = dict(sim_policies.RESEARCH)
     classes.update({"koordinator_suppress": peer_plugins.KoordinatorSuppress,

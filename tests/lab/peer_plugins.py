@@ -12,7 +12,7 @@
 
 """The peers as the lab's agent loads them: the node's capacity is the host's CPUs.
 
-The simulator's peers (:mod:`resex_libvirt.sim.peers`) take the node's
+The simulator's peers (:mod:`resex_research.peers`) take the node's
 capacity as the sum of the VMs' sizes (one pCPU per vCPU, the paper's
 testbed). Koordinator's koordlet and Crane's agent read the node's own
 capacity, so on the lab's host (its guests share its few pCPUs: three
@@ -27,8 +27,8 @@ never production entry points.
 
 import os
 
-from resex_libvirt.sim.peers import crane
-from resex_libvirt.sim.peers import koordinator
+from resex_research.peers import crane
+from resex_research.peers import koordinator
 
 
 def host_capacity_pct():

@@ -34,7 +34,7 @@ finished run. Per configuration:
 
 Then the project's best policy (of :data:`PROJECT`: the most interferer
 throughput among those meeting the SLA, else the closest to it) against
-each peer, with the simulator's rules (:mod:`resex_libvirt.sim.peers.compare`:
+each peer, with the simulator's rules (:mod:`resex_research.peers.compare`:
 a tie within 2 %), and every case where a peer matched or beat it.
 """
 

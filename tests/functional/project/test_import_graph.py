@@ -26,7 +26,8 @@ import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
-PACKAGES = ("resex_libvirt", "agent", "nova_filter", "benchex", "bench", "tests", "tools")
+PACKAGES = ("resex_libvirt", "resex_research", "agent", "nova_filter", "benchex", "bench", "tests",
+            "tools")
 
 
 def modules(root=ROOT, packages=PACKAGES):

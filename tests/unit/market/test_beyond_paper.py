@@ -20,9 +20,9 @@ from resex_libvirt.market import latency_target
 from resex_libvirt.market import market as market_mod
 from resex_libvirt.market import policy
 from resex_libvirt.market import records
-from resex_libvirt.sim import paper_policies
-from resex_libvirt.sim import policies as sim_policies
 from resex_libvirt import sla
+from resex_research import paper_policies
+from resex_research import policies as sim_policies
 
 SENSITIVE = sla.SLA(latency_sla_us=200.0, interference_threshold_pct=10.0)
 

@@ -16,8 +16,8 @@ import unittest
 
 from resex_libvirt.market import market as market_mod
 from resex_libvirt.market import records
-from resex_libvirt.sim import paper_policies
 from resex_libvirt import sla
+from resex_research import paper_policies
 
 
 def make_market(policy=None, ipe=1000, interferer_sla=None):

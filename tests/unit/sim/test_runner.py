@@ -16,8 +16,11 @@ import hashlib
 import json
 import unittest
 
+from resex_libvirt.market import io_shares
+from resex_libvirt.market import policy as policy_mod
 from resex_libvirt.sim import runner
 from resex_libvirt.sim import scenario
+from resex_research import paper_policies
 
 STAGGERED = """
 name = "staggered"
@@ -86,6 +89,22 @@ class RunnerTest(unittest.TestCase):
         self.assertEqual({"decay_half_life": 0.2}, res.policy_kwargs)
         self.assertRaises(ValueError, runner.run, sc, "no_such_policy")
 
+    def test_a_policy_made_by_the_caller_runs_as_it_is(self):
+        sc = scenario.load("paper_64k_vs_2m").with_duration(0.2)
+        by_name = runner.run(sc, "io_shares", decay_half_life=0.2)
+        made = runner.run(sc, io_shares.IOShares(decay_half_life=0.2), decay_half_life=0.2)
+        self.assertEqual("io_shares", made.policy)
+        self.assertEqual({"decay_half_life": 0.2}, made.policy_kwargs)
+        self.assertEqual(by_name.latencies_us, made.latencies_us)
+        self.assertEqual(by_name.epochs, made.epochs)
+
+    def test_a_name_is_an_installed_plugin_never_a_research_policy(self):
+        # The paper's variants and the peers are the research package's:
+        # it hands them to the runner made.
+        sc = scenario.load("paper_64k_alone").with_duration(0.05)
+        for name in ("io_shares_paper", "koordinator_suppress"):
+            self.assertRaises(policy_mod.UnknownPolicy, runner.run, sc, name)
+
     def test_to_dict_is_plain_data(self):
         import json
         res = runner.run(scenario.load("paper_64k_alone").with_duration(0.05), "none")
@@ -110,12 +129,13 @@ class EngineReproducibilityTest(unittest.TestCase):
     """
 
     def test_a_run_with_vms_starting_and_stopping_is_reproduced_bit_for_bit(self):
-        res = runner.run(scenario.loads(STAGGERED), "io_shares_paper")
+        res = runner.run(scenario.loads(STAGGERED), paper_policies.IOSharesPaper())
         self.assertEqual("6458509ad127932b5991c4f9deba12a3aa7a80be322592170724b66e06458278",
                          _digest(res))
 
     def test_a_paper_run_under_freemarket_is_reproduced_bit_for_bit(self):
-        res = runner.run(scenario.load("paper_64k_vs_2m").with_duration(0.5), "free_market_paper")
+        res = runner.run(scenario.load("paper_64k_vs_2m").with_duration(0.5),
+                         paper_policies.FreeMarketPaper())
         self.assertEqual("59b19c330095e51528de2eac463d4de3710003205235d77603c8dd7bab82a3a0",
                          _digest(res))
 

@@ -34,8 +34,8 @@ import random
 
 from resex_libvirt.market import market as market_mod
 from resex_libvirt.market import records
-from resex_libvirt.sim import policies as sim_policies
 from resex_libvirt import sla as sla_mod
+from resex_research import policies as sim_policies
 
 HERE = pathlib.Path(__file__).parent
 FIXTURE = HERE / "streams.json.gz"
