@@ -26,12 +26,10 @@ what runs where and why.
 """
 
 import contextlib
-import fcntl
 import json
 import logging
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -40,14 +38,14 @@ import urllib.request
 import uuid
 
 from tests.cloud import procs
-from tests.lab import harness
+from tests import machine
 
 LOG = logging.getLogger(__name__)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 STATE_DIR = os.environ.get("RESEX_CLOUD_DIR", "/var/tmp/resex-cloud")
-#: The lab's machine-wide lock (``RESEX_LAB_LOCK``), as tests/lab takes it.
-LAB_LOCK = harness.LOCK_PATH
+#: The process table's name of the ``sleep`` that holds the lab lock for the cloud.
+LAB_LOCK_HOLDER = "lab-lock"
 VENV_BIN = os.path.dirname(os.path.abspath(sys.executable))
 HOST = "127.0.0.1"
 REGION = "RegionOne"
@@ -177,88 +175,61 @@ def _ini(sections):
 
 
 def wait_for_port(port, proc_entry, log, timeout=120.0, host=HOST):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def listening():
         with contextlib.suppress(OSError):
             with socket.create_connection((host, port), timeout=1.0):
-                return
-        if proc_entry is not None and not procs.alive(proc_entry.pid):
+                return True
+        if proc_entry is not None and not machine.alive(proc_entry.pid):
             raise CloudError("exited before listening on %d; see %s" % (port, log))
-        time.sleep(0.2)
-    raise CloudError("nothing listens on %d after %.0f s; see %s" % (port, timeout, log))
+        return False
+    if not machine.wait_for(listening, timeout, step=0.2):
+        raise CloudError("nothing listens on %d after %.0f s; see %s" % (port, timeout, log))
 
 
 def wait_for_http(url, proc_entry, log, timeout=180.0):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
+    last = []
+
+    def answer():
         try:
             with urllib.request.urlopen(url, timeout=5) as resp:
                 return resp.status
         except urllib.error.HTTPError as e:
             if e.code < 500:
                 return e.code
-            last = e
+            last.append(e)
         except OSError as e:
-            last = e
-        if proc_entry is not None and not procs.alive(proc_entry.pid):
+            last.append(e)
+        if proc_entry is not None and not machine.alive(proc_entry.pid):
             raise CloudError("exited before answering %s; see %s" % (url, log))
-        time.sleep(0.3)
-    raise CloudError("%s does not answer after %.0f s (%s); see %s" % (url, timeout, last, log))
+        return None
+    status = machine.wait_for(answer, timeout, step=0.3)
+    if status is None:
+        raise CloudError("%s does not answer after %.0f s (%s); see %s"
+                         % (url, timeout, last[-1] if last else None, log))
+    return status
 
 
-class LabLock:
-    """``/tmp/resex-lab.lock``, held by a ``sleep`` child for as long as the cloud runs.
+def hold_lab_lock(table, log, with_caller=False, path=None, timeout=1800.0):
+    """The lab lock, held by a ``sleep`` child recorded in ``table`` (:data:`LAB_LOCK_HOLDER`).
 
-    The lab's other users take the same lock; the holder outlives ``make
-    cloud`` and is the last process ``make cloud-down`` stops. With
-    ``with_caller`` (a test owns the cloud) the holder dies with the process
-    that took the lock instead: a test runner killed mid-run must not keep
-    the machine's lab locked for ever.
+    The holder outlives ``make cloud`` and is the last process ``make
+    cloud-down`` stops. With ``with_caller`` (a test owns the cloud) it dies
+    with the process that took the lock instead. Nothing is taken if the
+    table's holder still runs.
     """
-
-    NAME = "lab-lock"
-
-    def __init__(self, table, log, with_caller=False):
-        self.table = table
-        self.log = log
-        self.with_caller = with_caller
-
-    def acquire(self, timeout=1800.0):
-        held = self.table.get(self.NAME)
-        if held and procs.alive(held["pid"], held["started"]):
-            return
-        fd = os.open(LAB_LOCK, os.O_RDWR | os.O_CREAT, 0o666)
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                # Blocking, so that the kernel queues us with the lab's other
-                # users instead of letting them overtake a poller.
-                LOG.warning("waiting for %s (another lab runs)", LAB_LOCK)
-                _flock_with_timeout(fd, timeout)
-            with open(self.log, "ab") as out:
-                # setpriv(1) --pdeathsig: SIGKILL when the thread that
-                # started it exits (prctl(2) PR_SET_PDEATHSIG, kept over exec).
-                argv = (["setpriv", "--pdeathsig", "KILL"] if self.with_caller else []) \
-                    + ["sleep", "infinity"]
-                proc = subprocess.Popen(argv, pass_fds=(fd,), stdout=out,
-                                        stderr=subprocess.STDOUT, start_new_session=True)
-            self.table.add(self.NAME, proc.pid, argv, self.log)
-        finally:
-            os.close(fd)
-
-
-def _flock_with_timeout(fd, timeout):
-    def expired(signum, frame):
-        raise CloudError("%s still held after %.0f s" % (LAB_LOCK, timeout))
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(int(timeout))
+    held = table.get(LAB_LOCK_HOLDER)
+    if held and machine.alive(held["pid"], held["started"]):
+        return
+    lock = machine.LabLock(path)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        lock.acquire(timeout)
+    except machine.LockTimeout as exc:
+        raise CloudError(str(exc)) from exc
+    try:
+        proc, argv = lock.hand_over(log, with_caller)
     finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
+        lock.release()
+    table.add(LAB_LOCK_HOLDER, proc.pid, argv, log)
 
 
 class Cloud:
@@ -358,8 +329,8 @@ class Cloud:
 
     def running(self):
         """True if a cloud holds the lab lock from this state directory (``make cloud``)."""
-        held = self.table.get(LabLock.NAME)
-        return bool(held) and procs.alive(held["pid"], held["started"])
+        held = self.table.get(LAB_LOCK_HOLDER)
+        return bool(held) and machine.alive(held["pid"], held["started"])
 
     def up(self, install=True):
         if os.geteuid() != 0:
@@ -368,7 +339,7 @@ class Cloud:
                     os.path.join(self.run_dir, "home")):
             os.makedirs(sub, exist_ok=True)
         t_lock = time.monotonic()
-        LabLock(self.table, self.log("lab-lock"), self.lock_with_caller).acquire()
+        hold_lab_lock(self.table, self.log("lab-lock"), self.lock_with_caller)
         t0 = time.monotonic()
         self.figures["lab_lock_wait_s"] = t0 - t_lock
         if install:
@@ -401,7 +372,7 @@ class Cloud:
 
     def _start(self, name, argv, env=None, cwd=None):
         entry = self.table.get(name)
-        if entry and procs.alive(entry["pid"], entry["started"]):
+        if entry and machine.alive(entry["pid"], entry["started"]):
             raise CloudError("%s already runs (pid %d): make cloud-down first"
                              % (name, entry["pid"]))
         return self.table.start(name, argv, self.log(name), env=env or self.env(),
@@ -840,7 +811,7 @@ class Cloud:
         joins them and the node's network namespace.
         """
         holder = self.table.get("%s-nova-compute" % node)
-        if holder is None or not procs.alive(holder["pid"], holder["started"]):
+        if holder is None or not machine.alive(holder["pid"], holder["started"]):
             raise CloudError("%s: no nova-compute holds the node's namespaces" % node)
         self.table.stop("%s-libvirtd" % node, timeout=30)
         proc = self._start("%s-libvirtd" % node, [
@@ -852,17 +823,20 @@ class Cloud:
         return proc
 
     def _wait_for_libvirtd(self, node, proc, timeout=60.0):
-        deadline = time.monotonic() + timeout
-        while True:
-            probe = subprocess.run(self.nsenter(node) + ["virsh", "-c", "qemu:///system",
-                                                         "hostname"],
-                                   capture_output=True, text=True)
-            if probe.returncode == 0 and probe.stdout.strip() == node:
-                return
-            if not procs.alive(proc.pid) or time.monotonic() > deadline:
-                raise CloudError("%s's libvirtd did not come up: %s; see %s"
-                                 % (node, probe.stderr.strip(), self.log(node + "-libvirtd")))
-            time.sleep(0.3)
+        probes = []
+
+        def up():
+            return probes[-1].returncode == 0 and probes[-1].stdout.strip() == node
+
+        def answers_or_died():
+            probes.append(subprocess.run(self.nsenter(node) + ["virsh", "-c", "qemu:///system",
+                                                               "hostname"],
+                                         capture_output=True, text=True))
+            return up() or not machine.alive(proc.pid)
+        machine.wait_for(answers_or_died, timeout, step=0.3)
+        if not up():
+            raise CloudError("%s's libvirtd did not come up: %s; see %s"
+                             % (node, probes[-1].stderr.strip(), self.log(node + "-libvirtd")))
 
     def compute_env(self, node):
         """nova-compute's environment: the node's ``sudo``, ``ssh`` and ``scp`` first."""
@@ -915,24 +889,23 @@ class Cloud:
     def wait_for_computes(self, timeout=240.0):
         """Until every node is an enabled, up hypervisor mapped to the cell."""
         conn = self.connect()
-        deadline = time.monotonic() + timeout
+        seen = set()
+
+        def all_up():
+            for node in self.nodes:
+                entry = self.table.get("%s-nova-compute" % node)
+                if entry is None or not machine.alive(entry["pid"], entry["started"]):
+                    raise CloudError("nova-compute on %s exited; see %s"
+                                     % (node, self.log(node + "-nova-compute")))
+            seen.clear()
+            seen.update(h.name for h in conn.compute.hypervisors(details=True)
+                        if getattr(h, "state", "up") == "up")
+            services = {s.host for s in conn.compute.services(binary="nova-compute")
+                        if s.state == "up"}
+            return set(self.nodes) <= seen and set(self.nodes) <= services
         try:
-            while True:
-                for node in self.nodes:
-                    entry = self.table.get("%s-nova-compute" % node)
-                    if entry is None or not procs.alive(entry["pid"], entry["started"]):
-                        raise CloudError("nova-compute on %s exited; see %s"
-                                         % (node, self.log(node + "-nova-compute")))
-                seen = {h.name for h in conn.compute.hypervisors(details=True)
-                        if getattr(h, "state", "up") == "up"}
-                services = {s.host for s in conn.compute.services(binary="nova-compute")
-                            if s.state == "up"}
-                if set(self.nodes) <= seen and set(self.nodes) <= services:
-                    break
-                if time.monotonic() > deadline:
-                    raise CloudError("compute nodes up: %s of %s"
-                                     % (sorted(seen), list(self.nodes)))
-                time.sleep(1.0)
+            if not machine.wait_for(all_up, timeout, step=1.0):
+                raise CloudError("compute nodes up: %s of %s" % (sorted(seen), list(self.nodes)))
             env = self.env(OS_NOVA_CONFIG_DIR=os.path.dirname(self.nova_conf()))
             _run([os.path.join(VENV_BIN, "nova-manage"), "--config-file", self.nova_conf(),
                   "cell_v2", "discover_hosts"], env=env)
@@ -946,7 +919,7 @@ class Cloud:
         lines = []
         for entry in self.table.load():
             pid = entry["pid"]
-            up = procs.alive(pid, entry["started"])
+            up = machine.alive(pid, entry["started"])
             lines.append("%-22s pid %-7d %-4s %7s  %s" % (
                 entry["name"], pid, "up" if up else "DOWN",
                 ("%d MiB" % (rss_kib(pid) // 1024)) if up else "-", entry["log"]))
@@ -956,7 +929,7 @@ class Cloud:
         """Total RSS (MiB) of every process in the table and their descendants."""
         pids = set()
         for entry in self.table.load():
-            if procs.alive(entry["pid"], entry["started"]):
+            if machine.alive(entry["pid"], entry["started"]):
                 pids |= _descendants(entry["pid"])
         return sum(rss_kib(p) for p in pids) / 1024.0
 
@@ -970,7 +943,7 @@ class Cloud:
             self._destroy_domains(node)
         timeouts = {"nova-compute": 40.0, "rabbitmq": 60.0, "mariadb": 60.0}
         for entry in reversed(self.table.load()):
-            if entry["name"] == LabLock.NAME:
+            if entry["name"] == LAB_LOCK_HOLDER:
                 continue
             wait = next((t for k, t in timeouts.items() if entry["name"].endswith(k)), 20.0)
             self.table.stop(entry["name"], timeout=wait)
@@ -989,14 +962,14 @@ class Cloud:
         for path in (self.data, os.path.join(self.dir, "nodes"), self.etc, self.bin,
                      self.instances_path):
             shutil.rmtree(path, ignore_errors=True)
-        self.table.stop(LabLock.NAME, timeout=5)
+        self.table.stop(LAB_LOCK_HOLDER, timeout=5)
         if not keep_logs:
             shutil.rmtree(self.dir, ignore_errors=True)
         self.figures["teardown_s"] = time.monotonic() - t0
 
     def _destroy_domains(self, node):
         pid = self.libvirtd_pid(node)
-        if pid is None or not procs.alive(pid):
+        if pid is None or not machine.alive(pid):
             return
         virsh = self.nsenter(node) + ["virsh", "-c", "qemu:///system"]
         out = subprocess.run(virsh + ["list", "--all", "--name"], capture_output=True,
@@ -1013,8 +986,8 @@ class Cloud:
             with contextlib.suppress(OSError, ValueError):
                 with open(pidfile) as f:
                     pid = int(f.read().strip())
-                if procs.alive(pid):
-                    procs.stop_pid(pid, procs.start_time(pid), 10.0)
+                if machine.alive(pid):
+                    machine.stop_pid(pid, machine.start_time(pid), 10.0)
 
 
 def _glob(pattern):

@@ -20,33 +20,11 @@ cloud`` started: each entry keeps the PID and the process's start time
 signalled.
 """
 
-import contextlib
 import json
 import os
-import signal
 import subprocess
-import time
 
-
-class ProcessError(RuntimeError):
-    """A cloud process could not be started or did not become ready."""
-
-
-def start_time(pid):
-    """The start time of ``pid`` in clock ticks since boot, or None if it is gone."""
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    if fields[0] == "Z":
-        return None
-    return int(fields[19])
-
-
-def alive(pid, started=None):
-    now = start_time(pid)
-    return now is not None and (started is None or now == started)
+from tests import machine
 
 
 class ProcessTable:
@@ -70,7 +48,7 @@ class ProcessTable:
 
     def add(self, name, pid, argv, log):
         entries = [e for e in self.load() if e["name"] != name]
-        entries.append({"name": name, "pid": pid, "started": start_time(pid),
+        entries.append({"name": name, "pid": pid, "started": machine.start_time(pid),
                         "argv": argv, "log": log})
         self._save(entries)
 
@@ -98,7 +76,7 @@ class ProcessTable:
         entry = self.get(name)
         if entry is None:
             return False
-        was = stop_pid(entry["pid"], entry["started"], timeout)
+        was = machine.stop_pid(entry["pid"], entry["started"], timeout)
         self.remove(name)
         return was
 
@@ -106,69 +84,3 @@ class ProcessTable:
         """Stop every recorded process, the last started first."""
         for entry in reversed(self.load()):
             self.stop(entry["name"], timeout_of(entry["name"]))
-
-
-def stop_pid(pid, started, timeout):
-    """Stop ``pid`` if it is still the process started at ``started``.
-
-    A process started here leads its own session and process group: the
-    whole group is signalled (gunicorn's workers, RabbitMQ's beam under its
-    start script), and what is left of it once the leader is gone is killed.
-    """
-    if not alive(pid, started):
-        _reap(pid)
-        return False
-    group = _is_group_leader(pid)
-    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 10.0)):
-        try:
-            if group:
-                os.killpg(pid, sig)
-            else:
-                os.kill(pid, sig)
-        except ProcessLookupError:
-            break
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            _reap(pid)
-            if not alive(pid, started):
-                break
-            time.sleep(0.1)
-        else:
-            continue
-        break
-    _reap(pid)
-    if group:
-        for member in group_members(pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(member, signal.SIGKILL)
-    return True
-
-
-def _is_group_leader(pid):
-    try:
-        return os.getpgid(pid) == pid
-    except ProcessLookupError:
-        return False
-
-
-def group_members(pgid):
-    """PIDs of the live processes in process group ``pgid``."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % entry) as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[0] != "Z" and int(fields[2]) == pgid:
-            out.append(int(entry))
-    return out
-
-
-def _reap(pid):
-    try:
-        os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        pass

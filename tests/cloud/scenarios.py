@@ -53,7 +53,7 @@ import openstack
 from resex_libvirt import board as board_mod
 from tests.cloud import cloud as cloud_mod
 from tests.cloud import guests
-from tests.cloud import procs
+from tests import machine
 
 libvirt.registerErrorHandler(lambda ctx, err: None, None)
 
@@ -134,14 +134,8 @@ class Scenarios:
         return os.path.getsize(self.cloud.log(name))
 
     def wait_for(self, what, predicate, timeout, interval=0.5):
-        deadline = time.monotonic() + timeout
-        while True:
-            value = predicate()
-            if value:
-                return value
-            if time.monotonic() > deadline:
-                raise AssertionError("%s: not within %.0f s" % (what, timeout))
-            time.sleep(interval)
+        """:func:`tests.machine.wait_for` at the cloud's pace; AssertionError naming ``what``."""
+        return machine.wait_for(predicate, timeout, step=interval, what=what)
 
     # -- (a) ----------------------------------------------------------------------------
 
@@ -562,9 +556,8 @@ class Scenarios:
         server, _cap = self._capped_on_node1("bulk-f")
         entry = self.cloud.table.get("node1-resex-agent")
         os.kill(entry["pid"], signal.SIGKILL)
-        self.wait_for("node1's agent dead", lambda: not procs.alive(entry["pid"],
-                                                                    entry["started"]),
-                      timeout=10)
+        self.wait_for("node1's agent dead",
+                      lambda: not machine.alive(entry["pid"], entry["started"]), timeout=10)
         self.cloud.table.remove("node1-resex-agent")
         assert _cap_pct(self.knobs("node1", server)) is not None, "killed, yet uncapped"
         # The reason for the cap goes while the agent is dead.

@@ -25,20 +25,18 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
 
-from tests.cloud import procs
+from tests import machine
 
-# Takes the lock through LabLock in a child process, prints the holder's PID,
-# then dies without any clean-up (as a killed runner does).
+# Takes the lock as the cloud does in a child process, prints the holder's
+# PID, then dies without any clean-up (as a killed runner does).
 CHILD = """
 import json, os, sys
 from tests.cloud import cloud, procs
-cloud.LAB_LOCK = sys.argv[1]
 table = procs.ProcessTable(sys.argv[2])
-cloud.LabLock(table, sys.argv[3], with_caller=sys.argv[4] == "1").acquire()
-print(json.dumps(table.get(cloud.LabLock.NAME)["pid"]), flush=True)
+cloud.hold_lab_lock(table, sys.argv[3], with_caller=sys.argv[4] == "1", path=sys.argv[1])
+print(json.dumps(table.get(cloud.LAB_LOCK_HOLDER)["pid"]), flush=True)
 os._exit(0)
 """
 
@@ -68,16 +66,11 @@ class LabLockHolderTest(unittest.TestCase):
              os.path.join(self.dir, "lab-lock.log"), "1" if with_caller else "0"],
             cwd=root, capture_output=True, text=True, timeout=60, check=True)
         holder = json.loads(out.stdout)
-        self.addCleanup(lambda: procs.alive(holder) and os.kill(holder, 9))
+        self.addCleanup(lambda: machine.alive(holder) and os.kill(holder, 9))
         return holder
 
     def _released_within(self, seconds):
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            if _free(self.lock):
-                return True
-            time.sleep(0.05)
-        return False
+        return machine.wait_for(lambda: _free(self.lock), seconds, step=0.05)
 
     def test_a_tests_cloud_releases_the_lock_when_its_runner_dies(self):
         holder = self._take_and_die(with_caller=True)
@@ -85,5 +78,5 @@ class LabLockHolderTest(unittest.TestCase):
 
     def test_make_clouds_lock_outlives_the_command_until_cloud_down(self):
         holder = self._take_and_die(with_caller=False)
-        self.assertTrue(procs.alive(holder))
+        self.assertTrue(machine.alive(holder))
         self.assertFalse(_free(self.lock))

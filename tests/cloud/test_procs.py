@@ -18,10 +18,10 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 import unittest
 
 from tests.cloud import procs
+from tests import machine
 
 
 class ProcessTableTest(unittest.TestCase):
@@ -36,13 +36,11 @@ class ProcessTableTest(unittest.TestCase):
         proc = self.table.start("svc", ["sh", "-c", "sleep 300 & sleep 300 & wait"],
                                 os.path.join(self.dir, "svc.log"))
         self.addCleanup(lambda: [os.kill(p, signal.SIGKILL)
-                                 for p in procs.group_members(proc.pid)])
-        deadline = time.monotonic() + 10
-        while len(procs.group_members(proc.pid)) < 3 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        self.assertEqual(3, len(procs.group_members(proc.pid)))
+                                 for p in machine.group_members(proc.pid)])
+        machine.wait_for(lambda: len(machine.group_members(proc.pid)) == 3, 10)
+        self.assertEqual(3, len(machine.group_members(proc.pid)))
         self.assertTrue(self.table.stop("svc", timeout=5))
-        self.assertEqual([], procs.group_members(proc.pid))
+        self.assertEqual([], machine.group_members(proc.pid))
         self.assertIsNone(self.table.get("svc"))
 
     def test_a_reused_pid_is_never_signalled(self):
@@ -63,7 +61,7 @@ class ProcessTableTest(unittest.TestCase):
         again = procs.ProcessTable(self.table.path)
         entry = again.get("svc")
         self.assertEqual(proc.pid, entry["pid"])
-        self.assertTrue(procs.alive(entry["pid"], entry["started"]))
+        self.assertTrue(machine.alive(entry["pid"], entry["started"]))
         again.stop_all()
         self.assertEqual([], again.load())
         self.assertIsNotNone(proc.poll())

@@ -55,6 +55,7 @@ from agent import journal as journal_mod
 from agent import watchdog
 from resex_libvirt.sim import host as sim_host
 from resex_libvirt.sim import scenario as scenario_mod
+from tests import machine
 
 from oslo_config import cfg
 
@@ -195,7 +196,7 @@ class Run:
     def settle(self, epochs=2, timeout=30.0):
         """Wait until ``epochs`` more epochs closed and every VM has knobs written."""
         target = self.agent.epochs + epochs
-        wait_for(lambda: self.agent.epochs >= target and self.applied(), timeout)
+        machine.seconds_until(lambda: self.agent.epochs >= target and self.applied(), timeout)
 
     def applied(self):
         return {uuid: rec.applied for uuid, rec in self.agent.vms.items()
@@ -241,15 +242,3 @@ def _same_cap(a, b):
     if a is None or b is None:
         return a is None and b is None
     return abs(a - b) < 1e-6
-
-
-def wait_for(predicate, timeout):
-    """Poll ``predicate`` every 10 ms; returns seconds waited (``inf`` on timeout)."""
-    started = time.monotonic()
-    deadline = started + timeout
-    while True:
-        if predicate():
-            return time.monotonic() - started
-        if time.monotonic() > deadline:
-            return float("inf")
-        time.sleep(0.01)

@@ -37,6 +37,7 @@ import libvirt
 from tests.faults import harness as faults_harness
 from tests.lab import experiment
 from tests.lab import harness
+from tests import machine
 
 LIMIT_PCT = 20
 OPERATOR_SHARES = 5000
@@ -71,7 +72,7 @@ class RealLab:
     def teardown(self):
         for agent in (self.agent, self.second):
             if agent is not None and agent.proc is not None:
-                harness.stop_pid(agent.proc.pid)
+                machine.stop_pid(agent.proc.pid)
         if self.conn is not None:
             try:
                 self.conn.close()
@@ -128,8 +129,8 @@ class RealLab:
     def wait_whole(self, mark=None, timeout=60.0):
         """Seconds until :meth:`whole` and, past ``mark``, an epoch controlled with both guests."""
         if mark is None:
-            return faults_harness.wait_for(self.whole, timeout)
-        return faults_harness.wait_for(
+            return machine.seconds_until(self.whole, timeout)
+        return machine.seconds_until(
             lambda: CONTROLLED.search(self.agent.log()[mark:]) is not None and self.whole(),
             timeout)
 
@@ -221,8 +222,8 @@ def kill9_restart(lab):
     journal = len(lab.agent.journal_left())
     started = time.monotonic()
     lab.agent.start(vms=2)
-    restored = faults_harness.wait_for(lambda: lab.cap(lab.bulk) is None, 15.0)
-    faults_harness.wait_for(lambda: lab.cap(lab.bulk) is not None, 60.0)
+    restored = machine.seconds_until(lambda: lab.cap(lab.bulk) is None, 15.0)
+    machine.seconds_until(lambda: lab.cap(lab.bulk) is not None, 60.0)
     first = time.monotonic() - started
     took = lab.wait_whole(0)
     return _row("kill -9 and restart (journal of %d VM(s))" % journal, 0, lab.caps_wrong(),
@@ -282,7 +283,7 @@ def operator_change(lab):
     started = time.monotonic()
     dom.setSchedulerParametersFlags({"cpu_shares": OPERATOR_SHARES},
                                     libvirt.VIR_DOMAIN_AFFECT_LIVE)
-    adopted = faults_harness.wait_for(
+    adopted = machine.seconds_until(
         lambda: lab.agent.journal_operator().get(lab.bulk.uuid), 15.0)
     time.sleep(3.0)
     kept = lab.knobs(lab.bulk)["cpu_shares"] == OPERATOR_SHARES

@@ -33,6 +33,7 @@ from agent import cli
 from agent import journal as journal_mod
 from tests.faults import harness
 from tests.functional.board import etcd_server
+from tests import machine
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 AGENT = [sys.executable, "-m", "agent.cli"]
@@ -57,7 +58,7 @@ def _board_outage(name, run, outage, start, end):
         time.sleep(outage)
         published = run.agent.publisher.published
         end()
-        recovery = harness.wait_for(lambda: run.agent.publisher.published > published, 30.0)
+        recovery = machine.seconds_until(lambda: run.agent.publisher.published > published, 30.0)
         lost, held = run.since(mark)
         return harness.FaultResult(name, lost, held, run.caps_wrong(), recovery,
                                    loop_waited=run.loop_waited_on_board)
@@ -111,10 +112,10 @@ def etcd_down_at_start(outage=5.0):
         try:
             mark = run.mark()
             run.start()
-            controlled = harness.wait_for(run.applied, 30.0)
+            controlled = machine.seconds_until(run.applied, 30.0)
             time.sleep(max(0.0, outage - controlled))
             os.kill(pid, signal.SIGCONT)
-            recovery = harness.wait_for(lambda: run.agent.publisher.published > 0, 60.0)
+            recovery = machine.seconds_until(lambda: run.agent.publisher.published > 0, 60.0)
             lost, held = run.since(mark)
             return harness.FaultResult("etcd down at start (%.0f s)" % outage, lost, held,
                                        run.caps_wrong(), recovery,
@@ -138,12 +139,12 @@ def sqlite_corrupt_at_start(outage=3.0):
     try:
         mark = run.mark()
         run.start()
-        controlled = harness.wait_for(run.applied, 30.0)
+        controlled = machine.seconds_until(run.applied, 30.0)
         time.sleep(outage)
         os.unlink(path)
         sqlite3.connect(path).close()
         # The deferred board retries opening every few seconds.
-        recovery = harness.wait_for(lambda: run.agent.publisher.published > 0, 60.0)
+        recovery = machine.seconds_until(lambda: run.agent.publisher.published > 0, 60.0)
         lost, held = run.since(mark)
         return harness.FaultResult("SQLite board corrupt at start", lost, held,
                                    run.caps_wrong(), recovery,
@@ -166,7 +167,7 @@ def libvirt_hung(outage=15.0, call_timeout_s=0.5):
         writes = run.agent.controller.last
         run.host.release()
         # Whole again: the watchdog saw the call return and the loop ran a full interval.
-        recovery = harness.wait_for(
+        recovery = machine.seconds_until(
             lambda: run.dog.available and run.agent.controller.last is not writes, 30.0)
         run.settle(epochs=1)
         lost, held = run.since(mark)
@@ -193,7 +194,7 @@ def sigterm_while_hung(outage=15.0, call_timeout_s=0.5):
     sent = []
 
     def fault():
-        if harness.wait_for(lambda: run.agent.epochs >= 2 and run.applied(), 60.0) \
+        if machine.seconds_until(lambda: run.agent.epochs >= 2 and run.applied(), 60.0) \
                 == float("inf"):
             run.agent.stop()
             return
@@ -240,12 +241,12 @@ def journal_full(outage=3.0):
         try:
             mark = run.mark()
             run.start()
-            controlled = harness.wait_for(run.applied, 30.0)
+            controlled = machine.seconds_until(run.applied, 30.0)
             time.sleep(outage)
             errors = run.journal.write_errors
             unsaved = len(run.journal.unsaved)
             os.unlink(filler)
-            recovery = harness.wait_for(lambda: not run.journal.unsaved, 30.0)
+            recovery = machine.seconds_until(lambda: not run.journal.unsaved, 30.0)
             lost, held = run.since(mark)
             wrong = run.caps_wrong()
             run.stop()
@@ -282,8 +283,8 @@ def _agent_conf(tmp, extra=""):
 
 
 def _wait_file(path, timeout=60.0):
-    return harness.wait_for(lambda: os.path.exists(path) and os.path.getsize(path) > 0,
-                            timeout)
+    return machine.seconds_until(lambda: os.path.exists(path) and os.path.getsize(path) > 0,
+                                 timeout)
 
 
 def two_agents(other_state_dir=False):
@@ -300,7 +301,7 @@ def two_agents(other_state_dir=False):
     try:
         sock = os.path.join(tmp, "run", "latency.sock")
         if _wait_file(os.path.join(tmp, "state", "agent.lock")) == float("inf") or \
-                harness.wait_for(lambda: os.path.exists(sock), 60.0) == float("inf"):
+                machine.seconds_until(lambda: os.path.exists(sock), 60.0) == float("inf"):
             raise RuntimeError("the first agent did not start: %s" % first.stderr.read())
         inode = os.stat(sock).st_ino
         started = time.monotonic()
@@ -382,7 +383,7 @@ def slow_loris(idle=32, line_timeout_s=0.5):
         honest.connect(path)
         honest.sendall(b'{"v": 1, "vm": "%s", "n": 10, "mean_us": 120.0, "std_us": 5.0, '
                        b'"p99_us": 150.0}\n' % vm.encode())
-        took = harness.wait_for(lambda: vm in intake.windows(), 10.0)
+        took = machine.seconds_until(lambda: vm in intake.windows(), 10.0)
         honest.close()
         return harness.FaultResult("%d idle probe connections (slow-loris)" % idle, 0, 0,
                                    0 if took != float("inf") else 1, took,

@@ -82,6 +82,7 @@ from resex_research import policies as sim_policies
 from tests.lab import harness
 from tests.lab import network
 from tests.lab import sidebyside
+from tests import machine
 
 LOG = logging.getLogger(__name__)
 
@@ -125,19 +126,6 @@ ROLES = {
              "echo resex: bulk sender to $sink from /dev/$source\n"
              "while :; do nc $sink %d < /dev/$source; sleep 1; done\n" % SINK_PORT),
 }
-
-
-def wait_for_free_libvirtd(timeout_s):
-    """Wait until no libvirtd another lab started is running; False after ``timeout_s``.
-
-    The harness refuses to share a libvirtd with another lab.
-    """
-    deadline = time.monotonic() + timeout_s
-    while harness.Libvirtd.running_pid() is not None:
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(1.0)
-    return True
 
 
 def build_benchex(outdir):
@@ -431,15 +419,17 @@ class AgentProcess:
                                    "--log-file", self.log_path],
                 cwd=harness.ROOT, stdout=out, stderr=subprocess.STDOUT, env=self.env,
                 stdin=subprocess.DEVNULL, start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError("resex-agent exited with %s; see %s and %s"
-                                   % (self.proc.returncode, self.log_path, self.out_path))
-            if os.path.exists(self.probe_socket) and self.log().count("adopted VM") >= vms:
-                return self
-            time.sleep(0.2)
-        raise RuntimeError("resex-agent not ready after %.0f s; see %s" % (timeout, self.log_path))
+        if not machine.wait_for(lambda: self._ready(vms), timeout, step=0.2):
+            raise RuntimeError("resex-agent not ready after %.0f s; see %s"
+                               % (timeout, self.log_path))
+        return self
+
+    def _ready(self, vms):
+        """Its probe socket is up and it adopted ``vms`` VMs; raises if it exited."""
+        if self.proc.poll() is not None:
+            raise RuntimeError("resex-agent exited with %s; see %s and %s"
+                               % (self.proc.returncode, self.log_path, self.out_path))
+        return os.path.exists(self.probe_socket) and self.log().count("adopted VM") >= vms
 
     def log(self):
         try:
@@ -456,7 +446,7 @@ class AgentProcess:
         try:
             self.returncode = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
-            harness.stop_pid(self.proc.pid)
+            machine.stop_pid(self.proc.pid)
             self.returncode = self.proc.poll()
         self.proc = None
         return self.returncode
@@ -543,10 +533,7 @@ class Experiment(harness.SetUpTearDown):
         if not self._locked:     # another lab (a test, a cloud) finishes first
             self.lab.lock.acquire()
             self._locked = True
-        if not wait_for_free_libvirtd(wait_s):
-            raise RuntimeError("another lab's libvirtd (pid %s) is still running after %.0f s"
-                               % (harness.Libvirtd.running_pid(), wait_s))
-        self.lab.setup()
+        self.lab.setup(wait_s=wait_s)
         benchex = build_benchex(os.path.join(self.workdir, "bin"))
         with open(benchex, "rb") as f:
             benchex_bytes = f.read()
@@ -580,23 +567,22 @@ class Experiment(harness.SetUpTearDown):
 
     def wait_benchex(self, timeout=120.0):
         """Until the sensitive guest's BenchEx server answers a TCP connect."""
-        deadline = time.monotonic() + timeout
         addr = (network.guest_ip(1), BENCHEX_PORT)
-        while True:
+
+        def answers():
             try:
                 socket.create_connection(addr, timeout=1.0).close()
-                return
+                return True
             except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("BenchEx server in %s not reachable at %s:%d; see %s"
-                                       % (SENSITIVE, addr[0], addr[1],
-                                          self.sensitive.console))
-                time.sleep(0.5)
+                return False
+        if not machine.wait_for(answers, timeout, step=0.5):
+            raise RuntimeError("BenchEx server in %s not reachable at %s:%d; see %s"
+                               % (SENSITIVE, addr[0], addr[1], self.sensitive.console))
 
     def teardown(self):
         for proc in self._procs:
             if proc.poll() is None:
-                harness.stop_pid(proc.pid)
+                machine.stop_pid(proc.pid)
         self._procs = []
         if self.sink is not None:
             self.sink.close()

@@ -30,29 +30,26 @@ Reusable building blocks (the ResEx experiment builds on them):
   recorded so teardown can stop it even when libvirtd is dead.
 * :class:`Lab` - all of the above with one ``teardown()`` that stops every
   process by PID and removes every domain and bridge, also on failure.
-* :class:`LabLock` - the machine-wide lock (``/tmp/resex-lab.lock``) that
-  every user of the system libvirtd, guests or a cloud holds while it runs:
-  one machine, one lab at a time.
+  It holds the machine-wide :class:`tests.machine.LabLock` from setup to
+  the end of teardown: one machine, one lab at a time.
 
 doc/source/lab.rst gives the facts this relies on: ``/dev/kvm`` here cannot boot
 a stock kernel (hence TCG), libvirtd without systemd needs ``user = "root"``,
 ``security_driver = "none"`` and ``stdio_handler = "file"``.
 """
 
-import fcntl
 import glob
 import logging
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
-import time
 import xml.sax.saxutils as saxutils
 
 import libvirt
 
 from resex_libvirt.hypervisor import metadata as metadata_mod
+from tests import machine
 
 LOG = logging.getLogger(__name__)
 
@@ -62,8 +59,6 @@ libvirt.registerErrorHandler(lambda ctx, err: None, None)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CACHE = os.environ.get("RESEX_LAB_CACHE", "/var/tmp/resex-lab")
 URI = "qemu:///system"
-#: Held (flock) by whatever starts the system libvirtd, guests or a cloud.
-LOCK_PATH = os.environ.get("RESEX_LAB_LOCK", "/tmp/resex-lab.lock")
 
 PACKAGES = ("libvirt-daemon", "libvirt-daemon-driver-qemu", "libvirt-clients",
             "qemu-system-x86", "busybox-static", "cpio", "iproute2")
@@ -114,48 +109,6 @@ def _run(*cmd, check=True):
     return subprocess.run(cmd, check=check, capture_output=True, text=True)
 
 
-def stop_pid(pid, timeout=10.0):
-    """SIGTERM ``pid``, SIGKILL after ``timeout``; reap it if it is our child."""
-    if pid is None:
-        return
-    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
-        try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            try:
-                done, _status = os.waitpid(pid, os.WNOHANG)
-                if done == pid:
-                    return
-            except ChildProcessError:
-                pass
-            if not _alive(pid):
-                return
-            time.sleep(0.05)
-
-
-def wait_for(predicate, timeout, step=0.02):
-    """``predicate()``'s first true value within ``timeout`` s (its last value if none)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(step)
-    return predicate()
-
-
-def _alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
-        return state != "Z"
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
-
-
 # -- libvirtd ------------------------------------------------------------------
 
 class Libvirtd:
@@ -195,7 +148,7 @@ class Libvirtd:
             return None
         try:
             with open("/proc/%d/comm" % pid) as f:
-                return pid if f.read().strip() == "libvirtd" and _alive(pid) else None
+                return pid if f.read().strip() == "libvirtd" and machine.alive(pid) else None
         except OSError:
             return None
 
@@ -217,24 +170,27 @@ class Libvirtd:
                 ["libvirtd"],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError("libvirtd exited with %s; see %s"
-                                   % (self.proc.returncode, self.log_path))
-            try:
-                conn = libvirt.open(URI)
-                conn.close()
-                if self.running_pid() == self.proc.pid:
-                    return self
-            except libvirt.libvirtError:
-                if time.monotonic() > deadline:
-                    raise
-            if time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError("libvirtd did not come up within %.0f s; see %s"
-                                   % (timeout, self.log_path))
-            time.sleep(0.2)
+        if not machine.wait_for(self._answers, timeout, step=0.2):
+            self.stop()
+            raise RuntimeError("libvirtd did not come up within %.0f s; see %s"
+                               % (timeout, self.log_path))
+        return self
+
+    def _answers(self):
+        """Ours answers on the socket (and owns the pid file); raises if it exited."""
+        if self.proc.poll() is not None:
+            raise RuntimeError("libvirtd exited with %s; see %s"
+                               % (self.proc.returncode, self.log_path))
+        try:
+            libvirt.open(URI).close()
+        except libvirt.libvirtError:
+            return False
+        return self.running_pid() == self.proc.pid
+
+    @classmethod
+    def wait_gone(cls, timeout):
+        """Until no libvirtd another lab started runs; False after ``timeout`` s."""
+        return machine.wait_for(lambda: cls.running_pid() is None, timeout, step=1.0)
 
     def kill(self):
         """SIGKILL libvirtd (a crash): guests keep running."""
@@ -245,7 +201,7 @@ class Libvirtd:
 
     def stop(self):
         if self.proc is not None:
-            stop_pid(self.proc.pid)
+            machine.stop_pid(self.proc.pid)
             self.proc = None
 
 
@@ -450,8 +406,7 @@ class Guest:
                     dom.undefine()
                 except libvirt.libvirtError as exc:
                     LOG.warning("undefine %s: %s", self.name, exc)
-        if self.qemu_pid is not None and _alive(self.qemu_pid):
-            stop_pid(self.qemu_pid)
+        machine.stop_pid(self.qemu_pid)
         self.qemu_pid = None
 
 
@@ -513,64 +468,17 @@ class SetUpTearDown:
         self.teardown()
 
 
-class LabLock:
-    """The machine-wide lab lock: ``flock(LOCK_PATH)``, exclusive, blocking.
-
-    Re-entrant within one object (a nested ``acquire`` counts); released
-    when the count falls to zero, or when the process dies (the kernel
-    drops an flock with its file).
-    """
-
-    def __init__(self, path=LOCK_PATH):
-        self.path = path
-        self._fd = None
-        self._depth = 0
-
-    def acquire(self):
-        if self._depth == 0:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
-            started = time.monotonic()
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                LOG.info("waiting for the lab lock %s (another lab is running)", self.path)
-                fcntl.flock(fd, fcntl.LOCK_EX)
-                LOG.info("lab lock taken after %.1f s", time.monotonic() - started)
-            self._fd = fd
-        self._depth += 1
-        return self
-
-    def release(self):
-        if self._depth == 0:
-            return
-        self._depth -= 1
-        if self._depth == 0:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
-
-    @property
-    def held(self):
-        return self._depth > 0
-
-    def __enter__(self):
-        return self.acquire()
-
-    def __exit__(self, *exc):
-        self.release()
-
-
 class Lab(SetUpTearDown):
     """A libvirtd, a bridge and guests, torn down together by PID.
 
-    Holds the machine-wide :class:`LabLock` from :meth:`setup` to the end
+    Holds the machine-wide :class:`tests.machine.LabLock` from :meth:`setup` to the end
     of :meth:`teardown`.
     """
 
     def __init__(self, workdir=None, install=True):
         self.workdir = workdir or tempfile.mkdtemp(prefix="resex-lab-")
         self.install = install
-        self.lock = LabLock()
+        self.lock = machine.LabLock()
         self._holding = False
         self.libvirtd = Libvirtd(os.path.join(self.workdir, "libvirtd.log"))
         self.bridges = []
@@ -578,10 +486,14 @@ class Lab(SetUpTearDown):
         self.kernel = None
         self.modules_dir = None
 
-    def setup(self):
+    def setup(self, wait_s=0.0):
+        """Bring the lab up; first wait up to ``wait_s`` for another lab's libvirtd to go."""
         if not self._holding:
             self.lock.acquire()
             self._holding = True
+        if not self.libvirtd.wait_gone(wait_s):
+            raise RuntimeError("another lab's libvirtd (pid %s) is still running after %.0f s"
+                               % (Libvirtd.running_pid(), wait_s))
         if self.install:
             install_packages()
         self.kernel, self.modules_dir = guest_kernel()

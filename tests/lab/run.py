@@ -49,6 +49,7 @@ from resex_libvirt import exceptions
 from resex_libvirt.hypervisor import knobs as knobs_mod
 from resex_libvirt.hypervisor import libvirt_host
 from tests.lab import harness
+from tests import machine
 
 CAPS = (50.0, 20.0, 10.0, 5.0)
 
@@ -80,11 +81,9 @@ def achieved_pct(hyp, uuid, seconds, with_host=False):
 
 def wait_burning(hyp, uuid, timeout=60.0, threshold=50.0):
     """Wait until the guest has booted into its CPU burner."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if achieved_pct(hyp, uuid, 1.0) > threshold:
-            return
-    raise RuntimeError("guest %s never used more than %.0f%% CPU" % (uuid, threshold))
+    if not machine.wait_for(lambda: achieved_pct(hyp, uuid, 1.0) > threshold, timeout,
+                            step=0.0):
+        raise RuntimeError("guest %s never used more than %.0f%% CPU" % (uuid, threshold))
 
 
 def expected_quota(cap_pct, vcpus=1):
@@ -139,7 +138,7 @@ def _actuator(workdir, journal_path, uuid, cap):
     log.close()
     line = proc.stdout.readline().strip()
     if line != "ready":
-        harness.stop_pid(proc.pid)
+        machine.stop_pid(proc.pid)
         raise RuntimeError("actuator did not start (said %r); see %s/actuator.log"
                            % (line, workdir))
     return proc
@@ -155,7 +154,7 @@ def sigterm_restores(hyp, guest, workdir, cap=10.0):
         said = proc.stdout.readline().strip()
         status = proc.wait(30)
     finally:
-        harness.stop_pid(proc.pid)
+        machine.stop_pid(proc.pid)
     proc.stdout.close()
     return during, hyp.get_knobs(guest.uuid), status, said, journal_mod.Journal(
         journal_path).originals()
@@ -188,18 +187,15 @@ def libvirtd_restart(lab, hyp, guest, cap=20.0, timeout=60.0):
     except exceptions.HypervisorUnavailable as exc:
         seen.append(type(exc).__name__)
     lab.libvirtd.start()
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def reads_the_guest():
         try:
             hyp.vms()
-            times = hyp.cpu_times()
-            if guest.uuid in times:
-                break
+            return guest.uuid in hyp.cpu_times()
         except exceptions.HypervisorUnavailable as exc:
             seen.append(type(exc).__name__)
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+            return False
+    machine.wait_for(reads_the_guest, timeout, step=0.2, what="the guest read again")
     hyp.set_knobs(guest.uuid, cap, None)
     return seen, hyp.get_knobs(guest.uuid), hyp.connection.opens
 

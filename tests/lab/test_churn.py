@@ -22,48 +22,30 @@ read-back) through the churn, and the agent saw every guest come and go.
 The lateness figures are printed.
 """
 
-import os
 import re
-import shutil
-import tempfile
 import time
 import unittest
 
-import libvirt
-
-from tests.lab import experiment
+from tests.lab import base
 from tests.lab import harness
+from tests import machine
 
 CYCLES = 10
 LIMIT_PCT = 20
 LATE = re.compile(r"control loop late by ([0-9.]+) ms; skipping (\d+) interval")
 
 
-@unittest.skipUnless(harness.is_root(),
-                     "the lab needs root (libvirtd, cgroups); this runner is not root")
-@unittest.skipUnless(os.path.exists("/usr/bin/apt-get"),
-                     "the lab installs its QEMU and libvirt from Debian packages (no apt-get)")
-class ChurnTest(unittest.TestCase):
+class ChurnTest(base.LabTestCase):
 
     @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.workdir = tempfile.mkdtemp(prefix="resex-lab-churn-")
-        cls.lab = harness.Lab(workdir=cls.workdir)
-        cls.agent = None
-        cls.conn = None
-        try:
-            cls.lab.setup()
-            initrd = cls.lab.initramfs()
-            cls.bulk = cls.lab.guest("resex-churn-bulk", initrd, role="burn",
-                                     sla={"resex:cpu_limit_pct": LIMIT_PCT})
-            cls.conn = libvirt.open(harness.URI)
-            cls.agent = experiment.AgentProcess(cls.workdir, "churn", "io_shares", 1.0)
-            cls.agent.start(vms=1)
-            cls._churn(initrd)
-        except BaseException:
-            cls._teardown()
-            raise
+    def set_up_lab(cls):
+        initrd = cls.lab.initramfs()
+        cls.bulk = cls.lab.guest("resex-churn-bulk", initrd, role="burn",
+                                 sla={"resex:cpu_limit_pct": LIMIT_PCT})
+        cls.conn = cls.connect()
+        cls.agent = cls.agent_process("churn")
+        cls.agent.start(vms=1)
+        cls._churn(initrd)
 
     @classmethod
     def _cap(cls):
@@ -73,9 +55,7 @@ class ChurnTest(unittest.TestCase):
 
     @classmethod
     def _churn(cls, initrd):
-        deadline = time.monotonic() + 30.0
-        while cls._cap() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
+        machine.wait_for(lambda: cls._cap() is not None, 30.0, step=0.1)
         mark = len(cls.agent.log())
         cls.caps = []
         cls.destroy_s = []
@@ -100,20 +80,6 @@ class ChurnTest(unittest.TestCase):
               "time(s), %d interval(s) skipped, worst %.0f ms" % (
                   CYCLES, min(cls.destroy_s), max(cls.destroy_s), len(cls.late),
                   sum(n for _ms, n in cls.late), max([ms for ms, _n in cls.late] or [0.0])))
-
-    @classmethod
-    def _teardown(cls):
-        if cls.agent is not None and cls.agent.proc is not None:
-            harness.stop_pid(cls.agent.proc.pid)
-        if cls.conn is not None:
-            cls.conn.close()
-        cls.lab.teardown()
-        shutil.rmtree(cls.workdir, ignore_errors=True)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls._teardown()
-        super().tearDownClass()
 
     def test_destroys_cost_the_loop_no_interval_beyond_one(self):
         self.assertEqual([], [(ms, n) for ms, n in self.late if n > 1], self.log)

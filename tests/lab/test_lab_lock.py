@@ -19,6 +19,7 @@ import tempfile
 import unittest
 
 from tests.lab import harness
+from tests import machine
 
 PROBE = """
 import fcntl, os, sys
@@ -28,6 +29,14 @@ try:
 except BlockingIOError:
     sys.exit(3)
 sys.exit(0)
+"""
+
+HOLD = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(300)
 """
 
 
@@ -43,7 +52,7 @@ class LabLockTest(unittest.TestCase):
         return subprocess.run([sys.executable, "-c", PROBE, self.path]).returncode == 0
 
     def test_a_held_lock_keeps_another_process_out_until_released(self):
-        lock = harness.LabLock(self.path)
+        lock = machine.LabLock(self.path)
         with lock:
             self.assertTrue(lock.held)
             self.assertFalse(self.other_process_can_lock())
@@ -51,7 +60,7 @@ class LabLockTest(unittest.TestCase):
         self.assertTrue(self.other_process_can_lock())
 
     def test_nested_acquires_release_only_at_the_outermost(self):
-        lock = harness.LabLock(self.path)
+        lock = machine.LabLock(self.path)
         lock.acquire()
         lock.acquire()
         lock.release()
@@ -59,9 +68,31 @@ class LabLockTest(unittest.TestCase):
         lock.release()
         self.assertTrue(self.other_process_can_lock())
 
+    def test_a_wait_with_a_timeout_gives_up_while_another_lab_holds_the_lock(self):
+        holder = subprocess.Popen([sys.executable, "-c", HOLD, self.path],
+                                  stdout=subprocess.PIPE, text=True)
+        self.addCleanup(holder.wait)
+        self.addCleanup(holder.kill)
+        self.assertEqual("held", holder.stdout.readline().strip())
+        lock = machine.LabLock(self.path)
+        self.assertRaises(machine.LockTimeout, lock.acquire, 1)
+        self.assertFalse(lock.held)
+
+    def test_a_lock_handed_over_is_held_by_the_child_until_it_dies(self):
+        lock = machine.LabLock(self.path)
+        lock.acquire()
+        child, argv = lock.hand_over(os.devnull)
+        self.addCleanup(child.wait)
+        self.assertEqual(["sleep", "infinity"], argv)
+        self.assertFalse(lock.held)
+        self.assertFalse(self.other_process_can_lock())
+        child.kill()
+        child.wait()
+        self.assertTrue(self.other_process_can_lock())
+
     def test_the_lab_holds_the_lock_through_teardown_and_then_lets_go(self):
         lab = harness.Lab(workdir=tempfile.mkdtemp(prefix="resex-lab-lock-"), install=False)
-        lab.lock = harness.LabLock(self.path)
+        lab.lock = machine.LabLock(self.path)
         lab.libvirtd.proc = object()   # teardown must not start a libvirtd here
         lab.libvirtd.stop = lambda: None
         lab.lock.acquire()          # as setup() does

@@ -36,10 +36,9 @@ research policies: the agent loaded it, it stepped the interferer's cap down
 guest's, and SIGTERM restored every knob.
 """
 
-import os
-import shutil
 import unittest
 
+from tests.lab import base
 from tests.lab import experiment
 from tests.lab import harness
 
@@ -48,40 +47,21 @@ RUN_S = 15.0
 PEER_S = 10.0
 
 
-@unittest.skipUnless(harness.is_root(),
-                     "the lab needs root (libvirtd, cgroups, bridges, tc); this runner is not")
-@unittest.skipUnless(os.path.exists("/usr/bin/apt-get"),
-                     "the lab installs its QEMU and libvirt from Debian packages (no apt-get)")
-class IOSharesOnRealGuestsSmokeTest(unittest.TestCase):
+class IOSharesOnRealGuestsSmokeTest(base.LabTestCase):
 
     @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.exp = experiment.Experiment(interval_s=0.2)
-        try:
-            cls.exp.setup(wait_s=600.0)
-            base = cls.exp.run("base", "none", BASE_S, interfere=False, warmup_s=2.0)
-            cls.sla_us = base["latency"]["mean_us"]
-            cls.exp.set_sla(cls.sla_us, 5.0)
-            cls.result = cls.exp.run("io_shares", "io_shares", RUN_S, interfere=True,
-                                     warmup_s=3.0)
-            cls.cgroup_after = {g.name: harness.cgroup_cpu_quota(g)
-                                for g in (cls.exp.sensitive, cls.exp.interferer)}
-            cls.peer = cls.exp.run("ewma_step", "ewma_step", PEER_S, interfere=True,
-                                   warmup_s=3.0)
-        except BaseException:
-            cls._teardown()
-            raise
+    def make_lab(cls, workdir):
+        return experiment.Experiment(workdir=workdir, interval_s=0.2)
 
     @classmethod
-    def _teardown(cls):
-        cls.exp.teardown()
-        shutil.rmtree(cls.exp.workdir, ignore_errors=True)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls._teardown()
-        super().tearDownClass()
+    def set_up_lab(cls):
+        alone = cls.lab.run("base", "none", BASE_S, interfere=False, warmup_s=2.0)
+        cls.sla_us = alone["latency"]["mean_us"]
+        cls.lab.set_sla(cls.sla_us, 5.0)
+        cls.result = cls.lab.run("io_shares", "io_shares", RUN_S, interfere=True, warmup_s=3.0)
+        cls.cgroup_after = {g.name: harness.cgroup_cpu_quota(g)
+                            for g in (cls.lab.sensitive, cls.lab.interferer)}
+        cls.peer = cls.lab.run("ewma_step", "ewma_step", PEER_S, interfere=True, warmup_s=3.0)
 
     def polls(self, name):
         return [p[name] for p in self.result["polls"] if name in p]
@@ -122,8 +102,8 @@ class IOSharesOnRealGuestsSmokeTest(unittest.TestCase):
             self.result["journal_left"],
             "".join(open(self.result["agent_log"]).readlines()[-15:]))
         self.assertEqual(0, self.result["agent_exit"], said)
-        self.assertEqual(self.exp.originals, self.result["knobs_before"])
-        self.assertEqual(self.exp.originals, self.result["knobs_after"], said)
+        self.assertEqual(self.lab.originals, self.result["knobs_before"])
+        self.assertEqual(self.lab.originals, self.result["knobs_after"], said)
         self.assertEqual({}, self.result["journal_left"], said)
         for name, cgroup in self.cgroup_after.items():
             self.assertIsNotNone(cgroup, name)
@@ -141,7 +121,7 @@ class IOSharesOnRealGuestsSmokeTest(unittest.TestCase):
             if experiment.SENSITIVE in p:
                 self.assertIsNone(p[experiment.SENSITIVE]["cap_pct"], p)
         self.assertEqual(0, self.peer["agent_exit"])
-        self.assertEqual(self.exp.originals, self.peer["knobs_after"])
+        self.assertEqual(self.lab.originals, self.peer["knobs_after"])
         self.assertEqual({}, self.peer["journal_left"])
 
 

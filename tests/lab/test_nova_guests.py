@@ -33,12 +33,10 @@ virtio-serial controller is named as unable to report, and a VM that
 arrives capped is restored to its flavor's values.
 """
 
+import contextlib
 import os
-import shutil
-import tempfile
 import threading
 import time
-import unittest
 
 import libvirt
 
@@ -48,9 +46,11 @@ from agent import journal as journal_mod
 from resex_libvirt.hypervisor import channel
 from resex_libvirt.hypervisor import libvirt_host
 from resex_libvirt.hypervisor import metadata
+from tests.lab import base
 from tests.lab import experiment
 from tests.lab import harness
 from tests.lab import nova_guest
+from tests import machine
 
 VIRTIO_MODULES = ("virtio_ring", "virtio", "virtio_pci_legacy_dev", "virtio_pci_modern_dev",
                   "virtio_pci", "virtio_console")
@@ -65,30 +65,15 @@ def _inactive_xml(conn, uuid):
     return conn.lookupByUUIDString(uuid).XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE)
 
 
-@unittest.skipUnless(harness.is_root(),
-                     "the lab needs root (libvirtd, cgroups); this runner is not")
-@unittest.skipUnless(os.path.exists("/usr/bin/apt-get"),
-                     "the lab installs its QEMU and libvirt from Debian packages (no apt-get)")
-class NovaGuestsOnRealLibvirtTest(unittest.TestCase):
+def _destroy(guest, conn):
+    with contextlib.suppress(libvirt.libvirtError):
+        guest.destroy(conn)
+
+
+class NovaGuestsOnRealLibvirtTest(base.LabTestCase):
 
     @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.workdir = tempfile.mkdtemp(prefix="resex-lab-nova-")
-        cls.lab = harness.Lab(workdir=cls.workdir)
-        cls.conn = cls.hyp = cls.intake = None
-        cls.guests = []
-        try:
-            cls._run()
-        except BaseException:
-            cls._teardown()
-            raise
-
-    @classmethod
-    def _run(cls):
-        if not experiment.wait_for_free_libvirtd(600.0):
-            raise RuntimeError("another lab's libvirtd is still running")
-        cls.lab.setup()
+    def set_up_lab(cls):
         benchex = experiment.build_benchex(os.path.join(cls.workdir, "bin"))
         with open(benchex, "rb") as f:
             files = {"/bin/benchex": f.read()}
@@ -96,25 +81,27 @@ class NovaGuestsOnRealLibvirtTest(unittest.TestCase):
         initrd = cls.lab.initramfs(roles={"report": nova_guest.REPORT_ROLE,
                                           "idle": harness.ROLES["idle"]},
                                    modules=modules, files=files, name="nova-initramfs.img")
-        cls.conn = libvirt.open(harness.URI)
+        cls.conn = cls.connect()
         cls.guest = nova_guest.NovaGuest("resex-nova-report", cls.lab.kernel, initrd, SPECS,
                                          cls.workdir)
         cls.plain = nova_guest.NovaGuest("resex-nova-noqga", cls.lab.kernel, initrd,
                                          PLAIN_SPECS, cls.workdir, role="idle",
                                          qemu_guest_agent=False)
-        cls.guests = [cls.guest, cls.plain]
+        for guest in (cls.guest, cls.plain):
+            cls.addClassCleanup(_destroy, guest, cls.conn)
         cls.started = {}
         cls.connected_at = {}
-        cls.hyp = libvirt_host.LibvirtHypervisor(harness.URI, backoff_min=0.2, backoff_max=2.0,
-                                                 qemu_period_us=10000)
+        cls.hyp = cls.hypervisor(backoff_min=0.2, backoff_max=2.0, qemu_period_us=10000)
         cls.hyp.connection.on_domain_event(libvirt.VIR_DOMAIN_EVENT_ID_LIFECYCLE,
                                            cls._on_lifecycle)
         cls.intake = intake_server.LatencyIntake(intake_params.IntakeParams())
+        cls.addClassCleanup(cls.intake.close)
         cls.intake.start()
         cls.last_sweep = (0.0, {})
         cls.sweeps = threading.Event()
         cls.sweeper = threading.Thread(target=cls._sweep_loop, name="lab-agent-loop",
                                        daemon=True)
+        cls.addClassCleanup(cls._stop_sweeping)
         cls.sweeper.start()
         cls.guest.boot(cls.conn)
         cls.plain.boot(cls.conn)
@@ -171,21 +158,21 @@ class NovaGuestsOnRealLibvirtTest(unittest.TestCase):
         """Sweep until the guest's reports are accepted again; the times from its start event."""
         uuid = cls.guest.uuid
         before = cls._accepted()
-        deadline = time.monotonic() + BOOT_TIMEOUT_S
-        while time.monotonic() < deadline:
-            now = time.monotonic()
-            connected = cls.connected_at.get(uuid)
-            if cls._accepted() > before:
-                start = cls.started[uuid]
-                out = {"attach_s": cls.hyp.attach_delays.get(uuid),
-                       "connected_s": None if connected is None else connected - start,
-                       "first_report_s": now - start}
-                print("\n%s: channel attached %.0f ms, intake connected %.0f ms, first "
-                      "report %.1f s after the start event (the guest boots in between)"
-                      % (what, 1000.0 * (out["attach_s"] or float("nan")),
-                         1000.0 * (out["connected_s"] or float("nan")), out["first_report_s"]))
-                return out
-            time.sleep(SWEEP_S)
+        seen = {}
+
+        def reported():
+            seen["now"], seen["connected"] = time.monotonic(), cls.connected_at.get(uuid)
+            return cls._accepted() > before
+        if machine.wait_for(reported, BOOT_TIMEOUT_S, step=SWEEP_S):
+            start, connected = cls.started[uuid], seen["connected"]
+            out = {"attach_s": cls.hyp.attach_delays.get(uuid),
+                   "connected_s": None if connected is None else connected - start,
+                   "first_report_s": seen["now"] - start}
+            print("\n%s: channel attached %.0f ms, intake connected %.0f ms, first "
+                  "report %.1f s after the start event (the guest boots in between)"
+                  % (what, 1000.0 * (out["attach_s"] or float("nan")),
+                     1000.0 * (out["connected_s"] or float("nan")), out["first_report_s"]))
+            return out
         try:
             with open(cls.guest.console, errors="replace") as f:
                 console = f.read()[-3000:]
@@ -200,39 +187,18 @@ class NovaGuestsOnRealLibvirtTest(unittest.TestCase):
     def _first_sweep_after_start(cls, seen_at):
         """The VM as the first sweep after its next start event sees it."""
         uuid = cls.guest.uuid
-        deadline = time.monotonic() + 30.0
-        while time.monotonic() < deadline:
+
+        def swept_after_start():
             start = cls.started.get(uuid)
             swept_at, vms = cls.last_sweep
             if start != seen_at and swept_at > start and uuid in vms:
-                print("\nresize: new SLA seen by the first sweep, %.0f ms after the start "
-                      "event" % (1000.0 * (swept_at - start)))
-                return vms[uuid]
-            time.sleep(0.01)
-        raise AssertionError("no start event after the resize")
-
-    @classmethod
-    def _teardown(cls):
-        cls._stop_sweeping()
-        if cls.intake is not None:
-            cls.intake.close()
-        if cls.hyp is not None:
-            cls.hyp.close()
-        for guest in cls.guests:
-            if cls.conn is not None:
-                try:
-                    guest.destroy(cls.conn)
-                except libvirt.libvirtError:
-                    pass
-        if cls.conn is not None:
-            cls.conn.close()
-        cls.lab.teardown()
-        shutil.rmtree(cls.workdir, ignore_errors=True)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls._teardown()
-        super().tearDownClass()
+                return swept_at - start, vms[uuid]
+            return None
+        after_s, vm = machine.wait_for(swept_after_start, 30.0, step=0.01,
+                                       what="a sweep after a start event after the resize")
+        print("\nresize: new SLA seen by the first sweep, %.0f ms after the start "
+              "event" % (1000.0 * after_s))
+        return vm
 
     def test_the_channel_is_hot_plugged_into_the_live_domain_only(self):
         self.assertNotIn(metadata.LATENCY_CHANNEL_NAME, self.guest.xml())
@@ -323,12 +289,11 @@ class NovaGuestsOnRealLibvirtTest(unittest.TestCase):
         self.hyp.set_knobs(uuid, 40.0, 1024)
         self.conn.lookupByUUIDString(uuid).setSchedulerParametersFlags(
             {"cpu_shares": 5000}, libvirt.VIR_DOMAIN_AFFECT_LIVE)
-        deadline = time.monotonic() + 10.0
-        updates = []
-        while not updates and time.monotonic() < deadline:
+
+        def operator_updates():
             self.hyp.vms()
-            updates = [u for u in self.hyp.original_updates() if u.reason == "operator"]
-            time.sleep(0.05)
+            return [u for u in self.hyp.original_updates() if u.reason == "operator"]
+        updates = machine.wait_for(operator_updates, 10.0, step=0.05)
         self.assertTrue(updates, "the operator's cpu_shares change was not detected")
         self.assertEqual(5000, updates[-1].originals["cpu_shares"])
         self.assertEqual(5000, self.hyp.original_knobs(uuid)["cpu_shares"])

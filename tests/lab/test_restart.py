@@ -22,48 +22,32 @@ from the guest's cgroup, not from the agent. The restart's timeline
 (restore, first cap after the restart) is printed, not asserted.
 """
 
-import os
-import shutil
 import signal
-import tempfile
 import time
 import unittest
 
 import libvirt
 
-from tests.lab import experiment
+from tests.lab import base
 from tests.lab import harness
+from tests import machine
 
 LIMIT_PCT = 20
 OPERATOR_SHARES = 5000
 
 
-@unittest.skipUnless(harness.is_root(),
-                     "the lab needs root (libvirtd, cgroups); this runner is not root")
-@unittest.skipUnless(os.path.exists("/usr/bin/apt-get"),
-                     "the lab installs its QEMU and libvirt from Debian packages (no apt-get)")
-class KillNineRestartTest(unittest.TestCase):
+class KillNineRestartTest(base.LabTestCase):
 
     @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.workdir = tempfile.mkdtemp(prefix="resex-lab-restart-")
-        cls.lab = harness.Lab(workdir=cls.workdir)
-        cls.agent = None
-        cls.conn = None
-        try:
-            cls.lab.setup()
-            initrd = cls.lab.initramfs()
-            cls.bulk = cls.lab.guest("resex-restart-bulk", initrd, role="burn",
-                                     sla={"resex:cpu_limit_pct": LIMIT_PCT})
-            cls.idle = cls.lab.guest("resex-restart-idle", initrd, role="idle")
-            cls.conn = libvirt.open(harness.URI)
-            cls.original = cls.knobs(cls.bulk)
-            cls.agent = experiment.AgentProcess(cls.workdir, "restart", "io_shares", 1.0)
-            cls.run_restart()
-        except BaseException:
-            cls._teardown()
-            raise
+    def set_up_lab(cls):
+        initrd = cls.lab.initramfs()
+        cls.bulk = cls.lab.guest("resex-restart-bulk", initrd, role="burn",
+                                 sla={"resex:cpu_limit_pct": LIMIT_PCT})
+        cls.idle = cls.lab.guest("resex-restart-idle", initrd, role="idle")
+        cls.conn = cls.connect()
+        cls.original = cls.knobs(cls.bulk)
+        cls.agent = cls.agent_process("restart")
+        cls.run_restart()
 
     @classmethod
     def knobs(cls, guest):
@@ -77,7 +61,7 @@ class KillNineRestartTest(unittest.TestCase):
     @classmethod
     def run_restart(cls):
         cls.agent.start(vms=2)
-        cls.capped_first = harness.wait_for(cls.capped, 30.0)
+        cls.capped_first = machine.wait_for(cls.capped, 30.0)
         cls.before_kill = cls.knobs(cls.bulk)
         cls.agent.proc.send_signal(signal.SIGKILL)
         cls.agent.proc.wait(30)
@@ -88,9 +72,9 @@ class KillNineRestartTest(unittest.TestCase):
             f.write("---- restarted after kill -9 ----\n")
         started = time.monotonic()
         cls.agent.start(vms=2)
-        restored = harness.wait_for(lambda: not cls.capped(), 15.0, step=0.005)
+        restored = machine.wait_for(lambda: not cls.capped(), 15.0, step=0.005)
         cls.restored_s = time.monotonic() - started if restored else None
-        cls.recapped = harness.wait_for(cls.capped, 30.0, step=0.005)
+        cls.recapped = machine.wait_for(cls.capped, 30.0, step=0.005)
         cls.recapped_s = time.monotonic() - started if cls.recapped else None
         cls.cgroup_recapped = harness.cgroup_cpu_quota(cls.bulk)
         time.sleep(2.5)    # two more epochs
@@ -101,7 +85,7 @@ class KillNineRestartTest(unittest.TestCase):
         cls.operator_after_stop = cls.agent.journal_operator()
         # A clean stop, a start: the operator's value is still the original.
         cls.agent.start(vms=2)
-        cls.recapped_after_clean_restart = harness.wait_for(cls.capped, 30.0)
+        cls.recapped_after_clean_restart = machine.wait_for(cls.capped, 30.0)
         time.sleep(1.5)
         cls.shares_after_clean_restart = cls.knobs(cls.bulk)["cpu_shares"]
         cls.second_exit_code = cls.agent.stop()
@@ -118,24 +102,10 @@ class KillNineRestartTest(unittest.TestCase):
         dom = cls.conn.lookupByUUIDString(cls.bulk.uuid)
         dom.setSchedulerParametersFlags({"cpu_shares": OPERATOR_SHARES},
                                         libvirt.VIR_DOMAIN_AFFECT_LIVE)
-        cls.operator_journaled = harness.wait_for(
+        cls.operator_journaled = machine.wait_for(
             lambda: cls.agent.journal_operator().get(cls.bulk.uuid), 15.0)
         time.sleep(3.0)       # thirty intervals: time enough to write it back
         cls.after_operator = cls.knobs(cls.bulk)
-
-    @classmethod
-    def _teardown(cls):
-        if cls.agent is not None and cls.agent.proc is not None:
-            harness.stop_pid(cls.agent.proc.pid)
-        if cls.conn is not None:
-            cls.conn.close()
-        cls.lab.teardown()
-        shutil.rmtree(cls.workdir, ignore_errors=True)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls._teardown()
-        super().tearDownClass()
 
     def test_the_agent_capped_the_guest_before_it_was_killed(self):
         self.assertTrue(self.capped_first, self.agent.log())

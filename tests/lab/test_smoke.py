@@ -24,56 +24,28 @@ are printed by ``make lab`` (:mod:`tests.lab.run`), not asserted.
 
 import contextlib
 import os
-import shutil
 import signal
-import tempfile
 import threading
-import unittest
 
 import libvirt
 
 from agent import journal as journal_mod
 from agent import watchdog
-from resex_libvirt.hypervisor import libvirt_host
 from resex_libvirt.hypervisor import psi
+from tests.lab import base
 from tests.lab import harness
 from tests.lab import run
+from tests import machine
 
 
-@unittest.skipUnless(harness.is_root(),
-                     "the lab needs root (libvirtd, cgroups); this runner is not root")
-@unittest.skipUnless(os.path.exists("/usr/bin/apt-get"),
-                     "the lab installs its QEMU and libvirt from Debian packages (no apt-get)")
-class LabSmokeTest(unittest.TestCase):
+class LabSmokeTest(base.LabTestCase):
 
     @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.workdir = tempfile.mkdtemp(prefix="resex-lab-smoke-")
-        cls.lab = harness.Lab(workdir=cls.workdir)
-        cls.hyp = None
-        try:
-            cls.lab.setup()
-            cls.guest = cls.lab.guest("resex-smoke", cls.lab.initramfs(), role="burn")
-            cls.hyp = libvirt_host.LibvirtHypervisor(harness.URI, backoff_min=0.2,
-                                                     backoff_max=2.0)
-            cls.hyp.vms()
-            cls.original = cls.hyp.get_knobs(cls.guest.uuid)
-        except BaseException:
-            cls._teardown()
-            raise
-
-    @classmethod
-    def _teardown(cls):
-        if cls.hyp is not None:
-            cls.hyp.close()
-        cls.lab.teardown()
-        shutil.rmtree(cls.workdir, ignore_errors=True)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls._teardown()
-        super().tearDownClass()
+    def set_up_lab(cls):
+        cls.guest = cls.lab.guest("resex-smoke", cls.lab.initramfs(), role="burn")
+        cls.hyp = cls.hypervisor(backoff_min=0.2, backoff_max=2.0)
+        cls.hyp.vms()
+        cls.original = cls.hyp.get_knobs(cls.guest.uuid)
 
     def setUp(self):
         super().setUp()
@@ -206,7 +178,7 @@ class LabSmokeTest(unittest.TestCase):
                         if adopted and dom.state() == starting_up:
                             adopted_starting += 1
                 starter.join(0.005)
-            adopted = harness.wait_for(lambda: guest.uuid in self.hyp.vms(), 10.0)
+            adopted = machine.wait_for(lambda: guest.uuid in self.hyp.vms(), 10.0)
             guest.destroy(conn)
             self.lab.guests.remove(guest)
             if seen_starting:

@@ -33,10 +33,9 @@ in its cgroup, never the others; SIGTERM put every knob back. The latency
 figures are printed by ``python -m tests.lab.experiment --transport rdma``.
 """
 
-import os
-import shutil
 import unittest
 
+from tests.lab import base
 from tests.lab import experiment
 from tests.lab import harness
 from tests.lab import rdma
@@ -46,43 +45,21 @@ BASE_S = 8.0
 RUN_S = 20.0
 
 
-def _missing():
-    if not harness.is_root():
-        return "the lab needs root (libvirtd, cgroups, bridges, tc); this runner is not"
-    if not os.path.exists("/usr/bin/apt-get"):
-        return "the lab installs QEMU, libvirt and rdma-core from Debian packages (no apt-get)"
-    return None
-
-
-@unittest.skipIf(_missing(), _missing())
-class ResExOnSoftRoCEGuestsSmokeTest(unittest.TestCase):
+class ResExOnSoftRoCEGuestsSmokeTest(base.LabTestCase):
 
     @classmethod
-    def setUpClass(cls):
-        super().setUpClass()
-        cls.lab = verbs.VerbsLab(tool="benchex", size=4096, rate=20.0, rate_mbit=40.0,
-                                 queue_ms=100.0, bulk_size=65536, burst_s=4)
-        try:
-            cls.lab.setup()
-            cls.base = cls.lab.run("base", "none", BASE_S, interfere=False, warmup_s=1.0)
-            cls.sla = (cls.base["latency"]["mean_us"], 5.0)
-            cls.lab.set_sla(*cls.sla)
-            cls.result = cls.lab.run("io_shares", "io_shares", RUN_S, interfere=True,
-                                     warmup_s=2.0, sla=cls.sla)
-            cls.cgroup_after = {g.name: harness.cgroup_cpu_quota(g) for g in cls.lab.guests()}
-        except BaseException:
-            cls._teardown()
-            raise
+    def make_lab(cls, workdir):
+        return verbs.VerbsLab(workdir=workdir, tool="benchex", size=4096, rate=20.0,
+                              rate_mbit=40.0, queue_ms=100.0, bulk_size=65536, burst_s=4)
 
     @classmethod
-    def _teardown(cls):
-        cls.lab.teardown()
-        shutil.rmtree(cls.lab.workdir, ignore_errors=True)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls._teardown()
-        super().tearDownClass()
+    def set_up_lab(cls):
+        cls.base = cls.lab.run("base", "none", BASE_S, interfere=False, warmup_s=1.0)
+        cls.sla = (cls.base["latency"]["mean_us"], 5.0)
+        cls.lab.set_sla(*cls.sla)
+        cls.result = cls.lab.run("io_shares", "io_shares", RUN_S, interfere=True,
+                                 warmup_s=2.0, sla=cls.sla)
+        cls.cgroup_after = {g.name: harness.cgroup_cpu_quota(g) for g in cls.lab.guests()}
 
     def polls(self, name):
         return [p[name] for p in self.result["polls"] if name in p]

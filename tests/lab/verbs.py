@@ -56,6 +56,7 @@ from tests.lab import harness
 from tests.lab import network
 from tests.lab import rdma
 from tests.lab import sidebyside
+from tests import machine
 
 LOG = logging.getLogger(__name__)
 
@@ -215,12 +216,8 @@ class Consoles:
             self._thread.join(5.0)
 
     def wait_for(self, name, text, timeout):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if text in self.tails[name].text():
-                return True
-            time.sleep(0.3)
-        return False
+        """True once guest ``name``'s console shows ``text`` (False after ``timeout`` s)."""
+        return machine.wait_for(lambda: text in self.tails[name].text(), timeout, step=0.3)
 
 
 # -- the gate ------------------------------------------------------------------------
@@ -317,8 +314,8 @@ class VerbsLab(harness.SetUpTearDown):
         self.runs = []
 
     # -- setup/teardown ------------------------------------------------------
-    def setup(self, sla_us=1000.0, threshold_pct=10.0, boot_timeout=300.0):
-        self.lab.setup()
+    def setup(self, sla_us=1000.0, threshold_pct=10.0, boot_timeout=300.0, wait_s=0.0):
+        self.lab.setup(wait_s=wait_s)
         # The lab lock is held from here: the bottleneck is ours until teardown.
         kernel, initrd = rdma.guest_image("rxe", install=self.install)
         self.image = rdma.manifest(initrd)
