@@ -92,16 +92,14 @@ class RealLab:
     def knobs(self, guest):
         for attempt in range(2):
             try:
-                params = self.conn.lookupByUUIDString(guest.uuid).schedulerParameters()
-                return {k: params[k] for k in ("global_period", "global_quota", "cpu_shares")}
+                return harness.knobs(self.conn, guest)
             except libvirt.libvirtError:
                 if attempt:
                     raise
                 self._reconnect()
 
     def cap(self, guest):
-        k = self.knobs(guest)
-        return 100.0 * k["global_quota"] / k["global_period"] if k["global_quota"] > 0 else None
+        return harness.cap_pct(self.knobs(guest))
 
     def cgroup_cap(self, guest):
         cg = harness.cgroup_cpu_quota(guest)

@@ -77,6 +77,11 @@ class LabTestCase(unittest.TestCase):
             raise
 
     @classmethod
+    def capped_burner(cls, name, limit_pct, initrd):
+        """A CPU-burning guest whose SLA (``resex:cpu_limit_pct``) has the agent cap it."""
+        return cls.lab.guest(name, initrd, role="burn", sla={"resex:cpu_limit_pct": limit_pct})
+
+    @classmethod
     def connect(cls):
         """A connection to the lab's libvirtd, closed after the class."""
         conn = libvirt.open(harness.URI)

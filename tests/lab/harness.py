@@ -410,6 +410,22 @@ class Guest:
         self.qemu_pid = None
 
 
+KNOBS = ("global_period", "global_quota", "cpu_shares")
+
+
+def knobs(conn, guest):
+    """The guest's CPU knobs in force, as libvirt reads them back."""
+    params = conn.lookupByUUIDString(guest.uuid).schedulerParameters()
+    return {k: params[k] for k in KNOBS}
+
+
+def cap_pct(params):
+    """The cap (percent of one pCPU) that knobs say, or None if uncapped."""
+    if params["global_quota"] <= 0:
+        return None
+    return 100.0 * params["global_quota"] / params["global_period"]
+
+
 def cgroup_cpu_quota(guest):
     """``(period_us, quota_us, path)`` of the guest's domain cgroup, read from the kernel.
 

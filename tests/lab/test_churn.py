@@ -40,8 +40,7 @@ class ChurnTest(base.LabTestCase):
     @classmethod
     def set_up_lab(cls):
         initrd = cls.lab.initramfs()
-        cls.bulk = cls.lab.guest("resex-churn-bulk", initrd, role="burn",
-                                 sla={"resex:cpu_limit_pct": LIMIT_PCT})
+        cls.bulk = cls.capped_burner("resex-churn-bulk", LIMIT_PCT, initrd)
         cls.conn = cls.connect()
         cls.agent = cls.agent_process("churn")
         cls.agent.start(vms=1)
@@ -49,9 +48,7 @@ class ChurnTest(base.LabTestCase):
 
     @classmethod
     def _cap(cls):
-        params = cls.conn.lookupByUUIDString(cls.bulk.uuid).schedulerParameters()
-        return (100.0 * params["global_quota"] / params["global_period"]
-                if params["global_quota"] > 0 else None)
+        return harness.cap_pct(harness.knobs(cls.conn, cls.bulk))
 
     @classmethod
     def _churn(cls, initrd):

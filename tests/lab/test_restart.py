@@ -41,8 +41,7 @@ class KillNineRestartTest(base.LabTestCase):
     @classmethod
     def set_up_lab(cls):
         initrd = cls.lab.initramfs()
-        cls.bulk = cls.lab.guest("resex-restart-bulk", initrd, role="burn",
-                                 sla={"resex:cpu_limit_pct": LIMIT_PCT})
+        cls.bulk = cls.capped_burner("resex-restart-bulk", LIMIT_PCT, initrd)
         cls.idle = cls.lab.guest("resex-restart-idle", initrd, role="idle")
         cls.conn = cls.connect()
         cls.original = cls.knobs(cls.bulk)
@@ -51,8 +50,7 @@ class KillNineRestartTest(base.LabTestCase):
 
     @classmethod
     def knobs(cls, guest):
-        params = cls.conn.lookupByUUIDString(guest.uuid).schedulerParameters()
-        return {k: params[k] for k in ("global_period", "global_quota", "cpu_shares")}
+        return harness.knobs(cls.conn, guest)
 
     @classmethod
     def capped(cls):
