@@ -18,13 +18,18 @@
     python -m bench market --intervals 500
 
 Everything after the first option is passed to each named benchmark's
-``main(argv)``; with no name given, all run with their defaults.
+``main(argv)``; with no name given, all run with their defaults. A
+benchmark during which the project logged a warning or an error, or which
+found it timed a failure (:class:`bench.guard.ErrorPath`), stops the run
+with status 1: its figures would be those of the failure.
 """
 
 import gc
 import importlib
 import pathlib
 import sys
+
+from bench import guard
 
 
 def main(argv=None):
@@ -52,7 +57,12 @@ def main(argv=None):
         gc.collect()
         gc.freeze()
         try:
-            rc = importlib.import_module("bench.bench_%s" % name).main(list(flags))
+            with guard.Problems() as problems:
+                rc = importlib.import_module("bench.bench_%s" % name).main(list(flags))
+            problems.check("bench_%s" % name)
+        except guard.ErrorPath as exc:
+            print("%s: its figures are not measures" % exc, file=sys.stderr)
+            return 1
         finally:
             gc.unfreeze()
         if rc:
