@@ -48,7 +48,6 @@ from resex_libvirt.board import evidence as evidence_mod
 from resex_libvirt.board import report as report_mod
 from resex_libvirt import control
 from resex_libvirt import exceptions
-from resex_libvirt.market import policy as policy_mod
 
 LOG = logging.getLogger(__name__)
 
@@ -479,7 +478,7 @@ class Agent:
 
     def reason(self, uuid):
         """Why the policy set ``uuid``'s cap (:data:`policy.REASONS`)."""
-        return self.market.policy.reasons().get(uuid, policy_mod.UNCAPPED)
+        return self.market.reason(uuid)
 
     def _vm_part(self, v):
         lat = self.last_windows.get(v.vm)

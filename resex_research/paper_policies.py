@@ -37,19 +37,14 @@ class FreeMarketPaper(policy.Policy):
 
     def __init__(self, **options):
         self.opts = policy.configure(self.options, options)
-        self._reasons = {}
 
-    def decide_slots(self, view):
-        credit.answer(view, self._reasons, credit.lowered(view, self.opts))
+    def decide(self, step):
+        answer = policy.Answer()
+        credit.answer(answer, step, credit.lowered(step, self.opts))
+        return answer
 
-    def reasons(self):
-        return self._reasons
-
-    def start_epoch(self, view):
-        credit.reset(view, self._reasons)
-
-    def forget(self, vm):
-        self._reasons.pop(vm, None)
+    def start_epoch(self, step):
+        return credit.reset(step)
 
 
 class IOSharesPaper(policy.Policy):
@@ -76,22 +71,11 @@ class IOSharesPaper(policy.Policy):
 
     def __init__(self, **options):
         self.opts = policy.configure(self.options, options)
-        self._reasons = {}
-        self._taxes = []
 
-    def reasons(self):
-        return self._reasons
+    def start_epoch(self, step):
+        return credit.reset(step)
 
-    def start_epoch(self, view):
-        credit.reset(view, self._reasons)
-
-    def forget(self, vm):
-        self._reasons.pop(vm, None)
-
-    def taxes(self):
-        return self._taxes
-
-    def decide_slots(self, view):
+    def decide(self, step):
         """Alg. 2: tax each victim's interferer, decay the others, answer every taxed VM.
 
         Victims over their threshold are taken in row order (the order the
@@ -99,49 +83,49 @@ class IOSharesPaper(policy.Policy):
         5-11); then Alg. 1's credit caps (``use_balance``), and the cap of
         every taxed VM is ``limit / rate``, or its credit cap if lower.
         """
-        named = self._tax(view)
-        t = view.t
+        answer = policy.Answer()
+        named = self._tax(step, answer)
         if self.opts.use_balance:
-            rates = t.tax_rate
-            for rows, caps in credit.lowered(view, self.opts):
+            rates = step.state.tax_rate
+            for rows, caps in credit.lowered(step, self.opts):
                 got = rates[rows]
-                view.answer(rows, caps, table_mod.pick(np.isnan(got), 1.0, got))
-                credit.note(view, self._reasons, rows, caps)
-        self._settle(view, named)
+                answer.cap(rows, caps, table_mod.pick(np.isnan(got), 1.0, got))
+                credit.note(answer, step.vms, rows, caps)
+        self._settle(step, named, answer)
+        return answer
 
-    def _tax(self, view):
-        """Lines 5-11: raise each victim's interferer's rate; the rows named."""
-        self._taxes = []
-        t = view.t
-        names, rates = t.names, t.tax_rate
+    def _tax(self, step, answer):
+        """Lines 5-11: raise each victim's interferer's rate, tax in ``answer``; the rows named."""
+        vms = step.vms
+        taxes = answer.taxes = []
+        names, rates = vms.names, step.state.tax_rate
         named = set()
         top = None
         total = 0.0
-        over = (t.intf > t.threshold).nonzero()[0].tolist()
-        intf = t.intf.tolist() if over else ()
+        over = (vms.interference_pct > vms.threshold_pct).nonzero()[0].tolist()
+        intf = vms.interference_pct.tolist() if over else ()
         for victim in over:
             if top is None:
-                demands = interferers.demands(t)
+                demands = interferers.demands(vms)
                 top = interferers.top_two(demands)
-                total = table_mod.seqsum(t.mtu_rate)
+                total = table_mod.seqsum(vms.mtu_rate)
             culprit = interferers.largest_other(victim, demands, top, self.opts.heavier)
             if culprit is None or total <= 0:
                 continue
-            ioshare = float(t.mtu_rate[culprit]) / total
+            ioshare = float(vms.mtu_rate[culprit]) / total
             increase = ioshare * intf[victim] / 100.0
             rate = float(rates[culprit])
             rate = min(self.opts.max_rate, (1.0 if rate != rate else rate) + increase)
             rates[culprit] = rate
             named.add(culprit)
-            self._taxes.append((names[victim], names[culprit], intf[victim], ioshare, increase,
-                                rate))
+            taxes.append((names[victim], names[culprit], intf[victim], ioshare, increase, rate))
         return named
 
-    def _settle(self, view, named):
+    def _settle(self, step, named, answer):
         """Decay the rates not named; answer each taxed VM ``limit / rate`` (or its credit cap)."""
-        t = view.t
-        names, rates, limit = t.names, t.tax_rate, t.limit
-        reasons = self._reasons
+        vms, own = step.vms, step.state
+        rates, limit = own.tax_rate, vms.limit_pct
+        reasons = answer.reasons
         factor = None
         rows, caps, got = [], [], []
         for k in (~np.isnan(rates)).nonzero()[0].tolist():
@@ -149,7 +133,7 @@ class IOSharesPaper(policy.Policy):
             if k not in named:
                 if factor is None:
                     factor = interferers.decay_factor(self.opts.decay_half_life,
-                                                      view.intervals_per_epoch)
+                                                      step.intervals_per_epoch)
                 rate = 1.0 + (rate - 1.0) * factor
                 if rate < 1.0 + 1e-6:
                     rate = 1.0
@@ -158,22 +142,21 @@ class IOSharesPaper(policy.Policy):
                 cap = full
             else:
                 cap = full / rate
-                floor = float(t.floor[k])
+                floor = float(vms.floor_pct[k])
                 cap = full if cap >= full else (floor if cap <= floor else cap)
             if self.opts.use_balance:
-                held = float(t.credit_cap[k])
+                held = float(own.credit_cap[k])
                 if held < cap:
                     cap = held
             rows.append(k)
             caps.append(cap)
             got.append(rate)
-            vm = names[k]
             if rate == 1.0:
                 rates[k] = np.nan
                 if cap >= full:
-                    reasons[vm] = policy.UNCAPPED
+                    reasons[k] = policy.UNCAPPED
             else:
                 rates[k] = rate
-                reasons[vm] = policy.TAX if k in named else policy.DECAY
+                reasons[k] = policy.TAX if k in named else policy.DECAY
         if rows:
-            view.answer(np.array(rows, dtype=np.intp), np.array(caps), np.array(got))
+            answer.cap(np.array(rows, dtype=np.intp), np.array(caps), np.array(got))

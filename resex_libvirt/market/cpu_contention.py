@@ -13,7 +13,7 @@
 """CPU contention as interference: functions over the market's columns.
 
 A latency-sensitive VM whose vCPUs wait for a pCPU (the host's run delay,
-``delay_pct``) is helped first by a higher scheduler weight (Xen and Co.'s
+``run_delay_pct``) is helped first by a higher scheduler weight (Xen and Co.'s
 preference for the VM that benefits most), then, if the weight at its
 ceiling is not enough, by capping its CPU-using neighbours to the room it
 leaves, split by mClock's reservation / shares / limit. A policy that
@@ -61,7 +61,7 @@ OPTIONS = (
 MIN_WAIT_PCT = 0.1
 
 
-class State:
+class Counters:
     """The rule's per-policy counters (its per-VM state is in :data:`COLUMNS`).
 
     ``quiet``: no VM has run delay on record and the rule holds nothing,
@@ -76,41 +76,41 @@ class State:
         self.quiet = True
 
 
-def smooth(view, opts, state):
-    """Fold this interval's ``delay_pct`` and ``cpu_pct`` into ``cc_wait`` and ``cc_run``.
+def smooth(step, opts, counters):
+    """Fold this interval's ``run_delay_pct`` and ``cpu_pct`` into ``cc_wait`` and ``cc_run``.
 
     The run delay of a VM whose cap was below its limit this interval starts
     afresh (NaN): it was its own cap's throttling, not evidence of contention.
-    Returns False when there was nothing to do (``state.quiet``).
+    Returns False when there was nothing to do (``counters.quiet``).
     """
-    t = view.t
-    seen = t.seen
-    if state.quiet and not t.delay_pct.any():
+    vms, own = step.vms, step.state
+    if counters.quiet and not vms.run_delay_pct.any():
         return False
+    seen = vms.sampled
     if not seen.any():
         return True
-    alpha = 1.0 / max(1.0, opts.cpu_smoothing * view.intervals_per_epoch)
-    capped = t.cap < t.limit
-    for col, new in (("cc_wait", t.delay_pct), ("cc_run", t.cpu_pct)):
-        old = getattr(t, col)
+    alpha = 1.0 / max(1.0, opts.cpu_smoothing * step.intervals_per_epoch)
+    capped = vms.cap_pct < vms.limit_pct
+    for col, new in (("cc_wait", vms.run_delay_pct), ("cc_run", vms.cpu_pct)):
+        old = getattr(own, col)
         upd = np.where(np.isnan(old), new, old + alpha * (new - old))
         upd = np.where(seen, upd, old)
         if col == "cc_wait":
             upd = np.where(capped, np.nan, upd)
-        setattr(t, col, upd)
+        setattr(own, col, upd)
     return True
 
 
-def stretch_of(t):
+def stretch_of(own):
     """Per row: ``100 x wait / run`` of the smoothed run delay (inf: waited, never ran)."""
-    wait, run = np.nan_to_num(t.cc_wait), np.nan_to_num(t.cc_run)
+    wait, run = np.nan_to_num(own.cc_wait), np.nan_to_num(own.cc_run)
     with np.errstate(over="ignore"):
-        stretch = np.divide(wait, run, out=np.full(len(t), np.inf), where=run > 0.0)
+        stretch = np.divide(wait, run, out=np.full(len(own), np.inf), where=run > 0.0)
     stretch[wait <= 0.0] = 0.0
     return 100.0 * stretch
 
 
-def victims(t):
+def victims(vms, own):
     """Mask of the sensitive VMs whose vCPUs wait for a pCPU beyond their SLA's threshold.
 
     Waiting evidence is required: a smoothed run delay above
@@ -121,9 +121,10 @@ def victims(t):
     not a victim, whatever the host sees (a claim may veto, never start,
     an action).
     """
-    waiting = t.sensitive & (t.cc_wait > MIN_WAIT_PCT)
-    waiting &= stretch_of(t) > t.threshold
-    fine = t.win & (t.win_mean <= t.sla_us * (1.0 + t.threshold / 100.0))
+    waiting = vms.sensitive & (own.cc_wait > MIN_WAIT_PCT)
+    waiting &= stretch_of(own) > vms.threshold_pct
+    fine = vms.reported & (vms.window_mean_us
+                           <= vms.latency_sla_us * (1.0 + vms.threshold_pct / 100.0))
     return waiting & ~fine
 
 
@@ -163,7 +164,7 @@ def mclock_split(room, floor, limit, shares):
     return np.minimum(np.maximum(got, floor), limit)
 
 
-def decide(view, opts, state):
+def decide(step, opts, counters):
     """Update the boosts and caps of the CPU-contention rule; returns the rows whose cap moved.
 
     Every ``cpu_period`` of an epoch: each victim's (:func:`victims`) weight
@@ -180,42 +181,42 @@ def decide(view, opts, state):
     set or released are returned.
     """
     nothing = np.zeros(0, dtype=np.intp)
-    every = max(1, round(opts.cpu_period * view.intervals_per_epoch))
-    state.since += 1
-    if not smooth(view, opts, state):
+    every = max(1, round(opts.cpu_period * step.intervals_per_epoch))
+    counters.since += 1
+    if not smooth(step, opts, counters):
         return nothing
-    if state.since < every:
+    if counters.since < every:
         return nothing
-    state.since = 0
-    t = view.t
-    hit = victims(t)
+    counters.since = 0
+    vms, own = step.vms, step.state
+    hit = victims(vms, own)
     # Held, not decayed, while a sensitive VM still waits at all (hysteresis:
     # decay until the wait is back, then stay).
-    waiting = t.sensitive & (t.cc_wait > MIN_WAIT_PCT)
-    held = t.cc_cap
-    factor = math.pow(0.5, 1.0 / max(1e-9, opts.cpu_half_life * view.intervals_per_epoch
+    waiting = vms.sensitive & (own.cc_wait > MIN_WAIT_PCT)
+    held = own.cc_cap
+    factor = math.pow(0.5, 1.0 / max(1e-9, opts.cpu_half_life * step.intervals_per_epoch
                                      / every))
-    run = np.nan_to_num(t.cc_run)
-    wait = np.nan_to_num(t.cc_wait)
-    boost = _boosts(t.cc_boost, opts, hit, waiting, run, wait, factor)
-    t.cc_boost = boost
+    run = np.nan_to_num(own.cc_run)
+    wait = np.nan_to_num(own.cc_wait)
+    boost = _boosts(own.cc_boost, opts, hit, waiting, run, wait, factor)
+    own.cc_boost = boost
     # The waiting sensitive VMs whose weight is at its ceiling: only caps help them more.
     spent = waiting & (boost >= opts.cpu_boost_max)
-    moved = _caps(view, opts, held, hit, spent, run, wait, factor)
-    state.quiet = not (np.nan_to_num(t.cc_wait) > 0.0).any() and not (boost > 1.0).any() \
-        and np.isnan(held).all()
-    if state.quiet:
-        t.cc_wait = np.full(len(t), np.nan)
-        t.cc_run = np.full(len(t), np.nan)
+    moved = _caps(step, opts, held, hit, spent, run, wait, factor)
+    counters.quiet = not (np.nan_to_num(own.cc_wait) > 0.0).any() \
+        and not (boost > 1.0).any() and np.isnan(held).all()
+    if counters.quiet:
+        own.cc_wait = np.full(len(own), np.nan)
+        own.cc_run = np.full(len(own), np.nan)
     if not moved:
         return nothing
     return np.unique(np.concatenate(moved))
 
 
-def answered_rows(view, opts, state):
+def answered_rows(step, opts, counters):
     """:func:`decide`, then ``(moved, rows)``: the rows it moved; those and the ones it holds."""
-    moved = decide(view, opts, state)
-    held = (~np.isnan(view.t.cc_cap)).nonzero()[0]
+    moved = decide(step, opts, counters)
+    held = (~np.isnan(step.state.cc_cap)).nonzero()[0]
     return moved, (np.union1d(moved, held).astype(np.intp) if len(moved) else held)
 
 
@@ -232,22 +233,22 @@ def _boosts(boost, opts, hit, waiting, run, wait, factor):
     return boost
 
 
-def _caps(view, opts, held, hit, spent, run, wait, factor):
+def _caps(step, opts, held, hit, spent, run, wait, factor):
     """Move the neighbours' caps (``held``, in place); returns the arrays of rows moved."""
-    t = view.t
+    vms = step.vms
     moved = []
     held_rows = (~np.isnan(held)).nonzero()[0]
     if opts.cpu_caps and spent.any() and ((hit & spent).any() or len(held_rows)):
-        demand = np.minimum(run + wait, t.limit)
+        demand = np.minimum(run + wait, vms.limit_pct)
         # What a victim may still wait: cpu_target of its threshold, over its run.
-        slack = run * opts.cpu_target * np.nan_to_num(t.threshold) / 100.0
-        room = max(0.0, 100.0 * view.pcpus - float((demand - slack)[spent].sum()))
-        users = ~spent & t.seen & (run > 0.0)
+        slack = run * opts.cpu_target * np.nan_to_num(vms.threshold_pct) / 100.0
+        room = max(0.0, 100.0 * step.pcpus - float((demand - slack)[spent].sum()))
+        users = ~spent & vms.sampled & (run > 0.0)
         rows = users.nonzero()[0]
         if len(rows):
-            part = np.maximum(mclock_split(room, t.floor[rows], t.limit[rows],
-                                           t.shares[rows]), t.floor[rows])
-            limit = t.limit[rows]
+            part = np.maximum(mclock_split(room, vms.floor_pct[rows], vms.limit_pct[rows],
+                                           vms.shares[rows]), vms.floor_pct[rows])
+            limit = vms.limit_pct[rows]
             cur = np.where(np.isnan(held[rows]), limit, held[rows])
             if (hit & spent).any():
                 # Over the threshold: down to the part at once (never up).
@@ -262,7 +263,7 @@ def _caps(view, opts, held, hit, spent, run, wait, factor):
                 held[rows[change]] = new[change]
                 moved.append(rows[change])
     elif not spent.any() and len(held_rows):
-        limit = t.limit[held_rows]
+        limit = vms.limit_pct[held_rows]
         # Back towards the limit: the gap halves every half-life.
         grown = limit - (limit - held[held_rows]) * factor
         held[held_rows] = np.where(grown >= limit - 0.5, np.nan, grown)
@@ -270,15 +271,15 @@ def _caps(view, opts, held, hit, spent, run, wait, factor):
     return moved
 
 
-def weights(view):
-    """``{vm: factor}`` of the boosts in force (:meth:`~.policy.Policy.weights`)."""
-    t = view.t
-    rows = (t.cc_boost > 1.0).nonzero()[0]
-    return {t.names[k]: float(t.cc_boost[k]) for k in rows.tolist()}
+def weights(step):
+    """``{row: factor}`` of the boosts in force (an answer's ``weights``)."""
+    boost = step.state.cc_boost
+    rows = (boost > 1.0).nonzero()[0]
+    return {k: float(boost[k]) for k in rows.tolist()}
 
 
-def answer(view, rows, caps, rates, reasons):
-    """Answer the rule's caps for ``rows`` on top of ``caps`` (each row's cap otherwise).
+def answer(out, step, rows, caps, rates):
+    """Answer (in ``out``) the rule's caps for ``rows`` on top of ``caps`` (each row's otherwise).
 
     ``caps`` and ``rates`` are what the policy's own rules give these rows
     (their limit and 1.0 when nothing holds them); the lower cap wins.
@@ -286,14 +287,13 @@ def answer(view, rows, caps, rates, reasons):
     """
     if not len(rows):
         return
-    t = view.t
-    held = t.cc_cap[rows]
+    vms = step.vms
+    held = step.state.cc_cap[rows]
     binds = ~np.isnan(held) & (held < caps)
-    final = view.clamp(np.where(binds, held, caps), rows)
-    view.answer(rows, final, rates)
-    names = t.names
+    final = vms.clamp(np.where(binds, held, caps), rows)
+    out.cap(rows, final, rates)
     for k, b in zip(rows.tolist(), binds.tolist()):
         if b:
-            reasons[names[k]] = policy.CONTENTION
-        elif reasons.get(names[k]) == policy.CONTENTION:
-            reasons[names[k]] = policy.UNCAPPED
+            out.reasons[k] = policy.CONTENTION
+        elif out.reason_of(k, vms) == policy.CONTENTION:
+            out.reasons[k] = policy.UNCAPPED

@@ -14,7 +14,7 @@
 
 A policy that applies it declares :data:`COLUMNS` and :data:`OPTIONS` and
 calls :func:`lowered` (or :func:`spared`, which never cuts a VM over its
-SLA) every interval and :func:`reset` at every epoch. See
+SLA) every interval and returns :func:`reset` from its epoch hook. See
 ``doc/source/market.rst``.
 """
 
@@ -41,7 +41,7 @@ OPTIONS = (
 )
 
 
-def lowered(view, opts, may_cut=None):
+def lowered(step, opts, may_cut=None):
     """Algorithm 1's GETCPUCAP for every VM: the caps it lowers this interval.
 
     Returns ``[(rows, caps), ...]``: the new cap of each VM whose cap the
@@ -50,104 +50,104 @@ def lowered(view, opts, may_cut=None):
     the last ``epoch_left`` of the epoch, keeps the cap it has.
     ``may_cut(rows)``, if given, masks the rows the rule may lower.
     """
-    t = view.t
+    vms, own = step.vms, step.state
     out = []
-    restore = t.credit_restore
+    restore = own.credit_restore
     back = restore.nonzero()[0]
     if len(back):
         restore[back] = False
-        out.append((back, t.limit[back]))
-    if not view.epoch_fraction_left > opts.epoch_left:
+        out.append((back, vms.limit_pct[back]))
+    if not step.epoch_fraction_left > opts.epoch_left:
         return out
-    allocation = t.allocation
-    low = t.balance < opts.low_balance * allocation
+    allocation = vms.allocation
+    low = vms.balance < opts.low_balance * allocation
     low &= allocation > 0
     rows = low.nonzero()[0]
     if not len(rows):
         return out
     if may_cut is not None:
         rows = rows[may_cut(rows)]
-    held = t.credit_cap[rows]
-    cap = table_mod.pick(np.isnan(held), t.limit[rows], held)
-    new = view.clamp(cap * (1.0 - opts.step), rows)
+    held = own.credit_cap[rows]
+    cap = table_mod.pick(np.isnan(held), vms.limit_pct[rows], held)
+    new = vms.clamp(cap * (1.0 - opts.step), rows)
     moved = new != cap
     rows, new = rows[moved], new[moved]
     if len(rows):
-        t.credit_cap[rows] = new
+        own.credit_cap[rows] = new
         out.append((rows, new))
     return out
 
 
-def over_sla(t):
+def over_sla(vms):
     """Per row: the VM's interference this interval exceeds its SLA's threshold."""
     # NaN (no SLA, no report this interval) compares false.
-    return t.intf > t.threshold
+    return vms.interference_pct > vms.threshold_pct
 
 
-def spared(view, opts, reasons, held_by=None):
+def spared(step, opts, answer, held_by=None):
     """:func:`lowered`, never cutting a VM whose own latency is over its SLA.
 
     The deviation of ``free_market`` from Algorithm 1 (doc/source/market.rst):
-    such a VM is skipped (``protected``) and a credit cap in force on it is
-    lifted. ``held_by(rows)``, if given, masks the rows another rule holds
-    (a tax, a controller): the credit rule leaves them alone.
+    such a VM is skipped (``protected``, in ``answer``'s reasons) and a
+    credit cap in force on it is lifted. ``held_by(rows)``, if given, masks
+    the rows another rule holds (a tax, a controller): the credit rule
+    leaves them alone.
     """
-    t = view.t
+    vms = step.vms
 
     def may_cut(rows):
         if held_by is not None:
             held = held_by(rows)
             ok = np.zeros(len(rows), dtype=bool)
-            ok[~held] = _spare(view, rows[~held], reasons)
+            ok[~held] = _spare(vms, rows[~held], answer)
             return ok
-        return _spare(view, rows, reasons)
+        return _spare(vms, rows, answer)
 
-    out = lowered(view, opts, may_cut)
-    if len(view.win_rows):
-        held = t.credit_cap
+    out = lowered(step, opts, may_cut)
+    if len(step.reports.rows):
+        held = step.state.credit_cap
         # A credit cap in force on a VM now over its SLA is lifted.
-        lift = over_sla(t)
-        lift &= held < t.limit
+        lift = over_sla(vms)
+        lift &= held < vms.limit_pct
         rows = lift.nonzero()[0]
         if len(rows):
             held[rows] = np.nan
-            out.append((rows, t.limit[rows]))
-            for k in rows.tolist():
-                reasons[t.names[k]] = policy.PROTECTED
+            out.append((rows, vms.limit_pct[rows]))
+            answer.why(rows, policy.PROTECTED)
     return out
 
 
-def _spare(view, rows, reasons):
-    over = over_sla(view.t)[rows]
-    names = view.t.names
-    for k in rows[over].tolist():
-        reasons[names[k]] = policy.PROTECTED
+def _spare(vms, rows, answer):
+    over = over_sla(vms)[rows]
+    answer.why(rows[over], policy.PROTECTED)
     return ~over
 
 
-def note(view, reasons, rows, caps):
+def note(answer, vms, rows, caps):
     """Why each of ``rows`` has its new credit cap: ``credit``, or ``uncapped`` at its limit."""
-    names = view.t.names
-    limit = view.t.limit[rows].tolist()
-    for k, cap, full in zip(rows.tolist(), caps.tolist(), limit):
-        reasons[names[k]] = policy.CREDIT if cap < full else policy.UNCAPPED
+    limit = vms.limit_pct[rows].tolist()
+    answer.why(rows, [policy.CREDIT if cap < full else policy.UNCAPPED
+                      for cap, full in zip(caps.tolist(), limit)])
 
 
-def reset(view, reasons):
-    """Caps reset when the Resos are replenished (Alg. 1): at the next interval."""
-    t = view.t
-    held = t.credit_cap
-    restore = ~np.isnan(held) & (held != t.limit)
-    t.credit_restore = restore
-    t.credit_cap = np.full(len(t), np.nan)
-    for k in restore.nonzero()[0].tolist():
-        vm = t.names[k]
-        if reasons.get(vm) == policy.CREDIT:
-            reasons[vm] = policy.UNCAPPED
+def reset(step):
+    """Caps reset when the Resos are replenished (Alg. 1): at the next interval.
+
+    Returns the epoch's :class:`~.policy.Answer`: a VM cut by the rule is
+    ``uncapped`` again.
+    """
+    vms, own = step.vms, step.state
+    held = own.credit_cap
+    restore = ~np.isnan(held) & (held != vms.limit_pct)
+    own.credit_restore = restore
+    own.credit_cap = np.full(len(vms), np.nan)
+    answer = policy.Answer()
+    rows = [k for k in restore.nonzero()[0].tolist() if vms.reason[k] == policy.CREDIT]
+    return answer.why(rows, policy.UNCAPPED)
 
 
-def answer(view, reasons, pairs, rates=1.0):
-    """Answer the credit rule's ``pairs`` (:func:`lowered`) at ``rates``; note the reasons."""
+def answer(out, step, pairs, rates=1.0):
+    """Answer the credit rule's ``pairs`` (:func:`lowered`) at ``rates`` in ``out``; note why."""
     for rows, caps in pairs:
-        view.answer(rows, caps, rates)
-        note(view, reasons, rows, caps)
+        out.cap(rows, caps, rates)
+        note(out, step.vms, rows, caps)

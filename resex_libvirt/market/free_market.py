@@ -32,16 +32,11 @@ class FreeMarket(policy.Policy):
 
     def __init__(self, **options):
         self.opts = policy.configure(self.options, options)
-        self._reasons = {}
 
-    def decide_slots(self, view):
-        credit.answer(view, self._reasons, credit.spared(view, self.opts, self._reasons))
+    def decide(self, step):
+        answer = policy.Answer()
+        credit.answer(answer, step, credit.spared(step, self.opts, answer))
+        return answer
 
-    def reasons(self):
-        return self._reasons
-
-    def start_epoch(self, view):
-        credit.reset(view, self._reasons)
-
-    def forget(self, vm):
-        self._reasons.pop(vm, None)
+    def start_epoch(self, step):
+        return credit.reset(step)

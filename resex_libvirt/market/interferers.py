@@ -26,9 +26,9 @@ from resex_libvirt.market import table as table_mod
 NONE = (0.0, None)
 
 
-def demands(t):
+def demands(vms):
     """Each VM's I/O demand: its recent MTU rate scaled up by how far its cap holds it down."""
-    rate, cap, limit = t.mtu_rate, t.cap, t.limit
+    rate, cap, limit = vms.mtu_rate, vms.cap_pct, vms.limit_pct
     held = cap < limit
     held &= cap > table_mod.ZERO
     # A rate of zero stays zero either way.
@@ -68,9 +68,9 @@ def largest_other(victim, demand, top, heavier):
     return best
 
 
-def ranked(rows, demand, intf, t):
+def ranked(rows, demand, intf, vms):
     """``rows`` ordered by (demand, interference, name), as a sort of those tuples."""
-    return rows[np.lexsort((t.name_rank()[rows], intf[rows], demand[rows]))]
+    return rows[np.lexsort((vms.name_rank()[rows], intf[rows], demand[rows]))]
 
 
 def decay_factor(half_life, intervals_per_epoch):

@@ -20,8 +20,6 @@ rules that differ from the paper, and why, are in the class docstring and
 ``io_shares_paper``.
 """
 
-import collections.abc
-
 import numpy as np
 
 from resex_libvirt.market import cpu_contention
@@ -41,7 +39,7 @@ _FREE, _TAXED, _PROTECTED, _DECAY = range(4)
 _KINDS = (policy.UNCAPPED, policy.TAX, policy.PROTECTED, policy.DECAY)
 
 
-class Taxes(collections.abc.Sequence):
+class Taxes(policy.Taxes):
     """One interval's taxes as tuples of :data:`policy.TAX_FIELDS`, made on first use.
 
     The victim named in each is the most inflated of those the interferer
@@ -160,100 +158,85 @@ class IOShares(policy.Policy):
 
     def __init__(self, **options):
         self.opts = policy.configure(self.options, options)
-        self._reasons = {}
-        self._taxes = []
-        self._names = None
-        self._cpu = cpu_contention.State()
+        self._cpu = cpu_contention.Counters()
+        # The weight boosts in force: sensitive VMs waiting for a pCPU ({row: factor}).
         self._weights = {}
 
-    def weights(self):
-        """``{vm: factor}``: weight boosts: sensitive VMs waiting for a pCPU."""
-        return self._weights
+    def start_epoch(self, step):
+        return credit.reset(step)
 
-    def reasons(self):
-        return self._reasons
-
-    def start_epoch(self, view):
-        credit.reset(view, self._reasons)
-
-    def forget(self, vm):
-        self._reasons.pop(vm, None)
-        self._weights.pop(vm, None)
-
-    def _smooth(self, view):
+    def _smooth(self, step):
         """Each reporting sensitive VM's interference, averaged over ``smoothing`` of an epoch.
 
         Updates the ``smooth_intf`` column (the paper's percentage: the
         larger of the mean's and the deviation's increase) and
         ``smooth_mean`` (the mean's increase alone), each a moving average,
-        for the VMs that reported this interval (``view.win_rows``), and
+        for the VMs that reported this interval (``step.reports``), and
         returns their new ``smooth_mean`` (aligned with those rows).
         """
-        t = view.t
-        rows = view.win_rows
+        own = step.state
+        rows, intf, mean = step.reports
         if not len(rows):
             return np.zeros(0)
-        alpha = 1.0 / max(1.0, self.opts.smoothing * view.intervals_per_epoch)
-        intf, mean = view.win_intf, view.win_mean_pct
-        old_intf, old_mean = t.smooth_intf[rows], t.smooth_mean[rows]
+        alpha = 1.0 / max(1.0, self.opts.smoothing * step.intervals_per_epoch)
+        old_intf, old_mean = own.smooth_intf[rows], own.smooth_mean[rows]
         fresh = np.isnan(old_intf)
         new_intf = old_intf + alpha * (intf - old_intf)
         new_mean = old_mean + alpha * (mean - old_mean)
         if np.count_nonzero(fresh):
             np.copyto(new_intf, intf, where=fresh)
             np.copyto(new_mean, mean, where=fresh)
-        t.smooth_intf[rows] = new_intf
-        t.smooth_mean[rows] = new_mean
+        own.smooth_intf[rows] = new_intf
+        own.smooth_mean[rows] = new_mean
         return new_mean
 
-    def _taxed(self, view):
-        """The mask-maker of the rows a tax holds (the credit rule leaves them alone)."""
-        return lambda rows: ~np.isnan(view.t.tax_rate[rows])
-
-    def decide_slots(self, view):
-        self._taxes = ()
-        t = view.t
-        mean = self._smooth(view)
+    def decide(self, step):
+        answer = policy.Answer()
+        vms, own = step.vms, step.state
+        mean = self._smooth(step)
         named = protected = None
-        reported = view.win_rows
-        victims = reported[mean > t.threshold[reported]]
+        reported = step.reports.rows
+        victims = reported[mean > vms.threshold_pct[reported]]
         if len(victims):
-            named, protected = self._tax(view, victims)
-        taxed = (~np.isnan(t.tax_rate)).nonzero()[0]
+            named, protected = self._tax(step, victims, answer)
+        taxed = (~np.isnan(own.tax_rate)).nonzero()[0]
         if len(taxed):
-            self._settle(view, taxed, named, protected)
+            self._settle(step, taxed, named, protected, answer)
         if self.opts.use_balance:
-            answered = view.answered()
-            pairs = credit.spared(view, self.opts, self._reasons, self._taxed(view))
-            credit.answer(view, self._reasons,
+            answered = answer.answered(len(vms))
+            pairs = credit.spared(step, self.opts, answer,
+                                  lambda rows: ~np.isnan(own.tax_rate[rows]))
+            credit.answer(answer, step,
                           [(rows[~answered[rows]], caps[~answered[rows]]) for rows, caps in pairs])
-        self._contention(view)
+        self._contention(step, answer)
+        answer.weights = self._weights
+        return answer
 
-    def _contention(self, view):
+    def _contention(self, step, answer):
         """The CPU-contention rule's boosts, and its caps on top of the tax's (the lower wins)."""
-        t = view.t
-        moved, rows = cpu_contention.answered_rows(view, self.opts, self._cpu)
+        own = step.state
+        moved, rows = cpu_contention.answered_rows(step, self.opts, self._cpu)
         if len(rows):
-            limit = t.limit[rows]
-            rate = np.fmax(t.tax_rate[rows], 1.0)
-            caps = np.fmin(limit / rate, t.credit_cap[rows])
+            limit = step.vms.limit_pct[rows]
+            rate = np.fmax(own.tax_rate[rows], 1.0)
+            caps = np.fmin(limit / rate, own.credit_cap[rows])
             if len(moved):
                 # A released tax-free row goes back to its limit (and its reason with it).
                 for k in moved.tolist():
-                    if t.tax_kind[k] > 0:
-                        t.tax_kind[k] = -1
-            cpu_contention.answer(view, rows, caps, rate, self._reasons)
-        if len(self._weights) or (t.cc_boost > 1.0).any():
-            self._weights = cpu_contention.weights(view)
+                    if own.tax_kind[k] > 0:
+                        own.tax_kind[k] = -1
+            cpu_contention.answer(answer, step, rows, caps, rate)
+        if len(self._weights) or (own.cc_boost > 1.0).any():
+            self._weights = cpu_contention.weights(step)
 
-    def _settle(self, view, rows, named, protected):
+    def _settle(self, step, rows, named, protected, answer):
         """Decay the rates of the taxed VMs (``rows``) not named this interval; answer them all."""
-        t = view.t
-        rate = t.tax_rate[rows]
+        vms, own = step.vms, step.state
+        rate = own.tax_rate[rows]
         decaying = np.ones(len(rows), dtype=bool) if named is None else ~named[rows]
         if np.count_nonzero(decaying):
             factor = interferers.decay_factor(self.opts.decay_half_life,
-                                              view.intervals_per_epoch)
+                                              step.intervals_per_epoch)
             f = table_mod.filled(len(rows), factor)
             if protected is not None:
                 np.copyto(f, factor ** self.opts.protect_speedup, where=protected[rows])
@@ -262,19 +245,19 @@ class IOShares(policy.Policy):
             decayed += 1.0
             decayed[decayed < 1.0 + 1e-6] = 1.0
             np.copyto(rate, decayed, where=decaying)
-        limit = t.limit[rows]
+        limit = vms.limit_pct[rows]
         done = rate == table_mod.ONE
         caps = limit / rate
-        np.minimum(caps, limit, out=caps)       # the clamp of SlotView.clamp
-        np.maximum(caps, t.floor[rows], out=caps)
+        np.minimum(caps, limit, out=caps)       # the clamp of VMColumns.clamp
+        np.maximum(caps, vms.floor_pct[rows], out=caps)
         freed = np.count_nonzero(done)
         if freed:
             np.copyto(caps, limit, where=done)
-            t.tax_rate[rows] = table_mod.pick(done, np.nan, rate)
+            own.tax_rate[rows] = table_mod.pick(done, np.nan, rate)
         else:
-            t.tax_rate[rows] = rate
-        view.answer(rows, caps, rate)
-        t.credit_cap[rows] = np.nan      # no credit cap under a tax: they never stack
+            own.tax_rate[rows] = rate
+        answer.cap(rows, caps, rate)
+        own.credit_cap[rows] = np.nan      # no credit cap under a tax: they never stack
         # Why each taxed VM has its cap: written only where it changed.
         kind = table_mod.filled(len(rows), _DECAY, np.int8)
         if named is not None:
@@ -282,14 +265,12 @@ class IOShares(policy.Policy):
             np.copyto(kind, _PROTECTED, where=protected[rows])
         if freed:
             np.copyto(kind, _FREE, where=done)
-        moved = kind != t.tax_kind[rows]
+        moved = kind != own.tax_kind[rows]
         if np.count_nonzero(moved):
-            t.tax_kind[rows] = kind
-            reasons, names = self._reasons, t.names
-            for k, why in zip(rows[moved].tolist(), kind[moved].tolist()):
-                reasons[names[k]] = _KINDS[why]
+            own.tax_kind[rows] = kind
+            answer.why(rows[moved], [_KINDS[why] for why in kind[moved].tolist()])
 
-    def _tax(self, view, victims):
+    def _tax(self, step, victims, answer):
         """Raise every interferer's rate by its IOShare times the victims' inflation.
 
         Summed over the victims it interferes with: the VM ``u`` interferes
@@ -300,17 +281,17 @@ class IOShares(policy.Policy):
         victim's, and one whose own is over ``protect`` of its threshold is
         protected instead of taxed. Every row is worked out; the masks say
         which rows the rules keep. Returns the masks of the VMs named
-        (taxed) and protected this interval.
+        (taxed) and protected this interval; the taxes go in ``answer``.
         """
-        t = view.t
-        n = len(t)
-        demands = interferers.demands(t)
-        total = table_mod.seqsum(t.mtu_rate)
+        vms, own = step.vms, step.state
+        n = len(vms)
+        demands = interferers.demands(vms)
+        total = table_mod.seqsum(vms.mtu_rate)
         if total <= 0.0:
             nobody = np.zeros(n, dtype=bool)
             return nobody, nobody
-        smooth = t.smooth_intf
-        victims = interferers.ranked(victims, demands, smooth, t)
+        smooth = own.smooth_intf
+        victims = interferers.ranked(victims, demands, smooth, vms)
         m = len(victims)
         owns = demands[victims]
         intfs = np.zeros(m + 1)
@@ -329,13 +310,13 @@ class IOShares(policy.Policy):
         count[victims] -= itself
         # Its own inflation this interval (only VMs with an SLA report one).
         mine = np.zeros(n)
-        np.copyto(mine, smooth, where=t.win)
-        guard = mine > self.opts.protect * t.threshold
+        np.copyto(mine, smooth, where=vms.reported)
+        guard = mine > self.opts.protect * vms.threshold_pct
         valid = demands > table_mod.ZERO
         valid &= count > table_mod.IZERO
         protected = guard & valid
         summed -= count * mine
-        ioshare = t.mtu_rate / total
+        ioshare = vms.mtu_rate / total
         increase = ioshare * summed
         increase /= table_mod.HUNDRED
         named = increase > table_mod.ZERO
@@ -345,20 +326,11 @@ class IOShares(policy.Policy):
         if not len(rows):
             return named, protected
         # An untaxed VM (NaN) starts from the base rate, 1; a taxed one is above it.
-        rate = np.fmax(t.tax_rate[rows], table_mod.ONE)
+        rate = np.fmax(own.tax_rate[rows], table_mod.ONE)
         increase = increase[rows]
         rate += increase
         np.minimum(rate, self.opts.max_rate, out=rate)
-        t.tax_rate[rows] = rate
-        self._taxes = Taxes(self._names_now(t), victims, intfs[1:], rows, k[rows],
-                            ioshare[rows], increase, rate)
+        own.tax_rate[rows] = rate
+        answer.taxes = Taxes(vms.names, victims, intfs[1:], rows, k[rows], ioshare[rows],
+                             increase, rate)
         return named, protected
-
-    def _names_now(self, t):
-        """The VMs' names as they are now (a copy kept until one joins or leaves)."""
-        if self._names is None or self._names[0] != t.version:
-            self._names = (t.version, list(t.names))
-        return self._names[1]
-
-    def taxes(self):
-        return self._taxes

@@ -88,66 +88,64 @@ class LatencyTarget(policy.Policy):
         self.opts = policy.configure(self.options, options)
         self.check = response.ResponseCheck() if self.opts.check_response else None
         self._onset = onset.Onset()
-        self._reasons = {}
         self._since = 0
+        # The weight boosts in force ({row: factor}): ``boost``'s, CPU contention's.
         self._weights = {}
-        self._cpu = cpu_contention.State()
+        self._cpu = cpu_contention.Counters()
         self._cpu_weights = {}
 
-    def reasons(self):
-        return self._reasons
-
-    def start_epoch(self, view):
-        credit.reset(view, self._reasons)
+    def start_epoch(self, step):
+        return credit.reset(step)
 
     # -- the controller -----------------------------------------------------
-    def _observe(self, view):
-        t = view.t
-        got = t.win & (t.win_count > 0)
+    def _observe(self, step):
+        vms, own = step.vms, step.state
+        got = vms.reported & (vms.window_count > 0)
         if got.any():
-            t.lt_sum[got] += t.win_mean[got]
-            t.lt_n[got] += 1
+            own.lt_sum[got] += vms.window_mean_us[got]
+            own.lt_n[got] += 1
 
-    def _smooth(self, view):
+    def _smooth(self, own):
         """PARDA's latency estimate, from the mean of this period's windows."""
-        t = view.t
-        got = t.lt_n > 0
+        got = own.lt_n > 0
         if got.any():
             s = self.opts.smoothing
-            mean = t.lt_sum[got] / t.lt_n[got]
-            old = t.lt_lat[got]
-            t.lt_lat[got] = np.where(np.isnan(old), mean, (1.0 - s) * mean + s * old)
-            t.lt_sum[:] = 0.0
-            t.lt_n[:] = 0
+            mean = own.lt_sum[got] / own.lt_n[got]
+            old = own.lt_lat[got]
+            own.lt_lat[got] = np.where(np.isnan(old), mean, (1.0 - s) * mean + s * old)
+            own.lt_sum[:] = 0.0
+            own.lt_n[:] = 0
 
-    def ratios(self, view):
+    def ratios(self, step):
         """Per row, ``2 - lat / L`` of each sensitive VM with a latency estimate (else NaN)."""
-        t = view.t
-        lat = t.lt_lat
-        goal = t.sla_us * (1.0 + self.opts.target * t.threshold / 100.0)
+        vms = step.vms
+        lat = step.state.lt_lat
+        goal = vms.latency_sla_us * (1.0 + self.opts.target * vms.threshold_pct / 100.0)
         # PARDA's L / lat, linearised around the target (see the module docstring).
         ratio = 2.0 - lat / goal
         ratio = np.where(ratio > 0.0, ratio, 0.0)
         # No estimate, or no latency to aim at (an SLA of 0 us): no ratio.
         return np.where((lat > 0.0) & (goal > 0.0), ratio, np.nan)
 
-    def _update(self, view):
-        t = view.t
-        ratios = self.ratios(view)
-        demands = interferers.demands(t)
+    def _update(self, step, answer):
+        vms, own = step.vms, step.state
+        n = len(vms)
+        ratios = self.ratios(step)
+        demands = interferers.demands(vms)
         check = self.check
+        sla_us, threshold = vms.latency_sla_us, vms.threshold_pct
         # Each VM's signal: the worst ratio among the victims it interferes
         # with; ``worst``: that victim's latency over its target.
-        signal = np.full(len(t), np.inf)
-        worst = np.full(len(t), -np.inf)
-        load = t.lt_lat / (t.sla_us * (1.0 + self.opts.target * t.threshold / 100.0))
+        signal = np.full(n, np.inf)
+        worst = np.full(n, -np.inf)
+        load = own.lt_lat / (sla_us * (1.0 + self.opts.target * threshold / 100.0))
         # Each victim's latency over its SLA's bound, and each VM's worst.
-        breach = t.lt_lat / (t.sla_us * (1.0 + t.threshold / 100.0))
-        over = np.full(len(t), -np.inf)
+        breach = own.lt_lat / (sla_us * (1.0 + threshold / 100.0))
+        over = np.full(n, -np.inf)
         sending = demands > 0.0
         if check is not None:
-            sending &= ~response.resting(t)   # left alone: cutting it did not help
-            response.tick(t)
+            sending &= ~response.resting(own)   # left alone: cutting it did not help
+            response.tick(own)
         for victim in (~np.isnan(ratios)).nonzero()[0].tolist():
             floor = self.opts.heavier * demands[victim]
             hit = sending & (demands >= floor)
@@ -156,51 +154,51 @@ class LatencyTarget(policy.Policy):
             worst = np.where(hit & (load[victim] > worst), load[victim], worst)
             over = np.where(hit & (breach[victim] > over), breach[victim], over)
         has = signal != np.inf
-        own = np.where(np.isnan(ratios), 2.0, ratios)
+        mine = np.where(np.isnan(ratios), 2.0, ratios)
         # Its own latency is over its target: never lowered, it grows back as
         # fast as the victims' signal would lower it.
-        protected = has & (own < 1.0)
-        signal = np.where(protected, 2.0 - own, signal)
-        held = t.lt_cap
+        protected = has & (mine < 1.0)
+        signal = np.where(protected, 2.0 - mine, signal)
+        held = own.lt_cap
         rows = (has | ~np.isnan(held)).nonzero()[0]
         if not len(rows):
             return
-        g, step = self.opts.gain, self.opts.max_step
-        limit, floor = t.limit[rows], t.floor[rows]
-        w = np.where(np.isnan(held[rows]), t.cap[rows], held[rows])
-        ratio = np.where(has[rows], signal[rows], 1.0 + step)   # no victim over target: grow back
-        shares = t.shares[rows] / 100.0
+        g, step_max = self.opts.gain, self.opts.max_step
+        limit, floor = vms.limit_pct[rows], vms.floor_pct[rows]
+        w = np.where(np.isnan(held[rows]), vms.cap_pct[rows], held[rows])
+        # No victim over target: grow back.
+        ratio = np.where(has[rows], signal[rows], 1.0 + step_max)
+        shares = vms.shares[rows] / 100.0
         new = (1.0 - g) * w + g * ratio * w + self.opts.additive * shares
         if self.opts.breach_step > 0.0:
-            new = self._breach(t, rows, has[rows] & (over[rows] > 1.0), w, new)
-        new = np.minimum(w * (1.0 + step), np.maximum(w * (1.0 - step), new))
+            new = self._breach(own, rows, has[rows] & (over[rows] > 1.0), w, new)
+        new = np.minimum(w * (1.0 + step_max), np.maximum(w * (1.0 - step_max), new))
         new = np.where(new >= limit, limit, np.where(new <= floor, floor, new))
         guarded = protected[rows]
         futile = np.zeros(len(rows), dtype=bool)
         if check is not None:
             cut = has[rows] & ~guarded & (new < limit)
             if cut.any():
-                futile[cut] = response.judge(check, t, rows[cut], np.isnan(held[rows[cut]]),
+                futile[cut] = response.judge(check, own, rows[cut], np.isnan(held[rows[cut]]),
                                              worst[rows[cut]], w[cut], new[cut])
                 new = np.where(futile, limit, new)
-            response.settled(t, rows[(new >= limit) & ~futile])
+            response.settled(own, rows[(new >= limit) & ~futile])
         free = new >= limit
-        names, reasons = t.names, self._reasons
         back = rows[free]
         held[back] = np.nan
-        moved = back[t.cap[back] != t.limit[back]]
-        view.answer(moved, t.limit[moved], 1.0)
+        moved = back[vms.cap_pct[back] != vms.limit_pct[back]]
+        answer.cap(moved, vms.limit_pct[moved], 1.0)
         kept = rows[~free]
         held[kept] = new[~free]
-        t.credit_cap[kept] = np.nan      # no credit cap under the controller
-        view.answer(kept, new[~free], limit[~free] / new[~free])
-        for k, is_free, is_guarded, is_futile in zip(rows.tolist(), free.tolist(),
-                                                     guarded.tolist(), futile.tolist()):
-            reasons[names[k]] = (policy.PROTECTED if is_guarded else
-                                 policy.NO_RESPONSE if is_futile else
-                                 policy.UNCAPPED if is_free else policy.TARGET)
+        own.credit_cap[kept] = np.nan      # no credit cap under the controller
+        answer.cap(kept, new[~free], limit[~free] / new[~free])
+        answer.why(rows, [policy.PROTECTED if is_guarded else
+                          policy.NO_RESPONSE if is_futile else
+                          policy.UNCAPPED if is_free else policy.TARGET
+                          for is_free, is_guarded, is_futile in zip(
+                              free.tolist(), guarded.tolist(), futile.tolist())])
 
-    def _breach(self, t, rows, breached, w, new):
+    def _breach(self, own, rows, breached, w, new):
         """Caps of ``rows`` when victims are over their SLA's bound (``breach_step``).
 
         While a victim's estimate is over its bound, not only over its
@@ -210,41 +208,44 @@ class LatencyTarget(policy.Policy):
         the cap by about one update, so the last cut went too far).
         """
         cut = self.opts.breach_step * self.opts.max_step
-        was = t.lt_breach[rows]
-        t.lt_breach[rows] = breached
+        was = own.lt_breach[rows]
+        own.lt_breach[rows] = breached
         new = np.where(was & ~breached & (new < w / (1.0 - cut)), w / (1.0 - cut), new)
         return np.where(breached, np.minimum(new, w * (1.0 - cut)), new)
 
-    # -- the policy interface --------------------------------------------------
-    def decide_slots(self, view):
-        self._observe(view)
+    # -- the policy contract ----------------------------------------------------
+    def decide(self, step):
+        answer = policy.Answer()
+        self._observe(step)
         if self.opts.onset_window > 0.0:
-            self._cut_at_onset(view)
-        every = max(1, round(self.opts.period * view.intervals_per_epoch))
+            self._cut_at_onset(step, answer)
+        every = max(1, round(self.opts.period * step.intervals_per_epoch))
         self._since += 1
         if self._since >= every:
             self._since = 0
-            self._smooth(view)
-            self._update(view)
+            self._smooth(step.state)
+            self._update(step, answer)
         if self.opts.use_balance:
-            self._credit(view)
+            self._credit(step, answer)
         if self.opts.boost > 1.0:
-            self._boost(view)
-        self._contention(view)
+            self._boost(step)
+        self._contention(step, answer)
+        answer.weights = self._weights_in_force()
+        return answer
 
-    def _contention(self, view):
+    def _contention(self, step, answer):
         """The CPU-contention rule's boosts, and its caps on top of the controller's."""
-        t = view.t
-        moved, rows = cpu_contention.answered_rows(view, self.opts, self._cpu)
+        own = step.state
+        moved, rows = cpu_contention.answered_rows(step, self.opts, self._cpu)
         if len(rows):
-            limit = t.limit[rows]
-            own = np.fmin(t.lt_cap[rows], t.credit_cap[rows])
-            caps = np.where(np.isnan(own), limit, own)
-            cpu_contention.answer(view, rows, caps, limit / caps, self._reasons)
-        if self._cpu_weights or (t.cc_boost > 1.0).any():
-            self._cpu_weights = cpu_contention.weights(view)
+            limit = step.vms.limit_pct[rows]
+            mine = np.fmin(own.lt_cap[rows], own.credit_cap[rows])
+            caps = np.where(np.isnan(mine), limit, mine)
+            cpu_contention.answer(answer, step, rows, caps, limit / caps)
+        if self._cpu_weights or (own.cc_boost > 1.0).any():
+            self._cpu_weights = cpu_contention.weights(step)
 
-    def _cut_at_onset(self, view):
+    def _cut_at_onset(self, step, answer):
         """The onset rule (:mod:`.onset`); a VM left alone as futile is not cut.
 
         An interferer cut at the onset is held by the controller from then
@@ -252,51 +253,45 @@ class LatencyTarget(policy.Policy):
         update) until it is back at its limit; the check that the throttle
         helps (``check_response``) counts from the cut.
         """
-        t = view.t
-        onset.observe(t)
-        aim = self.opts.target * t.threshold / 100.0
-        rows, caps, load = onset.cuts(self._onset, t, self.opts, view.intervals_per_epoch, aim,
-                                      ~response.resting(t))
+        vms, own = step.vms, step.state
+        onset.observe(vms, own)
+        aim = self.opts.target * vms.threshold_pct / 100.0
+        rows, caps, load = onset.cuts(self._onset, vms, own, self.opts,
+                                      step.intervals_per_epoch, aim, ~response.resting(own))
         if not len(rows):
             return
         if self.check is not None:
             # The control of these rows begins here: the check's reference is taken now.
-            response.judge(self.check, t, rows, np.isnan(t.lt_cap[rows]), load, t.cap[rows],
-                           caps)
-        t.lt_cap[rows] = caps
-        t.credit_cap[rows] = np.nan
-        view.answer(rows, caps, t.limit[rows] / caps)
-        for k in rows.tolist():
-            self._reasons[t.names[k]] = policy.TARGET
+            response.judge(self.check, own, rows, np.isnan(own.lt_cap[rows]), load,
+                           vms.cap_pct[rows], caps)
+        own.lt_cap[rows] = caps
+        own.credit_cap[rows] = np.nan
+        answer.cap(rows, caps, vms.limit_pct[rows] / caps)
+        answer.why(rows, policy.TARGET)
 
-    def _boost(self, view):
-        t = view.t
-        sending = t.sensitive & t.seen & (t.tx_mtus > 0)
-        self._weights = {t.names[k]: self.opts.boost for k in sending.nonzero()[0].tolist()}
+    def _boost(self, step):
+        vms = step.vms
+        sending = vms.sensitive & vms.sampled & (vms.tx_mtus > 0)
+        self._weights = dict.fromkeys(sending.nonzero()[0].tolist(), self.opts.boost)
 
-    def weights(self):
-        """``{vm: factor}``: the weight boosts in force (``boost``; CPU contention's)."""
+    def _weights_in_force(self):
+        """``{row: factor}``: the weight boosts in force (``boost``; CPU contention's)."""
         if not self._cpu_weights:
             return self._weights
         out = dict(self._weights)
-        for vm, factor in self._cpu_weights.items():
-            out[vm] = out.get(vm, 1.0) * factor
+        for k, factor in self._cpu_weights.items():
+            out[k] = out.get(k, 1.0) * factor
         return out
 
-    def forget(self, vm):
-        self._reasons.pop(vm, None)
-        self._weights.pop(vm, None)
-        self._cpu_weights.pop(vm, None)
-
-    def _credit(self, view):
+    def _credit(self, step, answer):
         """The credit rule, on the VMs the controller leaves at their limit only."""
-        t = view.t
-        answered = view.answered()
+        own = step.state
+        answered = answer.answered(len(step.vms))
 
         def controlled(rows):
-            return ~np.isnan(view.t.lt_cap[rows])
+            return ~np.isnan(own.lt_cap[rows])
         pairs = []
-        for rows, caps in credit.spared(view, self.opts, self._reasons, controlled):
-            free = ~answered[rows] & np.isnan(t.lt_cap[rows])
+        for rows, caps in credit.spared(step, self.opts, answer, controlled):
+            free = ~answered[rows] & np.isnan(own.lt_cap[rows])
             pairs.append((rows[free], caps[free]))
-        credit.answer(view, self._reasons, pairs)
+        credit.answer(answer, step, pairs)

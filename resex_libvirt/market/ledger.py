@@ -133,7 +133,7 @@ class Ledger:
             t = self.table
             if self._total_shares:
                 fresh = (self.cpu_supply + self.io_supply) * t.shares / self._total_shares
-                t.allocation = np.where(t.open, fresh, t.allocation)
+                np.copyto(t.allocation, fresh, where=t.open)     # in place: read by views
 
     def _slot(self, vm):
         slot = self.table.slots.get(vm)

@@ -45,6 +45,7 @@ import numpy as np
 
 from resex_libvirt.market import latency
 from resex_libvirt.market import ledger as ledger_mod
+from resex_libvirt.market import memo
 from resex_libvirt.market import policy as policy_mod
 from resex_libvirt.market import records
 from resex_libvirt.market import table as table_mod
@@ -263,6 +264,20 @@ class WindowsSeen(typing.NamedTuple):
 
 _NO_WINDOWS = WindowsSeen(np.zeros(0, dtype=np.intp), np.zeros(0, dtype=np.int64),
                           np.zeros(0), np.zeros(0), [])
+_NO_REPORTS = policy_mod.Reports(policy_mod.read_only(np.zeros(0, dtype=np.intp)),
+                                 policy_mod.read_only(np.zeros(0)),
+                                 policy_mod.read_only(np.zeros(0)))
+
+
+class _WindowLayout(typing.NamedTuple):
+    """Which rows the latency windows of a step are (the same VMs report step after step)."""
+
+    rows: np.ndarray
+    select: list
+    others: list
+    sla_us: np.ndarray
+    threshold: np.ndarray
+    tail: np.ndarray
 
 
 class Decisions(collections.abc.Mapping):
@@ -327,6 +342,8 @@ _COLUMNS = {
     "t_since": (0, np.int64), "t_start": (0, np.int64), "t_cap_area": (0.0, np.float64),
     "t_cap_min": (np.inf, np.float64), "t_cpu": (0.0, np.float64), "t_mtus": (0, np.int64),
     "t_bytes": (0, np.int64), "t_intf_sum": (0.0, np.float64), "t_intf_n": (0, np.int64),
+    # Why each VM has its cap (the policies' answers, policy.REASONS).
+    "reason": (policy_mod.UNCAPPED, object),
 }
 
 
@@ -339,7 +356,7 @@ class Market:
 
     def __init__(self, params, policy, mtu_ewma_intervals=None, guard=False):
         self.params = params
-        # Hand the policy its declared columns only (policy.ReadOnlyColumns).
+        # Check every step that the policy reads the market's columns as they are.
         self._guard = guard
         self.table = t = table_mod.Table()
         for name, (fill, dtype) in _COLUMNS.items():
@@ -347,11 +364,13 @@ class Market:
         self.ledger = ledger_mod.Ledger(params.cpu_supply, params.io_supply, table=t)
         self.specs = {}
         self._specs_ro = types.MappingProxyType(self.specs)
-        self.view = policy_mod.SlotView(t, self._specs_ro, params.intervals_per_epoch,
-                                        params.min_cap_pct, self.ledger, params.pcpus)
+        # The policy's view of the columns (made again when a VM joins or leaves).
+        self._vms = memo.Memo(lambda _version: policy_mod.VMColumns(self.table))
+        self._reports = _NO_REPORTS
+        self._state = None
         self._snapshot = None
-        self._layout = None
-        self._reader_rows = None
+        self._layout = memo.Memo(lambda _version: (list(t.names), dict(t.slots)))
+        self._reader_rows = memo.Memo(lambda _version: dict(t.slots))
         self._moved = {}
         # The rows the last answers moved (named in the step's end, at once).
         self._moved_rows = None
@@ -370,7 +389,7 @@ class Market:
         self._cpu_price = table_mod.number(params.cpu_price)
         self._io_price = table_mod.number(params.io_price)
         self._interference = None
-        self._win_layout = None
+        self._win_layout = memo.Memo(self._window_layout)
         self._odd_base = False
         self._boosted = set()
         #: The latency windows the last step took (:class:`WindowsSeen`).
@@ -383,20 +402,21 @@ class Market:
         """The market's rows (:class:`~.table.Layout`): what samples are aligned with."""
         return self.table.layout()
 
+    @property
+    def state(self):
+        """The policy's own per-VM state: the columns it declares, a row per VM."""
+        return self._state
+
     def _install(self, policy):
-        # One interface: a policy with the mapping one answers through an adapter.
-        policy = policy_mod.adapted(policy)
-        old = self.policy
-        if old is not None:
-            for name in old.columns:
-                if name not in policy.columns:
-                    self.table.drop(name)
+        """Make ``policy`` the market's: its state fresh, every VM's reason ``uncapped``."""
+        state = table_mod.Table()
         for name, (fill, dtype) in policy.columns.items():
-            self.table.drop(name)
-            self.table.column(name, fill, dtype)
+            state.column(name, fill, dtype)
+        for vm in self.table.names:
+            state.add(vm)
+        self._state = state
         self.policy = policy
-        if self._guard:
-            self.view.t = policy_mod.ReadOnlyColumns(self.table, policy.columns)
+        self.table.reason.fill(policy_mod.UNCAPPED)
 
     # -- membership -----------------------------------------------------------
     def _bounds_of(self, spec):
@@ -414,6 +434,7 @@ class Market:
         slot = t.slots.get(vm)
         if slot is None:
             slot = t.add(vm)
+            self._state.add(vm)
             left = (self.params.intervals_per_epoch - self.tick) / self.params.intervals_per_epoch
             self.ledger.open_account(vm, sla.shares, fraction_left=left)
             t.cap[slot] = limit
@@ -427,7 +448,7 @@ class Market:
         t.weight[slot] = weight_of(sla.shares)
         t.io_class[slot] = sla.io_class
         t.sensitive[slot] = sla.sensitive
-        self._win_layout = None          # which reports count may have changed
+        self._win_layout.clear()         # which reports count may have changed
         if sla.sensitive:
             # An SLA read from a flavor is at least 1 us; one made in code may not
             # be: its reports then never count as interference (NaN, no division).
@@ -452,8 +473,6 @@ class Market:
         self.params = params
         self._cpu_price = table_mod.number(params.cpu_price)
         self._io_price = table_mod.number(params.io_price)
-        self.view.min_cap_pct = params.min_cap_pct
-        self.view.pcpus = params.pcpus
         self.ledger.set_supply(params.cpu_supply, params.io_supply)
         t = self.table
         for vm, spec in self.specs.items():
@@ -489,11 +508,11 @@ class Market:
         del self.specs[vm]
         self.ledger.close_account(vm)
         t.remove(vm)
+        self._state.remove(vm)
         self._moved.pop(vm, None)
         self._boosted.discard(vm)
         self._interference = None
         self._snapshot = None
-        self.policy.forget(vm)
 
     def _decide(self, slot):
         t = self.table
@@ -506,6 +525,15 @@ class Market:
         t = self.table
         k = t.slots[vm]
         return records.Decision(float(t.cap[k]), int(t.dweight[k]), float(t.rate[k]))
+
+    def reason(self, vm):
+        """Why ``vm`` has the cap it has (:data:`policy.REASONS`; ``uncapped`` if not here)."""
+        k = self.table.slots.get(vm)
+        return policy_mod.UNCAPPED if k is None else self.table.reason[k]
+
+    def reasons(self):
+        """``{vm: reason}`` of every VM (:meth:`reason`)."""
+        return dict(zip(self.table.names, self.table.reason.tolist()))
 
     # -- one interval -----------------------------------------------------------
     def step(self, samples, windows=None):
@@ -527,19 +555,17 @@ class Market:
         self._interference = None
         self.ledger.refresh()
 
-        policy = self.policy
-        view = self.view
-        view.tick = self.tick
-        view.answers = []
-        view.samples, view.windows = samples, windows or {}
-        policy.decide_slots(view)
-        taxes = policy.taxes()
-        if taxes:
-            self._taxes.append(taxes)
-        self._apply(view.answers)
-        boosts = policy.weights()
+        answer = self.policy.decide(self._step(self.tick, self._reports))
+        boosts = None
+        if answer is not None:
+            if answer.taxes:
+                self._taxes.append(answer.taxes)
+            self._apply(answer.caps)
+            if answer.reasons:
+                self._note(answer.reasons)
+            boosts = answer.weights
         if boosts or self._boosted:
-            self._apply_boosts(boosts)
+            self._apply_boosts(boosts or {})
         self.tick += 1
         moved = self._moved
         if self._moved_rows is not None and not moved:
@@ -554,9 +580,7 @@ class Market:
         self._moved_rows = None
         if self._snapshot is None:
             t = self.table
-            if self._layout is None or self._layout[0] != t.version:
-                self._layout = (t.version, list(t.names), dict(t.slots))
-            _version, names, slots = self._layout
+            names, slots = self._layout(t.version)
             self._snapshot = Decisions(names, slots, t.cap.copy(), t.dweight.copy(),
                                        t.rate.copy())
         return self._snapshot
@@ -596,13 +620,16 @@ class Market:
         t.spent_io += io_resos
         left = t.balance - cpu_resos
         left -= io_resos
-        t.balance = np.maximum(left, table_mod.ZERO, out=left)
+        # In place, as every column a policy reads (its view is of these arrays).
+        np.maximum(left, table_mod.ZERO, out=t.balance)
         t.t_cpu += cpu
         t.t_mtus += mtus
         t.t_bytes += t.tx_bytes
         r = t.mtu_rate
         # r + alpha x (0 - r) is exactly r - alpha x r: one rule for every row.
-        t.mtu_rate = r + self._alpha * (mtus - r)
+        gain = mtus - r
+        gain *= self._alpha
+        r += gain
 
     def _take_windows(self, windows):
         """Latency windows of the sensitive VMs, and their interference (Alg. 2 line 6).
@@ -615,31 +642,16 @@ class Market:
         """
         t = self.table
         keys = tuple(windows) if windows else ()
-        layout = self._win_layout
-        if layout is None or layout[0] != t.version or layout[1] != keys:
-            t.win.fill(False)
-            t.win_count.fill(0)
-            t.win_mean.fill(np.nan)
-            t.intf.fill(np.nan)
-            rows, select, others = self._window_rows(windows)
-            # Their SLAs, read once: a changed SLA (``add``) drops the layout.
-            tail = t.tail[rows]
-            layout = self._win_layout = (t.version, keys, rows, select, others,
-                                         t.sla_us[rows], t.threshold[rows],
-                                         tail if tail.any() else None)
-            t.win[rows] = True
-        # else the same VMs reported as in the last step: the same rows, and
-        # the rows of the others are clear already.
-        _version, _keys, rows, select, others, base, threshold, tail = layout
+        # A new layout clears the window columns; else the same VMs reported as
+        # in the last step: the same rows, and the rows of the others are clear.
+        rows, select, others, base, threshold, tail = self._win_layout((t.version, keys))
         wins = list(windows.values()) if windows else []
         other = [(k, wins[i]) for i, k in others] if others else []
         if select is not None:
             wins = [wins[i] for i in select]
-        view = self.view
-        view.win_rows = rows
         n = len(rows)
         if not n:
-            view.win_intf = view.win_mean_pct = np.zeros(0)
+            self._reports = _NO_REPORTS
             self.windows_seen = _NO_WINDOWS._replace(others=other) if other else _NO_WINDOWS
             return
         count = np.fromiter(map(_COUNT, wins), np.int64, n)
@@ -680,10 +692,50 @@ class Market:
         t.win_count[rows] = count
         t.win_mean[rows] = mean
         t.intf[rows] = value
-        view.win_intf, view.win_mean_pct = value, mean_inc
+        value.setflags(write=False)
+        mean_inc.setflags(write=False)
+        self._reports = policy_mod.Reports(rows, value, mean_inc)
         self.windows_seen = WindowsSeen(rows, count, mean, value, other)
         t.t_intf_sum[rows] += value
         t.t_intf_n += t.win           # the rows of this layout (as ``rows``)
+
+    def _window_layout(self, key):
+        """The :class:`_WindowLayout` of the windows of ``key`` (version, names): a new one.
+
+        The window columns are cleared and the reporting rows marked (``win``).
+        """
+        t = self.table
+        t.win.fill(False)
+        t.win_count.fill(0)
+        t.win_mean.fill(np.nan)
+        t.intf.fill(np.nan)
+        rows, select, others = self._window_rows(key[1])
+        rows.setflags(write=False)
+        # Their SLAs, read once: a changed SLA (``add``) drops the layout.
+        tail = t.tail[rows]
+        t.win[rows] = True
+        return _WindowLayout(rows, select, others, t.sla_us[rows], t.threshold[rows],
+                             tail if tail.any() else None)
+
+    def _step(self, interval, reports):
+        """The policy's :class:`~.policy.Step` of this interval."""
+        vms = self._vms(self.table.version)
+        vms.next_interval()
+        if self._guard:
+            stale = vms.stale()
+            if stale:
+                raise RuntimeError("the market replaced its columns %s without a new view"
+                                   % ", ".join(stale))
+        p = self.params
+        return tuple.__new__(policy_mod.Step, (
+            interval, p.intervals_per_epoch, p.interval_s, self.epoch, p.pcpus, p.min_cap_pct,
+            vms, reports, self._state, self._specs_ro))
+
+    def _note(self, reasons):
+        """The reasons of an answer (``{row: reason}``) into the ``reason`` column."""
+        column = self.table.reason
+        for k, why in reasons.items():
+            column[k] = why
 
     def _window_rows(self, windows):
         """``(rows, select, others)`` of the windows, in their order.
@@ -763,9 +815,11 @@ class Market:
         self._snapshot = None
 
     def _apply_boosts(self, boosts):
-        """A policy's weight factors (:meth:`Policy.weights`) on top of the shares' weight."""
+        """An answer's weight factors (``{row: factor}``) on top of the shares' weight."""
         t = self.table
         slots, weights, decided = t.slots, t.weight, t.dweight
+        names = t.names
+        boosts = {names[k]: factor for k, factor in boosts.items()}
         for vm in self._boosted | set(boosts):
             k = slots.get(vm)
             if k is None:
@@ -833,9 +887,12 @@ class Market:
         for name in ("t_cap_area", "t_cpu", "t_intf_sum"):
             getattr(t, name)[:] = 0.0
         t.t_cap_min[:] = cap
-        view = self.view
-        view.tick = 0
-        self.policy.start_epoch(view)
+        answer = self.policy.start_epoch(self._step(0, _NO_REPORTS))
+        if answer is not None:
+            if answer.caps or answer.taxes or answer.weights:
+                raise ValueError("policy %s answered caps, taxes or weights at the epoch: "
+                                 "only reasons are answered there" % self.policy.name)
+            self._note(answer.reasons)
         return summary
 
     def _last_taxes(self):
@@ -847,7 +904,7 @@ class Market:
         parts, need = [], TAXES_KEPT
         for batch in reversed(self._taxes):
             take = min(need, len(batch))
-            parts.append(batch.tail(take) if isinstance(batch, policy_mod.TaxBatch)
+            parts.append(batch.tail(take) if isinstance(batch, policy_mod.Taxes)
                          else list(batch)[len(batch) - take:])
             need -= take
             if not need:
@@ -864,9 +921,8 @@ class Market:
         which reads when it is scraped.
         """
         t = self.table
-        if self._reader_rows is None or self._reader_rows[0] != t.version:
-            self._reader_rows = (t.version, dict(t.slots))
-        slots, balance = self._reader_rows[1], t.balance
+        # A copy: the market charges its balances in place.
+        slots, balance = self._reader_rows(t.version), t.balance.copy()
 
         def read(vm):
             return float(balance[slots[vm]])

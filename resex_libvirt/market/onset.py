@@ -22,7 +22,7 @@ cut at once to the cap a linear model calls for: ``cap x aim / inflation``
 traffic, its traffic in proportion to its cap), never below ``floor`` of
 its cap. The window after a cut is not judged (a transfer already on the
 wire finishes whatever the cap). The controller then takes over. Pure:
-columns in, arrays out; see ``doc/source/market.rst``.
+the step's columns and the policy's state in, arrays out; see ``doc/source/market.rst``.
 """
 
 import dataclasses
@@ -59,16 +59,16 @@ class Onset:
     since: int = 0
 
 
-def observe(t):
-    """Add this interval's latency windows and MTUs to the sustained window."""
-    got = t.win & (t.win_count > 0)
+def observe(vms, own):
+    """Add this interval's latency windows and MTUs (``vms``) to the sustained window (``own``)."""
+    got = vms.reported & (vms.window_count > 0)
     if got.any():
-        t.on_sum[got] += t.win_mean[got] * t.win_count[got]
-        t.on_n[got] += t.win_count[got]
-    t.on_mtus += t.tx_mtus
+        own.on_sum[got] += vms.window_mean_us[got] * vms.window_count[got]
+        own.on_n[got] += vms.window_count[got]
+    own.on_mtus += vms.tx_mtus
 
 
-def cuts(state, t, opts, intervals_per_epoch, aim, eligible):
+def cuts(state, vms, own, opts, intervals_per_epoch, aim, eligible):
     """``(rows, caps, load)``: the onset cuts of this interval (empty but at a window's end).
 
     ``aim`` is, per row, the inflation over the SLA (a fraction, e.g.
@@ -87,28 +87,29 @@ def cuts(state, t, opts, intervals_per_epoch, aim, eligible):
     if state.since < max(1, round(opts.onset_window * intervals_per_epoch)):
         return none
     state.since = 0
-    t.on_cut[t.cap >= t.limit] = False
-    heard = t.on_n > 0
-    mean = np.divide(t.on_sum, t.on_n, out=np.full(len(t), np.nan), where=heard)
-    sent = t.on_mtus.copy()
-    t.on_sum[:] = 0.0
-    t.on_n[:] = 0
-    t.on_mtus[:] = 0.0
-    judged = heard & (t.on_skip <= 0)
-    np.subtract(t.on_skip, 1, out=t.on_skip, where=heard & (t.on_skip > 0))
-    bound = t.sla_us * (1.0 + t.threshold / 100.0)
-    over = judged & t.sensitive & (mean > bound) & (t.sla_us > 0.0)
+    cap, limit, sla_us = vms.cap_pct, vms.limit_pct, vms.latency_sla_us
+    own.on_cut[cap >= limit] = False
+    heard = own.on_n > 0
+    mean = np.divide(own.on_sum, own.on_n, out=np.full(len(own), np.nan), where=heard)
+    sent = own.on_mtus.copy()
+    own.on_sum[:] = 0.0
+    own.on_n[:] = 0
+    own.on_mtus[:] = 0.0
+    judged = heard & (own.on_skip <= 0)
+    np.subtract(own.on_skip, 1, out=own.on_skip, where=heard & (own.on_skip > 0))
+    bound = sla_us * (1.0 + vms.threshold_pct / 100.0)
+    over = judged & vms.sensitive & (mean > bound) & (sla_us > 0.0)
     if not over.any():
         return none
     # Each VM's I/O in the window, scaled up by how far its cap holds it down.
-    held = (t.cap < t.limit) & (t.cap > 0.0)
-    demand = np.divide(sent * t.limit, t.cap, out=sent, where=held)
-    inflation = np.where(over, mean / t.sla_us - 1.0, np.nan)
-    factor = np.full(len(t), np.inf)
-    load = np.ones(len(t))
+    held = (cap < limit) & (cap > 0.0)
+    demand = np.divide(sent * limit, cap, out=sent, where=held)
+    inflation = np.where(over, mean / sla_us - 1.0, np.nan)
+    factor = np.full(len(own), np.inf)
+    load = np.ones(len(own))
     for victim in over.nonzero()[0].tolist():
         hit = (demand > 0.0) & (demand >= opts.onset_heavier * demand[victim])
-        hit &= eligible & ~t.sensitive & ~t.on_cut
+        hit &= eligible & ~vms.sensitive & ~own.on_cut
         hit[victim] = False
         want = max(opts.onset_floor, aim[victim] / inflation[victim])
         deeper = hit & (want < factor)
@@ -117,7 +118,7 @@ def cuts(state, t, opts, intervals_per_epoch, aim, eligible):
     rows = (factor < 1.0).nonzero()[0]
     if not len(rows):
         return none
-    t.on_skip[over] = 1
-    t.on_cut[rows] = True
-    caps = np.maximum(t.cap[rows] * factor[rows], t.floor[rows])
-    return rows, np.minimum(caps, t.limit[rows]), load[rows]
+    own.on_skip[over] = 1
+    own.on_cut[rows] = True
+    caps = np.maximum(cap[rows] * factor[rows], vms.floor_pct[rows])
+    return rows, np.minimum(caps, limit[rows]), load[rows]

@@ -10,14 +10,18 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""The pricing-policy interface (paper Section V-D) and the null policy.
+"""The pricing-policy contract (paper Section V-D), the null policy and the plugin loader.
 
-A policy is told what happened in the interval just charged (a
-:class:`MarketView`) and answers, for every VM, the CPU cap and the
-charging-rate multiplier for the next interval. It keeps whatever state it
-needs between calls, but it does no I/O and reads no clock: everything it
-knows comes through the view. The market clamps its answers to each VM's
-mClock [reservation, limit], so no policy can break those controls.
+A policy is :meth:`Policy.decide`: it reads one interval's :class:`Step`
+(read-only: the market's columns by their full names, this interval's
+latency reports, its own per-VM state) and returns an :class:`Answer`
+(caps and rates for some rows, why, the interval's taxes, weight boosts).
+:meth:`Policy.start_epoch` is its epoch hook; :attr:`Policy.columns` its
+per-VM state, :attr:`Policy.options` its tunables. It does no I/O and reads
+no clock. The market clamps every cap to the VM's mClock [reservation,
+limit], so no policy can break those controls. :class:`PerVM` adapts a
+policy that decides each VM alone. ``doc/source/market.rst`` has the
+contract and a complete third-party policy.
 
 Policies are plugins: :func:`load` finds them by name in the
 ``resex.policies`` entry point group with stevedore, so a policy from another
@@ -26,6 +30,7 @@ distribution is selected exactly as a built-in one (``none``,
 the reverse.
 """
 
+import collections.abc
 import dataclasses
 import types
 import typing
@@ -39,7 +44,7 @@ from stevedore import extension
 NAMESPACE = "resex.policies"
 
 
-#: Why a VM has the cap it has (:meth:`Policy.reasons`): at its limit, no control.
+#: Why a VM has the cap it has (the market's ``reason`` column): at its limit, no control.
 UNCAPPED = "uncapped"
 #: Cut by the FreeMarket credit rule: its Resos ran low (paper Algorithm 1).
 CREDIT = "credit"
@@ -55,189 +60,243 @@ TARGET = "target"
 NO_RESPONSE = "no_response"
 #: Capped to the room a sensitive VM waiting for a pCPU leaves (:mod:`.cpu_contention`).
 CONTENTION = "contention"
-#: Every reason a policy may give, in order of display.
+#: Every reason a built-in policy gives, in order of display (a plugin may give others).
 REASONS = (UNCAPPED, CREDIT, TAX, DECAY, PROTECTED, TARGET, NO_RESPONSE, CONTENTION)
 
-#: The fields of one taxation record: ``taxes()`` gives tuples in this order.
+#: The fields of one taxation record: an answer's taxes are tuples in this order.
 TAX_FIELDS = ("victim", "interferer", "interference_pct", "io_share", "rate_increase", "rate")
 
 
-@typing.runtime_checkable
-class TaxBatch(typing.Protocol):
-    """An interval's taxes (:meth:`Policy.taxes`) that make tuples of their last ones only."""
+class Taxes(collections.abc.Sequence):
+    """An interval's taxes that make the tuples of their last ones only (:meth:`tail`).
 
-    def __len__(self):
-        """How many taxes."""
+    A plain sequence of tuples of :data:`TAX_FIELDS` is an answer's taxes
+    too; a policy that taxes hundreds of VMs an interval subclasses this,
+    since the market keeps only an epoch's last ones.
+    """
 
     def tail(self, k):
         """The last ``k`` taxes, as tuples of :data:`TAX_FIELDS`."""
+        return [self[i] for i in range(len(self) - k, len(self))]
 
 
-@dataclasses.dataclass(frozen=True)
-class MarketView:
-    """Read-only state of the market after the current interval was charged.
+#: The market's columns a policy reads, by their full names: ``{name: market column}``.
+#: ``floor_pct`` and ``limit_pct`` are the cap range the market enforces;
+#: ``cap_pct`` and ``rate`` what is in force; ``mtu_rate`` the recent MTUs per
+#: interval (an exponentially weighted mean); ``shares``, ``sensitive``,
+#: ``latency_sla_us`` and ``threshold_pct`` the SLA (its interference threshold;
+#: NaN without a latency SLA); ``balance`` and ``allocation`` the ledger; the
+#: latency windows of this interval: ``reported`` (a window arrived),
+#: ``window_count`` (its requests), ``window_mean_us`` and ``interference_pct``
+#: (NaN for a VM that did not report); ``reason``: why each cap is what it is.
+MARKET_COLUMNS = types.MappingProxyType({
+    "floor_pct": "floor", "limit_pct": "limit", "cap_pct": "cap", "rate": "rate",
+    "mtu_rate": "mtu_rate", "shares": "shares", "sensitive": "sensitive",
+    "latency_sla_us": "sla_us", "threshold_pct": "threshold", "balance": "balance",
+    "allocation": "allocation", "reported": "win", "window_count": "win_count",
+    "window_mean_us": "win_mean", "interference_pct": "intf", "reason": "reason"})
+#: This interval's samples, by their full names: ``sampled`` (a sample arrived),
+#: ``cpu_pct``, ``tx_mtus`` and ``run_delay_pct`` (the vCPUs' wait for a pCPU).
+SAMPLE_COLUMNS = types.MappingProxyType({
+    "sampled": "seen", "cpu_pct": "cpu_pct", "tx_mtus": "tx_mtus",
+    "run_delay_pct": "delay_pct"})
 
-    What a policy with :meth:`Policy.decide` reads (one made per interval,
-    with plain mappings: the interface of third-party policies). The
-    built-in policies read the market's columns instead (:class:`SlotView`).
 
-    ``tick`` is the index of that interval within the epoch (0-based).
-    ``mtu_rate`` is each VM's recent MTUs per interval (an exponentially
-    weighted mean), the usage that IOShares compares. ``interference`` is
-    each latency-sensitive VM's interference percentage, from
-    the market's interference rule (``doc/source/market.rst``). ``bounds`` is each
-    VM's ``(floor, limit)``: the cap range the market will enforce.
+def read_only(array):
+    """A view of ``array`` that cannot be written."""
+    view = array.view()
+    view.setflags(write=False)
+    return view
+
+
+class VM(typing.NamedTuple):
+    """One VM's row of :class:`VMColumns` (what a :class:`PerVM` policy decides on)."""
+
+    name: str
+    floor_pct: float
+    limit_pct: float
+    cap_pct: float
+    rate: float
+    mtu_rate: float
+    shares: int
+    sensitive: bool
+    latency_sla_us: float
+    threshold_pct: float
+    balance: float
+    allocation: float
+    reported: bool
+    window_count: int
+    window_mean_us: float
+    interference_pct: float
+    reason: str
+    sampled: bool
+    cpu_pct: float
+    tx_mtus: int
+    run_delay_pct: float
+
+
+class VMColumns:
+    """The market's columns as a policy reads them: read-only, by their full names.
+
+    Row ``k`` of every column is the VM ``names[k]`` (``row_of[vm]`` is its
+    row); the columns are :data:`MARKET_COLUMNS` and :data:`SAMPLE_COLUMNS`,
+    numpy arrays that cannot be written. They are live: a policy that keeps
+    one past its step copies it. Made by the market, once per change of the
+    VMs or of the policy.
     """
 
-    tick: int
-    intervals_per_epoch: int
-    specs: types.MappingProxyType
-    samples: types.MappingProxyType
-    windows: types.MappingProxyType
-    interference: types.MappingProxyType
-    mtu_rate: types.MappingProxyType
-    caps: types.MappingProxyType
-    rates: types.MappingProxyType
-    ledger: object
-    bounds: types.MappingProxyType
-    min_cap_pct: float = 1.0
-
-    @property
-    def epoch_fraction_left(self):
-        """Fraction of the epoch still to run after this interval."""
-        return (self.intervals_per_epoch - self.tick - 1) / self.intervals_per_epoch
-
-    def clamp(self, vm, cap):
-        """``cap`` bounded by the VM's reservation, limit and the minimum cap."""
-        floor, limit = self.bounds[vm]
-        return limit if cap >= limit else (floor if cap <= floor else cap)
-
-    def limit(self, vm):
-        return self.bounds[vm][1]
-
-
-#: The market's columns a policy reads (:class:`SlotView`); it writes only its own
-#: (:attr:`Policy.columns`).
-READABLE = frozenset((
-    "floor", "limit", "cap", "rate", "mtu_rate", "shares", "sensitive", "sla_us", "threshold",
-    "balance", "allocation", "seen", "cpu_pct", "tx_mtus", "delay_pct", "win", "win_mean",
-    "win_count", "intf"))
-
-
-class ReadOnlyColumns:
-    """The market's table as a policy may touch it: :data:`READABLE` read only, its own written.
-
-    What a market built with ``guard=True`` hands its policy (the tests
-    do, to hold every policy to its declaration); otherwise the policy
-    gets the table itself, the same columns without the checks.
-    """
-
-    __slots__ = ("_t", "_own")
-
-    def __init__(self, table, own):
-        object.__setattr__(self, "_t", table)
-        object.__setattr__(self, "_own", frozenset(own))
+    def __init__(self, table):
+        d = self.__dict__
+        d["_table"] = table
+        d["_sources"] = {}
+        d["names"] = tuple(table.names)
+        d["row_of"] = types.MappingProxyType(dict(table.slots))
+        #: Moves whenever a VM joins or leaves (the rows change).
+        d["version"] = table.version
+        for name, column in MARKET_COLUMNS.items():
+            source = d["_sources"][name] = getattr(table, column)
+            d[name] = read_only(source)
 
     def __len__(self):
-        return len(self._t)
-
-    @property
-    def names(self):
-        return tuple(self._t.names)
-
-    @property
-    def slots(self):
-        return types.MappingProxyType(self._t.slots)
-
-    @property
-    def version(self):
-        return self._t.version
-
-    def name_rank(self):
-        rank = self._t.name_rank().view()
-        rank.flags.writeable = False
-        return rank
+        return len(self.names)
 
     def __getattr__(self, name):
-        if name in self._own:
-            return getattr(self._t, name)
-        if name not in READABLE:
-            raise AttributeError("a policy reads only the market's declared columns, "
-                                 "not %r" % name)
-        col = getattr(self._t, name).view()
-        col.flags.writeable = False
-        return col
+        # The samples are new arrays every interval: made read-only when first read.
+        column = SAMPLE_COLUMNS.get(name)
+        if column is None:
+            raise AttributeError("a policy reads the market's columns %s, not %r"
+                                 % (", ".join(sorted({**MARKET_COLUMNS, **SAMPLE_COLUMNS})),
+                                    name))
+        view = self.__dict__[name] = read_only(getattr(self._table, column))
+        return view
 
     def __setattr__(self, name, value):
-        if name not in self._own:
-            raise AttributeError("a policy writes only the columns it declares, not %r" % name)
-        setattr(self._t, name, value)
+        raise AttributeError("the step is read-only: a policy answers, it does not write %r"
+                             % name)
 
+    def __delattr__(self, name):
+        raise AttributeError("the step is read-only")
 
-class SlotView:
-    """The market's columns, as the built-in policies read them (one per market).
+    def next_interval(self):
+        """The market's: this interval's samples replace the last one's."""
+        d = self.__dict__
+        for name in SAMPLE_COLUMNS:
+            d.pop(name, None)
 
-    ``t`` is the market's :class:`~resex_libvirt.market.table.Table`: row
-    ``i`` of every column is the VM ``t.names[i]``. The columns a policy
-    reads: ``floor`` and ``limit`` (the cap range the market enforces),
-    ``cap`` and ``rate`` (in force), ``mtu_rate`` (recent MTUs per
-    interval), ``shares``, ``sensitive``, ``sla_us`` and ``threshold`` (the
-    latency SLA, NaN without one), ``balance`` and ``allocation`` (the
-    ledger), this interval's ``seen``, ``cpu_pct``, ``delay_pct`` (the
-    vCPUs' run delay) and ``tx_mtus`` (the samples), ``win`` (a latency
-    window arrived), ``win_mean`` and ``win_count``, and ``intf``: the
-    interference percentage of each sensitive VM that reported (NaN for the others).
+    def stale(self):
+        """The market's columns no longer behind their views (a market bug): their names."""
+        table, sources = self._table, self._sources
+        return [name for name, column in MARKET_COLUMNS.items()
+                if getattr(table, column) is not sources[name]]
 
-    A policy answers with :meth:`answer` (a VM not answered keeps its cap
-    and rate); ``specs`` and ``reasons`` stay keyed by VM name, and are
-    touched only for the VMs concerned.
-    """
-
-    def __init__(self, table, specs, intervals_per_epoch, min_cap_pct, ledger=None, pcpus=1):
-        self.t = table
-        self.specs = specs
-        self.ledger = ledger
-        #: The pCPUs the VMs share (the market's ``pcpus``).
-        self.pcpus = pcpus
-        #: This interval's samples and latency windows, as the market was given
-        #: them (for :class:`MappingPolicy`; the columns hold the same).
-        self.samples = self.windows = types.MappingProxyType({})
-        self.intervals_per_epoch = intervals_per_epoch
-        self.min_cap_pct = min_cap_pct
-        self.tick = 0
-        #: The rows of the sensitive VMs that reported a latency window this interval.
-        self.win_rows = np.zeros(0, dtype=np.intp)
-        #: Aligned with ``win_rows``: each one's interference percentage (``intf``)
-        #: and its mean's increase over its SLA alone, in percent of the SLA.
-        self.win_intf = self.win_mean_pct = np.zeros(0)
-        #: This interval's answers: ``[(rows, caps, rates), ...]``.
-        self.answers = []
-
-    @property
-    def epoch_fraction_left(self):
-        """Fraction of the epoch still to run after this interval."""
-        return (self.intervals_per_epoch - self.tick - 1) / self.intervals_per_epoch
+    def name_rank(self):
+        """Each row's position in the VMs' names sorted."""
+        d = self.__dict__
+        if "_rank" not in d:
+            d["_rank"] = read_only(self._table.name_rank())
+        return d["_rank"]
 
     def clamp(self, caps, rows=None):
         """``caps`` bounded by each VM's floor and limit (of ``rows``, or of every VM)."""
-        t = self.t
-        floor, limit = (t.floor, t.limit) if rows is None else (t.floor[rows], t.limit[rows])
+        floor, limit = ((self.floor_pct, self.limit_pct) if rows is None else
+                        (self.floor_pct[rows], self.limit_pct[rows]))
         # min then max: "limit if cap >= limit else floor if cap <= floor" (floor <= limit).
         return np.maximum(np.minimum(caps, limit), floor)
 
-    def answer(self, rows, caps, rates):
-        """Answer ``(cap, rate)`` for the VMs of ``rows``.
+    def records(self):
+        """Every VM's row as a :class:`VM`, in row order."""
+        columns = [getattr(self, name).tolist() for name in VM._fields[1:]]
+        return list(map(VM._make, zip(self.names, *columns)))
 
-        ``rows`` are indices; ``caps`` and ``rates`` arrays or scalars. A
-        later answer for a VM replaces an earlier one.
-        """
+
+class Reports(typing.NamedTuple):
+    """This interval's latency reports of the VMs with a latency SLA (read-only arrays).
+
+    ``rows`` are the rows that reported; aligned with them, each one's
+    ``interference_pct`` (the market's interference rule,
+    ``doc/source/market.rst``) and ``mean_increase_pct``: its window's mean
+    over its SLA, in percent of the SLA.
+    """
+
+    rows: np.ndarray
+    interference_pct: np.ndarray
+    mean_increase_pct: np.ndarray
+
+
+class Step(typing.NamedTuple):
+    """What a policy reads in one interval, after the market charged it: read-only.
+
+    ``interval`` is the index of the interval within the epoch (0-based),
+    ``epoch`` the epoch's, ``interval_s`` the length of one; ``pcpus`` the
+    physical CPUs the VMs share; ``vms`` the market's columns
+    (:class:`VMColumns`), ``reports`` this interval's latency reports
+    (:class:`Reports`), ``specs`` each VM's :class:`~.records.VMSpec` by
+    name. ``state`` is the policy's own per-VM state: the columns it
+    declares (:attr:`Policy.columns`), aligned with the rows of ``vms``, the
+    one thing it writes.
+    """
+
+    interval: int
+    intervals_per_epoch: int
+    interval_s: float
+    epoch: int
+    pcpus: int
+    min_cap_pct: float
+    vms: VMColumns
+    reports: Reports
+    state: object
+    specs: types.MappingProxyType
+
+    @property
+    def epoch_fraction_left(self):
+        """Fraction of the epoch still to run after this interval."""
+        return (self.intervals_per_epoch - self.interval - 1) / self.intervals_per_epoch
+
+
+class Answer:
+    """What a policy decided in one interval: returned by :meth:`Policy.decide`.
+
+    ``caps``: ``[(rows, caps, rates), ...]``, made with :meth:`cap` (a VM not
+    answered keeps its cap and rate; a later answer for a row replaces an
+    earlier one); ``reasons``: ``{row: reason}`` of the rows whose reason
+    changes (:meth:`why`); ``taxes``: the interval's taxes (tuples of
+    :data:`TAX_FIELDS`, or :class:`Taxes`); ``weights``: ``{row: factor}``,
+    the scheduler-weight boosts in force on top of each VM's shares (a VM
+    not named has its shares' weight).
+    """
+
+    __slots__ = ("caps", "reasons", "taxes", "weights")
+
+    def __init__(self):
+        self.caps = []
+        self.reasons = {}
+        self.taxes = ()
+        self.weights = None
+
+    def cap(self, rows, caps, rates=1.0):
+        """Answer ``(cap, rate)`` for the VMs of ``rows`` (indices; arrays or scalars)."""
         if len(rows):
-            self.answers.append((rows, caps, rates))
+            self.caps.append((rows, caps, rates))
+        return self
 
-    def answered(self):
-        """Mask of the VMs answered so far this interval."""
-        mask = np.zeros(len(self.t), dtype=bool)
-        for rows, _caps, _rates in self.answers:
+    def why(self, rows, reason):
+        """``reason`` for each of ``rows`` (one reason, or one per row)."""
+        rows = rows.tolist() if isinstance(rows, np.ndarray) else rows
+        if isinstance(reason, str):
+            self.reasons.update(dict.fromkeys(rows, reason))
+        else:
+            self.reasons.update(zip(rows, reason))
+        return self
+
+    def reason_of(self, row, vms):
+        """The reason of ``row`` after this answer (``vms``: the step's columns)."""
+        why = self.reasons.get(row)
+        return vms.reason[row] if why is None else why
+
+    def answered(self, n):
+        """Mask of the ``n`` rows answered so far."""
+        mask = np.zeros(n, dtype=bool)
+        for rows, _caps, _rates in self.caps:
             mask[rows] = True
         return mask
 
@@ -299,10 +358,11 @@ def options_of(factory):
 
 
 class Policy:
-    """Base class: subclasses implement :meth:`decide_slots` (or :meth:`decide`).
+    """A pricing policy: :meth:`decide` every interval, :meth:`start_epoch` every epoch.
 
-    A policy declares what it touches: :attr:`columns` (its per-VM state,
-    the only columns it writes) and :attr:`options` (its tunables).
+    It declares what it touches: :attr:`columns` (its per-VM state, the
+    step's ``state``: the only thing it writes) and :attr:`options` (its
+    tunables).
     """
 
     name = None
@@ -313,136 +373,54 @@ class Policy:
     #: one. The host report counts the load of a host whose policy does not as
     #: load its market cannot tame (doc/source/scheduler.rst).
     taxes_interferers = False
-    #: Per-VM state kept as columns of the market's table:
-    #: ``{column: (fill, dtype)}``; the market declares them when the policy
-    #: is installed and drops them when it is replaced.
+    #: Per-VM state kept as columns of the step's ``state``:
+    #: ``{column: (fill, dtype)}``; the market makes them when the policy is
+    #: installed, adds and drops their rows with the VMs, and drops them when
+    #: the policy is replaced.
     columns = {}
 
-    def decide(self, view):
-        """Return ``{vm: (cap_pct, rate)}`` for the VMs whose cap or rate changes.
-
-        ``view`` is a :class:`MarketView`. A VM left out keeps the cap and
-        rate it has (the control loop runs every millisecond in the paper's
-        setting, so answers are sparse). A policy that implements
-        :meth:`decide_slots` instead is never called here.
-        """
+    def decide(self, step):
+        """The :class:`Answer` to one interval's :class:`Step` (None: nothing changes)."""
         raise NotImplementedError
 
-    #: ``decide_slots(view)``: the column interface, ``view`` a :class:`SlotView`;
-    #: answers are given with :meth:`SlotView.answer`. ``None``
-    #: for a policy that implements :meth:`decide`.
-    decide_slots = None
+    def start_epoch(self, step):
+        """Called after the ledger was replenished; may return an :class:`Answer` of reasons.
 
-    def start_epoch(self, view):
-        """Called after the ledger was replenished.
-
-        ``view`` is a :class:`SlotView` for a policy with :meth:`decide_slots`,
-        a :class:`MarketView` otherwise.
+        The step's interval is 0 and it has no reports. Caps, taxes and
+        weights are answered by :meth:`decide`, not here.
         """
 
-    def forget(self, vm):
-        """Drop any state about ``vm`` (it left the host); its columns go with it."""
 
-    def explain(self):
-        """This interval's taxation decisions as plain dicts, for logs and reports."""
-        return [dict(zip(TAX_FIELDS, tax)) for tax in self.taxes()]
+class PerVM(Policy):
+    """The adapter of a policy that decides each VM alone: implement :meth:`decide_vm`.
 
-    def taxes(self):
-        """This interval's taxation decisions as tuples (cheap; see :meth:`explain`)."""
-        return ()
-
-    def weights(self):
-        """``{vm: factor}``: scheduler-weight boosts on top of each VM's shares.
-
-        Empty by default; the market multiplies the weight of a VM named here
-        by its factor and restores it when the VM is no longer named.
-        """
-        return {}
-
-    def reasons(self):
-        """``{vm: reason}``: why each VM has the cap in force (one of :data:`REASONS`).
-
-        A VM left out is at its limit (:data:`UNCAPPED`). The mapping is the
-        policy's own, updated in place by :meth:`decide`: read it, do not keep it.
-        """
-        return {}
-
-
-class MappingPolicy(Policy):
-    """A policy with the mapping interface (:meth:`Policy.decide`), answering by columns.
-
-    The market asks every policy through :meth:`Policy.decide_slots`; this
-    adapter makes the :class:`MarketView` of plain mappings a third-party
-    :meth:`~Policy.decide` reads, once per interval, and turns its answers
-    into rows. Everything else is the wrapped policy's.
+    Simpler than columns, and slower (one call per VM per interval): for a
+    policy whose rule needs no other VM's state.
     """
 
-    def __init__(self, inner):
-        self.inner = inner
-        self.name = inner.name
-        self.taxes_interferers = inner.taxes_interferers
-        self.columns = inner.columns
-
-    def _view(self, view, tick, samples, windows, interference):
-        t = view.t
-        bounds = dict(zip(t.names, zip(t.floor.tolist(), t.limit.tolist())))
-        return MarketView(
-            tick=tick, intervals_per_epoch=view.intervals_per_epoch, specs=view.specs,
-            samples=types.MappingProxyType(samples), windows=types.MappingProxyType(windows),
-            interference=types.MappingProxyType(interference),
-            mtu_rate=types.MappingProxyType(_mapping(t, t.mtu_rate)),
-            caps=types.MappingProxyType(_mapping(t, t.cap)),
-            rates=types.MappingProxyType(_mapping(t, t.rate)),
-            ledger=view.ledger, bounds=types.MappingProxyType(bounds),
-            min_cap_pct=view.min_cap_pct)
-
-    def decide_slots(self, view):
-        t = view.t
-        interference = _mapping(t, t.intf, t.win) if len(t.win) == len(t) else {}
-        answers = self.inner.decide(self._view(view, view.tick, view.samples, view.windows,
-                                               interference))
+    def decide(self, step):
+        answer = Answer()
         rows, caps, rates = [], [], []
-        slots = t.slots
-        for vm, (cap, rate) in answers.items():
-            k = slots.get(vm)
-            if k is not None:
+        for k, vm in enumerate(step.vms.records()):
+            got = self.decide_vm(vm, step)
+            if got is not None:
+                cap, rate, reason = got
                 rows.append(k)
                 caps.append(cap)
                 rates.append(rate)
+                if reason is not None:
+                    answer.reasons[k] = reason
         if rows:
-            view.answer(np.array(rows, dtype=np.intp), np.array(caps, dtype=np.float64),
-                        np.array(rates, dtype=np.float64))
+            answer.cap(np.array(rows, dtype=np.intp), np.array(caps, dtype=np.float64),
+                       np.array(rates, dtype=np.float64))
+        return answer
 
-    def start_epoch(self, view):
-        self.inner.start_epoch(self._view(view, 0, {}, {}, {}))
+    def decide_vm(self, vm, step):
+        """``(cap_pct, rate, reason)`` of the :class:`VM` ``vm`` (reason None: unchanged).
 
-    def forget(self, vm):
-        self.inner.forget(vm)
-
-    def explain(self):
-        return self.inner.explain()
-
-    def taxes(self):
-        return self.inner.taxes()
-
-    def weights(self):
-        return self.inner.weights()
-
-    def reasons(self):
-        return self.inner.reasons()
-
-
-def _mapping(t, column, mask=None):
-    """``{vm: value}`` of ``column`` (rows where ``mask`` is true), as Python values."""
-    values = column.tolist()
-    if mask is None:
-        return dict(zip(t.names, values))
-    return {t.names[i]: values[i] for i in np.flatnonzero(mask).tolist()}
-
-
-def adapted(policy):
-    """``policy`` as the market asks it: by columns (a :class:`MappingPolicy` if need be)."""
-    return policy if policy.decide_slots is not None else MappingPolicy(policy)
+        None: the VM keeps its cap, rate and reason.
+        """
+        raise NotImplementedError
 
 
 class NoControl(Policy):
@@ -453,10 +431,10 @@ class NoControl(Policy):
 
     name = "none"
 
-    def decide_slots(self, view):
-        t = view.t
-        off = (t.cap != t.limit).nonzero()[0]
-        view.answer(off, t.limit[off], 1.0)
+    def decide(self, step):
+        vms = step.vms
+        off = (vms.cap_pct != vms.limit_pct).nonzero()[0]
+        return Answer().cap(off, vms.limit_pct[off], 1.0)
 
 
 class UnknownPolicy(ValueError):

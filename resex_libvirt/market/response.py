@@ -70,17 +70,17 @@ class ResponseCheck:
             raise ValueError("min_excess must be >= 0")
 
 
-def resting(t):
+def resting(own):
     """Rows left alone after a futile throttle (not to be controlled this update)."""
-    return t.rs_rest > 0
+    return own.rs_rest > 0
 
 
-def tick(t):
+def tick(own):
     """One update passed: the rests run down."""
-    np.subtract(t.rs_rest, 1, out=t.rs_rest, where=t.rs_rest > 0)
+    np.subtract(own.rs_rest, 1, out=own.rs_rest, where=own.rs_rest > 0)
 
 
-def judge(check, t, rows, started, load, before, caps):
+def judge(check, own, rows, started, load, before, caps):
     """Per row of ``rows`` (controlled this update): is its throttle futile?
 
     ``started``: rows whose control begins now (their reference is taken);
@@ -91,32 +91,32 @@ def judge(check, t, rows, started, load, before, caps):
     """
     excess = load - 1.0
     first = rows[started]
-    t.rs_ref[first] = excess[started]
-    t.rs_cap0[first] = before[started]
-    t.rs_deep[first] = 0
-    cap0 = t.rs_cap0[rows]
+    own.rs_ref[first] = excess[started]
+    own.rs_cap0[first] = before[started]
+    own.rs_deep[first] = 0
+    cap0 = own.rs_cap0[rows]
     deep = caps <= check.depth * cap0
-    t.rs_deep[rows] = np.where(deep, t.rs_deep[rows] + 1, 0)
-    ref = np.maximum(t.rs_ref[rows], check.min_excess)
-    futile = ((t.rs_deep[rows] >= check.patience) & (excess > 0.0)
+    own.rs_deep[rows] = np.where(deep, own.rs_deep[rows] + 1, 0)
+    ref = np.maximum(own.rs_ref[rows], check.min_excess)
+    futile = ((own.rs_deep[rows] >= check.patience) & (excess > 0.0)
               & (excess > check.keep * ref))
     bad = rows[futile]
     if len(bad):
-        strikes = np.minimum(t.rs_strikes[bad], MAX_BACKOFF_DOUBLINGS)
-        t.rs_rest[bad] = check.backoff * (1 << strikes)
-        t.rs_strikes[bad] += 1
-        forget(t, bad)
+        strikes = np.minimum(own.rs_strikes[bad], MAX_BACKOFF_DOUBLINGS)
+        own.rs_rest[bad] = check.backoff * (1 << strikes)
+        own.rs_strikes[bad] += 1
+        forget(own, bad)
     return futile
 
 
-def forget(t, rows):
+def forget(own, rows):
     """The control of ``rows`` ended (released, or futile): no reference any more."""
-    t.rs_ref[rows] = np.nan
-    t.rs_cap0[rows] = np.nan
-    t.rs_deep[rows] = 0
+    own.rs_ref[rows] = np.nan
+    own.rs_cap0[rows] = np.nan
+    own.rs_deep[rows] = 0
 
 
-def settled(t, rows):
+def settled(own, rows):
     """``rows`` went back to their limit because their victims are fine: strikes forgiven."""
-    forget(t, rows)
-    t.rs_strikes[rows] = 0
+    forget(own, rows)
+    own.rs_strikes[rows] = 0

@@ -30,6 +30,8 @@ import typing
 
 import numpy as np
 
+from resex_libvirt.market import memo
+
 
 class Layout(typing.NamedTuple):
     """The rows of a table at one version: row ``i`` is the VM ``names[i]``."""
@@ -49,8 +51,8 @@ class Table:
         #: Moves on every join and departure.
         self.version = 0
         self._fill = {}
-        self._rank = None
-        self._layout = None
+        self._rank = memo.Memo(self._name_rank)
+        self._layout = memo.Memo(lambda version: Layout(tuple(self.names), version))
 
     def __len__(self):
         return len(self.names)
@@ -101,9 +103,7 @@ class Table:
 
     def layout(self):
         """The rows as they are now (:class:`Layout`: the same object until a join or leave)."""
-        if self._layout is None or self._layout.version != self.version:
-            self._layout = Layout(tuple(self.names), self.version)
-        return self._layout
+        return self._layout(self.version)
 
     def align(self, names):
         """Make the rows those of ``names``, in its order: rows kept by VM, new ones filled."""
@@ -124,12 +124,13 @@ class Table:
 
     def name_rank(self):
         """Each row's position in the VMs' names sorted (cached until the next join or leave)."""
-        if self._rank is None or self._rank[0] != self.version:
-            names = self.names
-            rank = np.empty(len(names), dtype=np.int64)
-            rank[sorted(range(len(names)), key=names.__getitem__)] = np.arange(len(names))
-            self._rank = (self.version, rank)
-        return self._rank[1]
+        return self._rank(self.version)
+
+    def _name_rank(self, _version):
+        names = self.names
+        rank = np.empty(len(names), dtype=np.int64)
+        rank[sorted(range(len(names)), key=names.__getitem__)] = np.arange(len(names))
+        return rank
 
     def mapping(self, name, mask=None):
         """``{vm: value}`` of column ``name`` (rows where ``mask`` is true), as Python values."""

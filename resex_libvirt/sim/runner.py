@@ -154,9 +154,8 @@ def run(scenario, policy, model=None, series_every=None, **policy_kwargs):
             rec[0] += 1
             rec[1] += d.cap_pct
             rec[2] = min(rec[2], d.cap_pct)
-        reasons = policy.reasons()
         for uuid in decisions:
-            why = reasons.get(uuid, policy_mod.UNCAPPED)
+            why = market.reason(uuid)
             counts = reason_counts[uuid]
             counts[why] = counts.get(why, 0) + 1
         if i % every == 0:

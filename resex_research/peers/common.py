@@ -21,7 +21,9 @@ market calls a policy every interval, so each peer counts intervals
 
 import numpy as np
 
-#: Why a VM has the cap it has, under a peer (:meth:`Policy.reasons`).
+from resex_libvirt.market import policy
+
+#: Why a VM has the cap it has, under a peer (the market's ``reason`` column).
 PEER = "peer"
 
 
@@ -72,7 +74,38 @@ class PeriodMean:
         self._sum.pop(vm, None)
         self._n.pop(vm, None)
 
+    def names(self):
+        """The VMs it holds readings of."""
+        return list(self._sum)
 
-def best_effort_rows(t):
+
+def best_effort_rows(vms):
     """Rows of the VMs without a latency SLA: Koordinator's BE, Crane's throttleable."""
-    return np.flatnonzero(~t.sensitive)
+    return np.flatnonzero(~vms.sensitive)
+
+
+def answer(vms, rows, caps):
+    """A peer's answer: the caps of ``rows`` that moved, and every one's reason."""
+    moved = caps != vms.cap_pct[rows]
+    out = policy.Answer().cap(rows[moved], caps[moved], 1.0)
+    return out.why(rows, [PEER if cap < limit else policy.UNCAPPED
+                          for cap, limit in zip(caps.tolist(), vms.limit_pct[rows].tolist())])
+
+
+class Departures:
+    """Calls ``forget(vm)`` for each VM that left since the last step.
+
+    A peer keeps its per-VM state by VM name; the step's rows say who is
+    here (``vms.row_of``), and ``vms.version`` moves when one joins or leaves.
+    """
+
+    def __init__(self):
+        self._version = None
+
+    def prune(self, vms, known, forget):
+        """``forget(vm)`` for every VM of ``known`` (names) no longer among ``vms``."""
+        if vms.version == self._version:
+            return
+        self._version = vms.version
+        for vm in [vm for vm in known if vm not in vms.row_of]:
+            forget(vm)

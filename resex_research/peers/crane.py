@@ -100,13 +100,13 @@ class CraneThrottle(policy.Policy):
         self.last_trigger = None
         #: Each throttled VM's quota (percent of one CPU); a VM not here is unset.
         self.quota = {}
-        self._reasons = {}
+        self._gone = common.Departures()
 
-    def capacity(self, view):
+    def capacity(self, step):
         if self.capacity_pct is not None:
             return float(self.capacity_pct)
-        sizes = sum(100.0 * max(1, spec.vcpus) for spec in view.specs.values())
-        return min(sizes, 100.0 * view.pcpus)
+        sizes = sum(100.0 * max(1, spec.vcpus) for spec in step.specs.values())
+        return min(sizes, 100.0 * step.pcpus)
 
     def analyze(self, utilisation_pct):
         """``(triggered, restored)`` of this collection (the consecutive-readings rule)."""
@@ -150,14 +150,15 @@ class CraneThrottle(policy.Policy):
             if grown > 0.0:
                 headroom -= grown
 
-    def decide_slots(self, view):
-        t = view.t
-        self._used.add(t.names, t.cpu_pct, t.seen)
-        if not self.cadence.tick(view.intervals_per_epoch):
-            return
+    def decide(self, step):
+        t = step.vms
+        self._gone.prune(t, self._used.names() + list(self.quota), self._forget)
+        self._used.add(t.names, t.cpu_pct, t.sampled)
+        if not self.cadence.tick(step.intervals_per_epoch):
+            return None
         self.now += self.cadence.period
         used = self._used.take()
-        capacity = self.capacity(view)
+        capacity = self.capacity(step)
         usage = sum(used.values())
         triggered, restored = self.analyze(100.0 * usage / capacity)
         be = common.best_effort_rows(t)
@@ -168,28 +169,17 @@ class CraneThrottle(policy.Policy):
         line = capacity * self.watermark_pct / 100.0
         if triggered:
             self.last_trigger = self.now
-            floors = {t.names[k]: max(float(t.floor[k]), float(t.limit[k]) * self.min_ratio)
+            floors = {t.names[k]: max(float(t.floor_pct[k]),
+                                      float(t.limit_pct[k]) * self.min_ratio)
                       for k in be.tolist()}
             self.throttle(order, used, floors, usage - line)
         elif restored and (self.last_trigger is None or
                            self.now - self.last_trigger >= self.cool_down):
-            limits = {t.names[k]: float(t.limit[k]) for k in be.tolist()}
+            limits = {t.names[k]: float(t.limit_pct[k]) for k in be.tolist()}
             self.restore(order, used, limits, line - usage)
-        self._answer(view, be)
-
-    def _answer(self, view, be):
-        t = view.t
         held = np.array([self.quota.get(t.names[k], np.inf) for k in be.tolist()])
-        caps = view.clamp(held, be)
-        moved = caps != t.cap[be]
-        view.answer(be[moved], caps[moved], 1.0)
-        for k, cap in zip(be.tolist(), caps.tolist()):
-            self._reasons[t.names[k]] = common.PEER if cap < t.limit[k] else policy.UNCAPPED
+        return common.answer(t, be, t.clamp(held, be))
 
-    def reasons(self):
-        return self._reasons
-
-    def forget(self, vm):
+    def _forget(self, vm):
         self._used.forget(vm)
         self.quota.pop(vm, None)
-        self._reasons.pop(vm, None)

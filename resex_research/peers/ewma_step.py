@@ -69,7 +69,7 @@ class EWMAStep(policy.Policy):
         self.ewma = {}
         #: Each stepped VM's cap (percent); a VM not here is at its limit.
         self.held = {}
-        self._reasons = {}
+        self._gone = common.Departures()
 
     def observe(self, lat):
         """Feed one period's latencies ``{vm: us}``; return the VMs whose EWMA is over."""
@@ -78,24 +78,25 @@ class EWMAStep(policy.Policy):
             self.ewma[vm] = value if e is None else e + self.alpha * (value - e)
         return self.ewma
 
-    def decide_slots(self, view):
-        t = view.t
-        self._lat.add(t.names, t.win_mean, t.win & (t.win_count > 0) & t.sensitive)
-        if not self.cadence.tick(view.intervals_per_epoch):
-            return
+    def decide(self, step):
+        t = step.vms
+        self._gone.prune(t, self._lat.names() + list(self.ewma) + list(self.held), self._forget)
+        self._lat.add(t.names, t.window_mean_us, t.reported & (t.window_count > 0) & t.sensitive)
+        if not self.cadence.tick(step.intervals_per_epoch):
+            return None
         ewma = self.observe(self._lat.take())
         over = False
         for k in np.flatnonzero(t.sensitive).tolist():
             e = ewma.get(t.names[k])
-            bound = t.sla_us[k] * (1.0 + t.threshold[k] / 100.0)
+            bound = t.latency_sla_us[k] * (1.0 + t.threshold_pct[k] / 100.0)
             if e is not None and bound > 0.0 and e > bound:
                 over = True
         be = common.best_effort_rows(t)
         if not len(be):
-            return
+            return None
         caps = []
         for k in be.tolist():
-            vm, limit = t.names[k], float(t.limit[k])
+            vm, limit = t.names[k], float(t.limit_pct[k])
             cur = self.held.get(vm, limit)
             if over:
                 new = max(cur * (1.0 - self.step), limit * self.min_ratio)
@@ -106,17 +107,9 @@ class EWMAStep(policy.Policy):
             else:
                 self.held[vm] = new
             caps.append(new)
-        caps = view.clamp(np.array(caps), be)
-        moved = caps != t.cap[be]
-        view.answer(be[moved], caps[moved], 1.0)
-        for k, cap in zip(be.tolist(), caps.tolist()):
-            self._reasons[t.names[k]] = common.PEER if cap < t.limit[k] else policy.UNCAPPED
+        return common.answer(t, be, t.clamp(np.array(caps), be))
 
-    def reasons(self):
-        return self._reasons
-
-    def forget(self, vm):
+    def _forget(self, vm):
         self._lat.forget(vm)
         self.ewma.pop(vm, None)
         self.held.pop(vm, None)
-        self._reasons.pop(vm, None)

@@ -91,15 +91,15 @@ class KoordinatorSuppress(policy.Policy):
         self.capacity_pct = capacity_pct
         self.cadence = common.Cadence(period)
         self._used = common.PeriodMean()
+        self._gone = common.Departures()
         #: The BE group's quota in force (percent of one CPU); None: unset (-1).
         self.quota = None
-        self._reasons = {}
 
-    def capacity(self, view):
+    def capacity(self, step):
         if self.capacity_pct is not None:
             return float(self.capacity_pct)
-        sizes = sum(100.0 * max(1, spec.vcpus) for spec in view.specs.values())
-        return min(sizes, 100.0 * view.pcpus)
+        sizes = sum(100.0 * max(1, spec.vcpus) for spec in step.specs.values())
+        return min(sizes, 100.0 * step.pcpus)
 
     def target(self, capacity, ls_used):
         """The BE group's quota the rule asks for, before the bypass and the slow scale-up."""
@@ -119,30 +119,22 @@ class KoordinatorSuppress(policy.Policy):
                 new = cur + MAX_INCREASE_RATIO * capacity
         return new
 
-    def decide_slots(self, view):
-        t = view.t
-        self._used.add(t.names, t.cpu_pct, t.seen)
-        if not self.cadence.tick(view.intervals_per_epoch):
-            return
+    def decide(self, step):
+        vms = step.vms
+        self._gone.prune(vms, self._used.names(), self._used.forget)
+        self._used.add(vms.names, vms.cpu_pct, vms.sampled)
+        if not self.cadence.tick(step.intervals_per_epoch):
+            return None
         used = self._used.take()
-        be = common.best_effort_rows(t)
+        be = common.best_effort_rows(vms)
         if not len(be):
-            return
-        ls_used = sum(used.get(t.names[k], 0.0) for k in np.flatnonzero(t.sensitive).tolist())
-        capacity = self.capacity(view)
+            return None
+        ls_used = sum(used.get(vms.names[k], 0.0)
+                      for k in np.flatnonzero(vms.sensitive).tolist())
+        capacity = self.capacity(step)
         quota = self.next_quota(capacity, ls_used)
         if quota is None:
-            return
+            return None
         self.quota = quota
-        caps = view.clamp(np.full(len(be), quota / len(be)), be)
-        moved = caps != t.cap[be]
-        view.answer(be[moved], caps[moved], 1.0)
-        for k, cap in zip(be.tolist(), caps.tolist()):
-            self._reasons[t.names[k]] = common.PEER if cap < t.limit[k] else policy.UNCAPPED
-
-    def reasons(self):
-        return self._reasons
-
-    def forget(self, vm):
-        self._used.forget(vm)
-        self._reasons.pop(vm, None)
+        caps = vms.clamp(np.full(len(be), quota / len(be)), be)
+        return common.answer(vms, be, caps)

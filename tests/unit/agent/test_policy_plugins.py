@@ -41,7 +41,7 @@ THIRD_PARTY = textwrap.dedent('''
     from resex_libvirt.market import policy
 
 
-    class FlatCap(policy.Policy):
+    class FlatCap(policy.PerVM):
         """Caps every VM at (1 - step) of its limit, whatever happens."""
 
         name = "flat_cap"
@@ -51,9 +51,8 @@ THIRD_PARTY = textwrap.dedent('''
         def __init__(self, **options):
             self.step = policy.configure(self.options, options).step
 
-        def decide(self, view):
-            return {vm: (view.clamp(vm, limit * (1.0 - self.step)), 1.0)
-                    for vm, (_floor, limit) in view.bounds.items()}
+        def decide_vm(self, vm, step):
+            return vm.limit_pct * (1.0 - self.step), 1.0, "flat"
 ''')
 
 

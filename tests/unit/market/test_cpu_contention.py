@@ -39,6 +39,12 @@ def make_market(pcpus=1, hog_sla=None, **opts):
     return m
 
 
+def boosted(m):
+    """The VMs whose scheduler weight the policy boosts above their shares' weight."""
+    return {vm for vm, spec in m.specs.items()
+            if m.decision(vm).weight != market_mod.weight_of(spec.sla.shares)}
+
+
 def step(m, victim_delay, victim_cpu=60.0, hog_cpu=40.0, windows=None):
     return m.step({"victim": records.Sample("victim", 0, victim_cpu, delay_pct=victim_delay),
                    "hog": records.Sample("hog", 0, hog_cpu, delay_pct=30.0)}, windows or {})
@@ -52,7 +58,7 @@ class ContentionRuleTest(unittest.TestCase):
         bad = records.LatencyWindow(count=20, mean_us=900.0, std_us=1.0, p99_us=903.0)
         for _ in range(3 * IPE):
             d = step(m, 0.0, windows={"victim": bad})
-        self.assertEqual({}, m.policy.weights())
+        self.assertEqual(set(), boosted(m))
         self.assertEqual(100.0, d["hog"].cap_pct)
         self.assertEqual(d["victim"].weight, d["hog"].weight)
 
@@ -71,7 +77,7 @@ class ContentionRuleTest(unittest.TestCase):
         # One pCPU; the victim demands 60 + 30, less the wait its threshold
         # allows at cpu_target (60 x 80% x 10% = 4.8): the hog's part is the rest.
         self.assertAlmostEqual(14.8, d["hog"].cap_pct, places=6)
-        self.assertEqual(policy_mod.CONTENTION, m.policy.reasons()["hog"])
+        self.assertEqual(policy_mod.CONTENTION, m.reason("hog"))
 
     def test_no_caps_when_cpu_caps_is_off(self):
         m = make_market(cpu_caps=False)
@@ -84,7 +90,7 @@ class ContentionRuleTest(unittest.TestCase):
         fine = records.LatencyWindow(count=20, mean_us=205.0, std_us=1.0, p99_us=208.0)
         for _ in range(IPE):
             d = step(m, 30.0, windows={"victim": fine})
-        self.assertEqual({}, m.policy.weights())
+        self.assertEqual(set(), boosted(m))
         self.assertEqual(100.0, d["hog"].cap_pct)
 
     def test_boost_and_cap_decay_once_nothing_waits(self):
@@ -96,7 +102,7 @@ class ContentionRuleTest(unittest.TestCase):
             d = step(m, 0.0)
         self.assertEqual(100.0, d["hog"].cap_pct)
         self.assertEqual(market_mod.BASE_WEIGHT, d["victim"].weight)
-        self.assertEqual({}, m.policy.weights())
+        self.assertEqual(set(), boosted(m))
 
     def test_the_cap_never_goes_below_the_reservation(self):
         m = make_market(hog_sla=sla.SLA(reservation_pct=35.0), cpu_boost_max=1.0)
@@ -115,8 +121,8 @@ class ContentionRuleTest(unittest.TestCase):
             m.step({"victim": records.Sample("victim", 0, 50.0, delay_pct=50.0),
                     "hog": records.Sample("hog", 0, 40.0)}, {})
             t.cap[k] = 50.0
-        self.assertTrue(np.isnan(t.cc_wait[k]))
-        self.assertEqual({}, m.policy.weights())
+        self.assertTrue(np.isnan(m.state.cc_wait[k]))
+        self.assertEqual(set(), boosted(m))
         self.assertEqual(100.0, m.decision("hog").cap_pct)
 
 
@@ -172,7 +178,7 @@ class ContentionPropertyTest(unittest.TestCase):
             self.assertLessEqual(hog.cap_pct, limit + 1e-9)
             if not waited:
                 self.assertEqual(limit, hog.cap_pct)
-                self.assertEqual({}, m.policy.weights())
+                self.assertEqual(set(), boosted(m))
             self.assertLessEqual(d["victim"].weight, 2 * market_mod.BASE_WEIGHT)
 
 

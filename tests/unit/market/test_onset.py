@@ -44,7 +44,7 @@ def run(intervals=300, victim_mtus=64, bulk_mtus=2048, bulk_sla=None, **kwargs):
         m.step({"victim": sample("victim", victim_mtus), "bulk": sample("bulk", bulk_mtus)},
                {"victim": window(plant(cap))})
         caps.append(m.decision("bulk").cap_pct)
-        reasons.append(pol.reasons().get("bulk", policy.UNCAPPED))
+        reasons.append(m.reason("bulk"))
     return pol, caps, reasons
 
 
@@ -94,33 +94,39 @@ class OnsetTest(unittest.TestCase):
         self.assertGreaterEqual(caps[9], 90.0 * 0.75 - 1e-9)
 
 
-def table(rows):
-    """A market table with the columns the onset rule reads, one row per dict."""
-    t = table_mod.Table()
-    for name, fill, dtype in (("win", False, bool), ("win_count", 0, np.int64),
-                              ("win_mean", np.nan, np.float64), ("tx_mtus", 0, np.int64),
-                              ("sensitive", False, bool), ("sla_us", np.nan, np.float64),
-                              ("threshold", np.nan, np.float64), ("cap", 100.0, np.float64),
-                              ("limit", 100.0, np.float64), ("floor", 1.0, np.float64)):
-        t.column(name, fill, dtype)
+def columns(rows):
+    """``(vms, own)``: the step's columns the onset rule reads and its own, one row per dict."""
+    n = len(rows)
+    vms = types.SimpleNamespace()
+    for name, fill, dtype in (("reported", False, bool), ("window_count", 0, np.int64),
+                              ("window_mean_us", np.nan, np.float64), ("tx_mtus", 0, np.int64),
+                              ("sensitive", False, bool),
+                              ("latency_sla_us", np.nan, np.float64),
+                              ("threshold_pct", np.nan, np.float64),
+                              ("cap_pct", 100.0, np.float64), ("limit_pct", 100.0, np.float64),
+                              ("floor_pct", 1.0, np.float64)):
+        column = np.full(n, fill, dtype=dtype)
+        for k, r in enumerate(rows):
+            column[k] = r.get(name, fill)
+        column.setflags(write=False)          # the rule reads the step, never writes it
+        setattr(vms, name, column)
+    own = table_mod.Table()
     for name, (fill, dtype) in onset.COLUMNS.items():
-        t.column(name, fill, dtype)
-    for k, r in enumerate(rows):
-        t.add("vm%d" % k)
-        for col, value in r.items():
-            getattr(t, col)[k] = value
-    return t
+        own.column(name, fill, dtype)
+    for k in range(n):
+        own.add("vm%d" % k)
+    return vms, own
 
 
 VM = st.fixed_dictionaries({
     "sensitive": st.booleans(),
-    "sla_us": st.floats(50.0, 5000.0),
-    "threshold": st.floats(1.0, 100.0),
-    "win_mean": st.floats(10.0, 20000.0),
-    "win_count": st.integers(0, 30),
+    "latency_sla_us": st.floats(50.0, 5000.0),
+    "threshold_pct": st.floats(1.0, 100.0),
+    "window_mean_us": st.floats(10.0, 20000.0),
+    "window_count": st.integers(0, 30),
     "tx_mtus": st.integers(0, 5000),
-    "cap": st.floats(1.0, 100.0),
-    "floor": st.floats(1.0, 20.0),
+    "cap_pct": st.floats(1.0, 100.0),
+    "floor_pct": st.floats(1.0, 20.0),
 })
 
 
@@ -132,28 +138,28 @@ class OnsetPropertiesTest(unittest.TestCase):
     def test_cuts_need_a_victim_over_its_bound_and_stay_within_their_bounds(
             self, vms, floor, heavier, target):
         for r in vms:
-            r["win"] = r["sensitive"]
+            r["reported"] = r["sensitive"]
             if not r["sensitive"]:
-                r["sla_us"] = r["threshold"] = np.nan
-            r["floor"] = min(r["floor"], r["cap"])
-        t = table(vms)
-        before = t.cap.copy()
+                r["latency_sla_us"] = r["threshold_pct"] = np.nan
+            r["floor_pct"] = min(r["floor_pct"], r["cap_pct"])
+        t, own = columns(vms)
+        before = t.cap_pct.copy()
         opts = types.SimpleNamespace(onset_window=0.01, onset_floor=floor,
                                      onset_heavier=heavier)
-        aim = target * t.threshold / 100.0
+        aim = target * t.threshold_pct / 100.0
         state = onset.Onset()
         for _ in range(10):
-            onset.observe(t)
-            everyone = np.ones(len(t), dtype=bool)
-            rows, caps, _load = onset.cuts(state, t, opts, 1000, aim, everyone)
+            onset.observe(t, own)
+            everyone = np.ones(len(own), dtype=bool)
+            rows, caps, _load = onset.cuts(state, t, own, opts, 1000, aim, everyone)
         sens = t.sensitive
-        count = np.array([r["win_count"] for r in vms])
+        count = np.array([r["window_count"] for r in vms])
         # The window's mean as the rule sums it: ten intervals' count x mean.
         total = np.zeros(len(vms))
         for _ in range(10):
-            total += np.array([r["win_mean"] for r in vms]) * count
+            total += np.array([r["window_mean_us"] for r in vms]) * count
         mean = np.divide(total, 10 * count, out=np.zeros(len(vms)), where=count > 0)
-        over = sens & (count > 0) & (mean > t.sla_us * (1.0 + t.threshold / 100.0))
+        over = sens & (count > 0) & (mean > t.latency_sla_us * (1.0 + t.threshold_pct / 100.0))
         if not over.any():
             self.assertEqual(0, len(rows))
             return
@@ -164,11 +170,11 @@ class OnsetPropertiesTest(unittest.TestCase):
         for k, cap in zip(rows.tolist(), caps.tolist()):
             self.assertFalse(sens[k])                            # never a VM with an SLA
             self.assertLessEqual(cap, before[k] + 1e-9)          # never raised
-            self.assertGreaterEqual(cap, t.floor[k] - 1e-9)      # never under its floor
-            self.assertGreaterEqual(cap, min(before[k], max(t.floor[k], floor * before[k]))
+            self.assertGreaterEqual(cap, t.floor_pct[k] - 1e-9)  # never under its floor
+            self.assertGreaterEqual(cap, min(before[k], max(t.floor_pct[k], floor * before[k]))
                                     - 1e-9)
             # It interferes with a victim over its bound: it sent at least
             # ``heavier`` times that victim's own I/O.
             self.assertTrue(any(demand[k] >= heavier * demand[v] and demand[k] > 0.0
                                 for v in over.nonzero()[0].tolist() if v != k))
-        self.assertTrue(t.on_cut[rows].all())
+        self.assertTrue(own.on_cut[rows].all())

@@ -112,10 +112,12 @@ class MarketRowsTest(unittest.TestCase):
         self.assertGreater(m.decision("bulk").rate, 1.0)
         m.remove("bulk")
         self.assertEqual(["quiet", "victim"], m.table.names)
-        self.assertEqual(2, len(m.table.tax_rate))
+        self.assertEqual(["quiet", "victim"], m.state.names)
+        self.assertEqual(2, len(m.state.tax_rate))
         m.add(records.VMSpec("bulk"))       # back: from scratch, untaxed
         self.assertEqual((100.0, 1.0), (m.decision("bulk").cap_pct, m.decision("bulk").rate))
-        self.assertTrue(np.isnan(m.table.tax_rate[m.table.slots["bulk"]]))
+        self.assertTrue(np.isnan(m.state.tax_rate[m.state.slots["bulk"]]))
+        self.assertEqual(policy_mod.UNCAPPED, m.reason("bulk"))
 
     def test_the_taxes_of_an_epoch_name_their_vms_after_others_left(self):
         m = _market()
@@ -153,12 +155,14 @@ class MarketRowsTest(unittest.TestCase):
     def test_a_new_policy_starts_with_fresh_columns(self):
         m = _market()
         _interfered(m, 30)
+        self.assertEqual(policy_mod.TAX, m.reason("bulk"))
         m.set_policy(policy_mod.load("free_market"))
-        self.assertFalse(hasattr(m.table, "tax_rate"))
-        self.assertTrue(np.isnan(m.table.credit_cap).all())
+        self.assertFalse(hasattr(m.state, "tax_rate"))
+        self.assertTrue(np.isnan(m.state.credit_cap).all())
         self.assertEqual(1.0, m.decision("bulk").rate)
+        self.assertEqual(policy_mod.UNCAPPED, m.reason("bulk"))
         m.set_policy(policy_mod.load("io_shares"))
-        self.assertTrue(np.isnan(m.table.tax_rate).all())
+        self.assertTrue(np.isnan(m.state.tax_rate).all())
 
     def test_the_epoch_summary_columns_and_records_agree(self):
         m = _market()
