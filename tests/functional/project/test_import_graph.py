@@ -10,7 +10,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""No import circle anywhere in the tree.
+"""No import circle anywhere in the tree, and no import against the layering.
 
 The graph is read from the source (``ast``), so an import done lazily inside
 a function, which hides a circle from Python at import time, still counts.
@@ -108,6 +108,26 @@ def cycles(edges):
     return out
 
 
+#: ``{package: top-level packages it may not import}``: the product's library
+#: (``resex_libvirt``) imports neither the services that configure it nor
+#: Nova nor the research built on it; the agent not the research; the
+#: scheduler's plugin (``nova_filter``) not libvirt (the scheduler host has
+#: none) nor the research. The research may import anything.
+FORBIDDEN = {
+    "resex_libvirt": ("nova", "oslo_config", "agent", "nova_filter", "resex_research"),
+    "agent": ("resex_research",),
+    "nova_filter": ("libvirt", "resex_research"),
+}
+
+
+def layering_violations(imported):
+    """``"module imports target"`` for each import :data:`FORBIDDEN` forbids, sorted."""
+    return sorted("%s imports %s" % (module, target)
+                  for module, targets in imported.items()
+                  for target in targets
+                  if target.split(".")[0] in FORBIDDEN.get(module.split(".")[0], ()))
+
+
 class ImportGraphTest(unittest.TestCase):
 
     def test_no_module_of_the_tree_takes_part_in_an_import_circle(self):
@@ -115,16 +135,29 @@ class ImportGraphTest(unittest.TestCase):
         self.assertIn("resex_libvirt.market.policy", found)
         self.assertEqual([], cycles(graph(found)))
 
-    def test_the_library_imports_neither_the_services_nor_oslo_config(self):
-        # resex_libvirt takes plain arguments; agent/ and nova_filter/ read
-        # the configuration. BenchEx stands alone (standard library only).
-        found = modules()
-        imported = imports(found)
-        bad = sorted("%s imports %s" % (m, t) for m, targets in imported.items()
-                     for t in targets
-                     if (m.startswith("resex_libvirt.") or m == "resex_libvirt")
-                     and t.split(".")[0] in ("agent", "nova_filter", "oslo_config"))
-        self.assertEqual([], bad)
+    def test_each_package_imports_only_what_is_below_it(self):
+        # The product's library takes plain arguments: agent/ and nova_filter/
+        # read the configuration, nova is the scheduler's, and the research
+        # (resex_research) sits on top of the product, never under it.
+        self.assertEqual([], layering_violations(imports(modules())))
+
+    def test_the_layering_check_sees_a_forbidden_import_made_lazily(self):
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            files = {"resex_libvirt/__init__.py": "",
+                     "resex_libvirt/fleet.py": "def f():\n    from nova import objects\n",
+                     "agent/__init__.py": "from resex_research import paper\n",
+                     "nova_filter/__init__.py": "import libvirt\n",
+                     "resex_research/__init__.py": "import nova.conf\nimport agent\n"}
+            for name, text in files.items():
+                os.makedirs(os.path.join(tmp, os.path.dirname(name)), exist_ok=True)
+                with open(os.path.join(tmp, name), "w") as f:
+                    f.write(text)
+            found = modules(tmp, ("resex_libvirt", "agent", "nova_filter", "resex_research"))
+            self.assertEqual(["agent imports resex_research",
+                              "nova_filter imports libvirt",
+                              "resex_libvirt.fleet imports nova"],
+                             layering_violations(imports(found)))
 
     def test_the_checker_finds_a_circle_made_by_a_lazy_import(self):
         # The circle policies once had: the base module importing, inside a
