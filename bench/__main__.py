@@ -19,13 +19,14 @@
 
 Everything after the first option is passed to each named benchmark's
 ``main(argv)``; with no name given, all run with their defaults. A
-benchmark during which the project logged a warning or an error, or which
-found it timed a failure (:class:`bench.guard.ErrorPath`), stops the run
-with status 1: its figures would be those of the failure.
+benchmark during which the project logged an error, or which found it timed
+a failure (:class:`bench.guard.ErrorPath`), stops the run with status 1:
+its figures would be those of the failure.
 """
 
 import gc
 import importlib
+import logging
 import pathlib
 import sys
 
@@ -57,7 +58,7 @@ def main(argv=None):
         gc.collect()
         gc.freeze()
         try:
-            with guard.Problems() as problems:
+            with guard.Problems(logging.ERROR) as problems:
                 rc = importlib.import_module("bench.bench_%s" % name).main(list(flags))
             problems.check("bench_%s" % name)
         except guard.ErrorPath as exc:

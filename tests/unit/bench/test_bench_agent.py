@@ -67,7 +67,8 @@ def test_an_epoch_without_a_hypervisor_stops_the_bench(monkeypatch):
         return agent
 
     monkeypatch.setattr(bench_agent, "build", build)
-    with pytest.raises(guard.ErrorPath, match="epoch 0 at 8 VMs logged 1 .*host report"):
+    with pytest.raises(guard.ErrorPath,
+                       match="epoch 0 at 8 VMs logged 1 record.s. at WARNING .*host report"):
         bench_agent.epoch_work_us(8, epochs=1)
 
 

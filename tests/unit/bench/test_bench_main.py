@@ -64,20 +64,32 @@ def _fake_benchmark(monkeypatch, main):
                         lambda name: types.SimpleNamespace(main=main))
 
 
-def test_a_benchmark_during_which_the_project_logged_a_warning_fails_the_run(
+def test_a_benchmark_during_which_the_project_logged_an_error_fails_the_run(
         monkeypatch, capsys):
     import logging
 
     def main(argv):
         print("row 1.0 us")
-        logging.getLogger("agent.loop").warning("no vCPU run delays this epoch: %s", "gone")
+        logging.getLogger("agent.loop").error("could not build the host report of epoch %d", 3)
         return 0
 
     _fake_benchmark(monkeypatch, main)
     assert bench_main.main(["market"]) == 1
     err = capsys.readouterr().err
-    assert "bench_market logged 1 warning(s) or error(s)" in err
-    assert "no vCPU run delays this epoch: gone" in err
+    assert "bench_market logged 1 record(s) at ERROR or above" in err
+    assert "could not build the host report of epoch 3" in err
+
+
+def test_warnings_a_benchmark_provokes_do_not_fail_the_run(monkeypatch):
+    """The intake's bench sends claims the intake warns about, on purpose."""
+    import logging
+
+    def main(argv):
+        logging.getLogger("agent.intake.store").warning("VM x claims latency mean 200.0 us")
+        return 0
+
+    _fake_benchmark(monkeypatch, main)
+    assert bench_main.main(["intake"]) == 0
 
 
 def test_a_benchmark_that_found_it_timed_a_failure_fails_the_run(monkeypatch, capsys):
