@@ -173,8 +173,8 @@ def main(argv=None):
     parser.add_argument("--vms", default="64,256,1024")
     parser.add_argument("--epochs", type=int, default=15)
     args = parser.parse_args(argv)
-    print("agent's epoch work (market epoch close, one report, summary line, publish "
-          "hand-over, metrics record), median us")
+    print("agent's epoch work on the simulated host (market epoch close, run delays, one "
+          "report, summary line, publish hand-over, metrics record), median us")
     head = ("VMs", "total us", "market end_epoch us", "report build us", "the rest us",
             "goal us")
     print("%6s %10s %20s %18s %16s %8s" % head)
