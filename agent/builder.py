@@ -18,6 +18,7 @@ loop sees interfaces. Building binds nothing and starts nothing: the
 "The agent's lifecycle").
 """
 
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -27,7 +28,7 @@ from agent import clock as clock_mod
 from agent import host_identity
 from agent import loop
 from agent import metrics as metrics_mod
-from agent import publisher
+from agent import publisher as publisher_mod
 from agent import watchdog
 from resex_libvirt import exceptions
 from resex_libvirt import market as market_mod
@@ -78,17 +79,45 @@ SWEEPS = ("vms", "cpu_times")
 SWEEP_WAIT_INTERVALS = 0.5
 
 
+class _Owned:
+    """A part of :class:`Parts`: the value assigned is handed to the parts' exit stack."""
+
+    def __set_name__(self, owner, name):
+        self.slot = "_" + name
+
+    def __get__(self, parts, owner=None):
+        return self if parts is None else parts.__dict__.get(self.slot)
+
+    def __set__(self, parts, value):
+        setattr(parts, self.slot, parts.own(value))
+
+
 class Parts:
-    """The concrete parts of one agent, before the loop is made."""
+    """The concrete parts of one agent, and the one exit stack that closes them.
+
+    A part is handed to :attr:`closing` (a :class:`contextlib.ExitStack`)
+    when it is opened, as it is assigned (``hypervisor``, ``fabric``,
+    ``latency_sources``, ``intake``, ``board``, ``metrics``) or with
+    :meth:`own`: each is closed once (by identity: the simulated host plays
+    three parts), in the reverse order of opening, by :meth:`close`, whether
+    the build failed halfway, ``--check`` is done, or the agent that was
+    handed the stack shuts down (:meth:`agent.loop.Agent.shutdown`).
+    """
+
+    hypervisor = _Owned()
+    fabric = _Owned()
+    #: The latency source with work of its own (the intake's sockets).
+    intake = _Owned()
+    board = _Owned()
+    metrics = _Owned()
 
     def __init__(self):
-        self.hypervisor = None
-        self.fabric = None
-        self.latency_sources = []
+        self.closing = contextlib.ExitStack()
+        self._owned = set()
+        self._latency_sources = []
         self.clock = None
         self.interval_s = None
         self.epoch_s = None
-        self.board = None
         self.journal = None
         self.publish_policy = None
         self.sim = None
@@ -102,17 +131,32 @@ class Parts:
         #: real time) or inline (the simulated host offers every epoch in order).
         self.background_publish = False
 
+    @property
+    def latency_sources(self):
+        """The latency sources (``windows()``, ``sync(vms)``); assigning owns each."""
+        return self._latency_sources
+
+    @latency_sources.setter
+    def latency_sources(self, sources):
+        self._latency_sources = [self.own(source) for source in sources]
+
+    def own(self, part):
+        """Hand ``part`` (its ``close()``) to :attr:`closing`, once; returns it."""
+        if part is not None and id(part) not in self._owned:
+            self._owned.add(id(part))
+            self.closing.callback(_close, part)
+        return part
+
     def close(self):
-        """Close every part built, each once (``--check``, or a build that failed)."""
-        seen = set()
-        for part in [*self.latency_sources, self.board, self.fabric, self.hypervisor]:
-            if not isinstance(part, loop.Closes) or id(part) in seen:
-                continue
-            seen.add(id(part))
-            try:
-                part.close()
-            except Exception:
-                LOG.debug("error while closing %r", part, exc_info=True)
+        """Close every part opened, each once, the last opened first."""
+        self.closing.close()
+
+
+def _close(part):
+    try:
+        part.close()
+    except Exception:
+        LOG.exception("error while closing %r", part)
 
 
 def _simulated(conf, parts):
@@ -125,7 +169,7 @@ def _simulated(conf, parts):
     parts.sim = sim
     parts.hypervisor = sim
     parts.fabric = sim
-    parts.latency_sources.append(sim)
+    parts.latency_sources = [sim]
     parts.clock = sim.clock()
     parts.interval_s = scenario.interval_s
     parts.epoch_s = scenario.epoch_s
@@ -138,7 +182,16 @@ def _libvirt(conf, parts, read_only=False):
     from agent import hypervisor as hypervisor_mod
     from agent.intake import server as intake_server
     from agent import journal as journal_mod
+    # Every call the loop makes to libvirt (the hypervisor's and the fabric
+    # monitor's, which reads interface counters through the same connection)
+    # has a bounded wait: a hung libvirtd holds the knobs, never the loop.
+    dog = watchdog.Watchdog(conf.agent.hypervisor_call_timeout, name="libvirt")
+    parts.watchdog = dog
     hypervisor = hypervisor_mod.build(conf, read_only=read_only)
+    # The VM list and the statistics are sweeps: awaited a fraction of an
+    # interval, since a domain being created or destroyed holds them 1-2 s.
+    # The guarded hypervisor closes the connection, then the watchdog.
+    parts.hypervisor = watchdog.Guarded(hypervisor, dog, sweeps=SWEEPS)
     # The interface monitor reads the net.* counters of the hypervisor's own
     # statistics sweep: one getAllDomainStats(INTERFACE) per interval for both.
     monitor = fabric_mod.build(conf, connection=hypervisor.connection.get,
@@ -147,19 +200,12 @@ def _libvirt(conf, parts, read_only=False):
     # here: sysfs only, no libvirt call).
     fabric_monitor, parts.fabric_off = fabric_mod.without_unknown_link(
         monitor, conf.fabric.source)
-    # Every call the loop makes to libvirt (the hypervisor's and the fabric
-    # monitor's, which reads interface counters through the same connection)
-    # has a bounded wait: a hung libvirtd holds the knobs, never the loop.
-    dog = watchdog.Watchdog(conf.agent.hypervisor_call_timeout, name="libvirt")
-    parts.watchdog = dog
-    # The VM list and the statistics are sweeps: awaited a fraction of an
-    # interval, since a domain being created or destroyed holds them 1-2 s.
-    parts.hypervisor = watchdog.Guarded(hypervisor, dog, sweeps=SWEEPS)
     parts.fabric = (watchdog.Guarded(fabric_monitor, dog, owns=False)
                     if fabric_monitor is not None else None)
     # Started by the agent (Agent.start), so that building the parts (as
     # --check does) never binds the probe socket of a running agent.
-    parts.latency_sources.append(intake_server.LatencyIntake(conf))
+    parts.intake = intake_server.LatencyIntake(conf)
+    parts.latency_sources = [parts.intake]
     from resex_libvirt.hypervisor import psi
     parts.pressure = psi.DomainPressure()
     parts.clock = clock_mod.RealClock()
@@ -190,8 +236,8 @@ def _board(conf, parts, read_only=False):
     options = board_conf.board_options(conf)
     if read_only:
         options["create"] = False     # --check: an absent SQLite board stays absent
-    deferred = publisher.DeferredBoard(lambda: board_mod.open_board(url, **options),
-                                       url=board_mod.redact(url))
+    deferred = parts.board = publisher_mod.DeferredBoard(
+        lambda: board_mod.open_board(url, **options), url=board_mod.redact(url))
     try:
         deferred.open()
     except exceptions.ConfigError:
@@ -202,27 +248,33 @@ def _board(conf, parts, read_only=False):
         else:
             LOG.warning("price board not available at start, controlling locally and "
                         "publishing when it is back: %s", exc)
-    parts.board = deferred
     parts.publish_policy = board_conf.publish_policy(conf)
 
 
 def build_parts(conf, read_only=False):
-    """The agent's parts from ``conf``; ``read_only`` (``--check``) creates no file."""
+    """The agent's parts from ``conf``; ``read_only`` (``--check``) creates no file.
+
+    A build that fails halfway closes what it had opened, and raises.
+    """
     host_identity.refuse_unmarked_simulation(conf.agent.host_driver, conf.agent.host,
                                              conf.board.url)
     parts = Parts()
-    if conf.agent.host_driver == "simulated":
-        _simulated(conf, parts)
-    else:
-        _libvirt(conf, parts, read_only)
-    if conf.agent.interval is not None:
-        parts.interval_s = conf.agent.interval
-    if conf.agent.epoch is not None:
-        parts.epoch_s = conf.agent.epoch
-    if parts.watchdog is not None:
-        parts.watchdog.sweep_wait_s = SWEEP_WAIT_INTERVALS * parts.interval_s
-    if conf.board.url:
-        _board(conf, parts, read_only)
+    try:
+        if conf.agent.host_driver == "simulated":
+            _simulated(conf, parts)
+        else:
+            _libvirt(conf, parts, read_only)
+        if conf.agent.interval is not None:
+            parts.interval_s = conf.agent.interval
+        if conf.agent.epoch is not None:
+            parts.epoch_s = conf.agent.epoch
+        if parts.watchdog is not None:
+            parts.watchdog.sweep_wait_s = SWEEP_WAIT_INTERVALS * parts.interval_s
+        if conf.board.url:
+            _board(conf, parts, read_only)
+    except BaseException:
+        parts.close()
+        raise
     return parts
 
 
@@ -232,13 +284,13 @@ def build_agent(conf, parts=None, metrics=None):
     ``parts`` (default: :func:`build_parts`) and ``metrics`` (default: the
     ``[metrics]`` endpoint, not bound yet) are handed to the agent, which
     owns them from then on: it starts them (:meth:`~agent.loop.Agent.start`)
-    and closes them (:meth:`~agent.loop.Agent.shutdown`). Parts built here
-    are closed again when the agent cannot be built. SIGHUP reloads
+    and closes them through the parts' exit stack
+    (:meth:`~agent.loop.Agent.shutdown`). When the agent cannot be built,
+    the parts are closed here, and the error raised. SIGHUP reloads
     ``conf`` (:func:`reload_market`).
     """
-    if parts is not None:
-        return _assemble(conf, parts, metrics)
-    parts = build_parts(conf)
+    if parts is None:
+        parts = build_parts(conf)
     try:
         return _assemble(conf, parts, metrics)
     except BaseException:
@@ -247,8 +299,8 @@ def build_agent(conf, parts=None, metrics=None):
 
 
 def _assemble(conf, parts, metrics):
-    if metrics is None:
-        metrics = metrics_mod.PrometheusMetrics.from_conf(conf)
+    parts.metrics = metrics if metrics is not None else metrics_mod.PrometheusMetrics.from_conf(
+        conf)
     ipe = intervals_per_epoch(parts.interval_s, parts.epoch_s)
     link = parts.fabric.link() if parts.fabric is not None else None
     pcpus = conf.market.pcpus or parts.hypervisor.pcpus()
@@ -262,15 +314,19 @@ def _assemble(conf, parts, metrics):
     market = market_mod.Market(params, build_policy(conf))
     settings = loop.LoopSettings(
         host=conf.agent.host, interval_s=parts.interval_s, intervals_per_epoch=ipe,
-        deadband_pct=conf.agent.deadband_pct, max_epochs=conf.agent.max_epochs,
-        background_publish=parts.background_publish)
+        max_epochs=conf.agent.max_epochs, background_publish=parts.background_publish)
+    publisher = None
+    if parts.board is not None:
+        # Its close sends what is pending; the board itself is closed after it.
+        publisher = parts.own(publisher_mod.Publisher(
+            parts.board, parts.publish_policy, background=parts.background_publish))
     return loop.Agent(settings, market, parts.hypervisor, parts.fabric,
-                      latency_sources=parts.latency_sources, board=parts.board,
-                      journal=parts.journal, clock=parts.clock, metrics=metrics,
-                      publish_policy=parts.publish_policy, watchdog=parts.watchdog,
+                      latency_sources=parts.latency_sources, intake=parts.intake,
+                      journal=parts.journal, clock=parts.clock, metrics=parts.metrics,
+                      publisher=publisher, closing=parts.closing, watchdog=parts.watchdog,
                       reloader=functools.partial(reload_market, conf),
                       shutdown_timeout_s=conf.agent.shutdown_timeout,
-                      pressure=parts.pressure)
+                      pressure=parts.pressure, deadband_pct=conf.agent.deadband_pct)
 
 
 def reload_market(conf, agent):
@@ -279,13 +335,13 @@ def reload_market(conf, agent):
     The policy is rebuilt from ``[market]`` (a policy's state, such as
     IOShares' taxes, starts afresh), prices, the minimum cap and the CPU
     supply are applied to the market from the next interval, and the
-    deadband to the loop.
+    deadband to the controller.
     """
     conf.mutate_config_files()
     # First the policy: a name that is not installed fails the reload before
     # anything else changed.
     policy = build_policy(conf)
-    agent.settings.deadband_pct = conf.agent.deadband_pct
+    agent.controller.deadband_pct = conf.agent.deadband_pct
     market = agent.market
     market.set_params(dataclasses.replace(
         market.params, cpu_price=conf.market.cpu_price, io_price=conf.market.io_price,

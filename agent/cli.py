@@ -148,13 +148,9 @@ def _lock(conf):
 
 
 def _build(conf):
-    """The parts and the agent that owns them (the parts closed again if it cannot be built)."""
+    """The parts and the agent that owns them (closed by the builder if it cannot be built)."""
     parts = _start_step("building the agent", builder.build_parts, conf)
-    try:
-        return parts, _start_step("building the agent", builder.build_agent, conf, parts)
-    except _StartFailed:
-        parts.close()
-        raise
+    return parts, _start_step("building the agent", builder.build_agent, conf, parts)
 
 
 class _Both:

@@ -19,6 +19,7 @@ agent's configuration, detects the host's cgroup version and hands both over.
 import os
 
 from agent import nova_client
+from resex_libvirt.hypervisor import base
 from resex_libvirt.hypervisor import libvirt_host
 from resex_libvirt import sla as sla_mod
 
@@ -68,7 +69,9 @@ def build(conf, cgroup_root=CGROUP_ROOT, read_only=False):
     With ``[nova] sla_lookup`` (off by default) a compute-API source is
     created from the ``[nova]`` keystoneauth options (:mod:`agent.nova_client`)
     and closed with the hypervisor. ``read_only`` (``--check``) attaches no
-    latency channel: it only says which VMs could not get one.
+    latency channel (it only says which VMs could not get one) and does not
+    declare :attr:`~resex_libvirt.hypervisor.base.Capability.ACTUATES`: it
+    reads, never writes a knob.
     """
     group = conf.libvirt
     nova = nova_client.sla_source(conf)
@@ -87,4 +90,6 @@ def build(conf, cgroup_root=CGROUP_ROOT, read_only=False):
         raise
     hyp.owned_nova = nova
     hyp.attach_channels = not read_only
+    if read_only:
+        hyp.capabilities = hyp.capabilities - {base.Capability.ACTUATES}
     return hyp

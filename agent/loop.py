@@ -28,17 +28,20 @@ drives the simulated host and libvirt: a ``Hypervisor``, a
 optional board (``publish(report)``), an optional journal
 (:class:`agent.journal.Journal`), a clock (``now()``, ``sleep_until()``,
 ``finished``) and an optional metrics sink (``observe_interval(IntervalRecord)``,
-``observe_epoch(EpochRecord)``). The :class:`Agent` owns them: it starts
-each part once (:meth:`Agent.start`) and closes each once
-(:meth:`Agent.shutdown`); the capabilities it looks for are declared below
-(:class:`Starts`, :class:`Closes`, :class:`CountsRejections`).
+``observe_epoch(EpochRecord)``, ``start()``, ``close()``). The :class:`Agent`
+starts the parts that have work of their own once (:meth:`Agent.start`: the
+metrics endpoint, the journal's restore, the latency ``intake``) and, at
+:meth:`Agent.shutdown`, closes them all through the one exit stack they were
+built with (:class:`agent.builder.Parts`). The hypervisor's optional
+calls are those its ``capabilities`` declare
+(:class:`resex_libvirt.hypervisor.base.Capability`), never probed.
 """
 
+import contextlib
 import dataclasses
 import logging
 import threading
 import time
-import typing
 
 import numpy as np
 
@@ -48,6 +51,7 @@ from resex_libvirt.board import evidence as evidence_mod
 from resex_libvirt.board import report as report_mod
 from resex_libvirt import control
 from resex_libvirt import exceptions
+from resex_libvirt.hypervisor import base as hyp_base
 
 LOG = logging.getLogger(__name__)
 
@@ -61,30 +65,6 @@ SUMMARY_TOP = 5
 RESTORE_RETRY_S = 0.25
 #: Seconds SIGTERM's restore may take in all when unset (then the journal keeps the rest).
 SHUTDOWN_TIMEOUT_S = 10.0
-
-
-@typing.runtime_checkable
-class Starts(typing.Protocol):
-    """A part with work of its own to start (a socket to bind, a thread to run)."""
-
-    def start(self):
-        """Start; called once, by :meth:`Agent.start`."""
-
-
-@typing.runtime_checkable
-class Closes(typing.Protocol):
-    """A part holding something to release (a connection, a socket, a thread)."""
-
-    def close(self):
-        """Release; called once, by :meth:`Agent.shutdown`."""
-
-
-@typing.runtime_checkable
-class CountsRejections(typing.Protocol):
-    """A latency source that counts the reports it rejected (the intake)."""
-
-    def stats(self):
-        """``{kind: {"rejected": {reason: count}, ...}}`` totals since the start."""
 
 
 class StartFailed(Exception):
@@ -166,7 +146,6 @@ class LoopSettings:
     host: str
     interval_s: float
     intervals_per_epoch: int
-    deadband_pct: float = 1.0
     max_epochs: int = 0
     #: Write the board from a thread of its own (real time), or inline, every
     #: epoch's report in order (a simulated host running faster than real time).
@@ -176,7 +155,16 @@ class LoopSettings:
 class Agent:
     """One host's ResEx agent: built with its parts, started, run and shut down once.
 
-    ``watchdog`` (optional, :class:`agent.watchdog.Watchdog`) is the
+    ``intake`` (optional) is the latency source with work of its own (a
+    socket to bind, a thread): started by :meth:`start`, its rejections
+    counted in :meth:`health`; it is one of ``latency_sources`` too.
+    ``publisher`` (optional, :class:`agent.publisher.Publisher`) writes the
+    host reports; without one, a ``board`` is given a publisher of the
+    agent's own. ``closing`` (optional, a :class:`contextlib.ExitStack`)
+    closes the parts, each once, at :meth:`shutdown`: the stack they were
+    built with (:attr:`agent.builder.Parts.closing`); without one, the caller
+    closes them. ``deadband_pct`` is handed to the controller, its one
+    owner. ``watchdog`` (optional, :class:`agent.watchdog.Watchdog`) is the
     hypervisor calls' watchdog, read for the health counters; ``reloader``
     (optional) is called with the agent when a reload was requested
     (SIGHUP), before the next interval.
@@ -185,25 +173,34 @@ class Agent:
     def __init__(self, settings, market, hypervisor, fabric, latency_sources=(),
                  board=None, journal=None, clock=None, metrics=None, publish_policy=None,
                  watchdog=None, reloader=None, shutdown_timeout_s=SHUTDOWN_TIMEOUT_S,
-                 pressure=None):
+                 pressure=None, intake=None, publisher=None, closing=None, deadband_pct=1.0):
         self.settings = settings
         self.market = market
         self.hypervisor = hypervisor
         self.fabric = fabric
         self.latency_sources = list(latency_sources)
-        self.board = board
+        self.intake = intake
         self.journal = journal
         self.clock = clock
         self.metrics = metrics
-        self.publish_policy = publish_policy
         self.watchdog = watchdog
         self.reloader = reloader
-        self._counting = [s for s in self.latency_sources if isinstance(s, CountsRejections)]
+        self._closing = closing if closing is not None else contextlib.ExitStack()
+        if publisher is None and board is not None:
+            # The agent's own: closed by the agent, the publisher before its board.
+            publisher = publisher_mod.Publisher(
+                board, publish_policy, background=settings.background_publish)
+            self._closing.callback(board.close)
+            self._closing.callback(publisher.close)
+        #: The :class:`agent.publisher.Publisher` of the host reports, or ``None``.
+        self.publisher = publisher
         self._started = False
         self._shut = False
         self.controller = control.Controller(
             market, hypervisor, fabric, self.latency_sources, journal=journal,
-            deadband_pct=settings.deadband_pct)
+            deadband_pct=deadband_pct)
+        self._run_delay = (hypervisor is not None and
+                           hyp_base.Capability.RUN_DELAY in hypervisor.capabilities)
         self.ticks = 0
         self.epochs = 0
         self.late = 0
@@ -211,17 +208,13 @@ class Agent:
         self.skipped_intervals = 0
         self.held_intervals = 0
         self._in_force = {}         # uuid -> the cap the written knobs express
-        self._epoch_ticks = 0       # intervals of the current epoch ...
-        self._epoch_held = 0        # ... and those without the hypervisor
-        self._epoch_skipped = 0     # ... and those skipped for any reason (late, failed)
-        self._held_last = False
+        self._epoch = _EpochCounts()
         self.lateness_s = 0.0
         self._stop = threading.Event()
         self._reload = threading.Event()
         self.version = resex_libvirt.version()
         self.shutdown_timeout_s = shutdown_timeout_s
         self.last_report = None
-        self._publisher = None
         self.run_delays = evidence_mod.RunDelayMeter()
         #: The VMs' cgroup CPU pressure (a :class:`~resex_libvirt.hypervisor.psi.DomainPressure`),
         #: or None; why it could not be read is logged once per VM.
@@ -245,19 +238,6 @@ class Agent:
     def link(self):
         return self.controller.link()
 
-    @property
-    def publisher(self):
-        """The :class:`agent.publisher.Publisher` of ``board`` (made on first use)."""
-        pub = self._publisher
-        if self.board is None:
-            return None
-        if pub is None or pub.board is not self.board or pub.policy is not self.publish_policy:
-            if pub is not None:
-                pub.close()
-            pub = self._publisher = publisher_mod.Publisher(
-                self.board, self.publish_policy, background=self.settings.background_publish)
-        return pub
-
     # -- lifecycle -------------------------------------------------------------
     def start(self):
         """Start the parts, once, in order: the metrics endpoint, the journal, the intake.
@@ -275,12 +255,12 @@ class Agent:
             return
         self._started = True
         steps = []
-        if isinstance(self.metrics, Starts):
+        if self.metrics is not None:
             steps.append(("starting the metrics endpoint", self.metrics.start))
         if self.journal is not None:
             steps.append(("restoring the journal", self._reconcile))
-        steps += [("starting the latency intake", source.start)
-                  for source in self.latency_sources if isinstance(source, Starts)]
+        if self.intake is not None:
+            steps.append(("starting the latency intake", self.intake.start))
         for step, start in steps:
             try:
                 start()
@@ -347,17 +327,10 @@ class Agent:
     def run_interval(self):
         """Sample, charge, decide, actuate (:class:`resex_libvirt.control.Controller`)."""
         self.ticks += 1
-        self._epoch_ticks += 1
-        self.controller.deadband_pct = self.settings.deadband_pct
         interval = self.controller.step(self.clock.now())
-        # Only an unavailable hypervisor blinds the epoch; a late sweep (a
-        # domain being created or destroyed) or a failed one does not.
-        self._held_last = interval is None and self.controller.skipped == control.UNAVAILABLE
+        self._epoch.count(interval is not None, self.controller.skipped)
         if interval is None:
             self.held_intervals += 1    # knobs held
-            self._epoch_skipped += 1
-            if self._held_last:
-                self._epoch_held += 1
             return
         if self.metrics is None:
             return
@@ -371,22 +344,20 @@ class Agent:
             LOG.exception("metrics update failed")
 
     # -- one epoch -------------------------------------------------------------
-    def _epoch_state(self):
-        """``blind`` when the hypervisor was away for half the epoch or at its end."""
-        ticks, held, last = self._epoch_ticks, self._epoch_held, self._held_last
-        self._epoch_ticks = self._epoch_held = 0
-        if held and (last or 2 * held >= ticks):
-            return report_mod.BLIND
-        return report_mod.CONTROLLING
-
     def run_epoch(self):
-        """Replenish, build the report once, log, publish, feed metrics. Never raises."""
+        """Replenish, build the report once, log, publish, feed metrics. Never raises.
+
+        The epoch's counts (:class:`_EpochCounts`) are closed once, here:
+        the report's state and the summary line's held intervals read the
+        same figures, and the report's congestion index is computed once
+        for the line and the metrics.
+        """
         self.epochs += 1
         summary = self.market.end_epoch()
         self.summaries.append(summary)
         del self.summaries[:-KEEP_SUMMARIES]
         now = time.time()
-        state = self._epoch_state()
+        state, skipped = self._epoch.close()
         try:
             report = report_mod.HostReport.from_summary(
                 self.settings.host, now, summary, self.link().capacity_bytes_per_s,
@@ -395,25 +366,24 @@ class Agent:
         except Exception:
             LOG.exception("could not build the host report of epoch %d", summary.epoch)
             report = None
+        congestion = report_mod.congestion_index(report) if report is not None else 0.0
         self.last_report = report
         if self.journal is not None:
             try:
                 self.journal.flush()    # retries a journal write that failed (full disk...)
             except Exception:
                 LOG.exception("could not retry the journal write")
-        self._log_summary(summary, report)
-        publisher = self.publisher
-        if publisher is not None and report is not None:
+        self._log_summary(summary, report, congestion, skipped)
+        if self.publisher is not None and report is not None:
             try:
-                publisher.offer(report)
+                self.publisher.offer(report)
             except Exception:
                 LOG.exception("could not hand the host report to the publisher")
         if self.metrics is not None:
             try:
                 self.metrics.observe_epoch(EpochRecord(
                     epoch=summary.epoch, ts=now, summary=summary, report=report,
-                    congestion_index_pct=(report_mod.congestion_index(report)
-                                          if report is not None else 0.0),
+                    congestion_index_pct=congestion,
                     intervals=self.ticks, health=self.health(), host=self.settings.host,
                     epoch_s=self.settings.interval_s * self.settings.intervals_per_epoch))
             except Exception:
@@ -421,11 +391,12 @@ class Agent:
 
     def _epoch_run_delays(self):
         """The epoch's vCPU run delays (evidence for the report); ``{}`` when none can be read."""
-        try:
-            readings = self.hypervisor.vcpu_times()
-        except exceptions.ResexError as exc:
-            LOG.warning("no vCPU run delays this epoch: %s", exc)
-            readings = {}
+        readings = {}
+        if self._run_delay:
+            try:
+                readings = self.hypervisor.vcpu_times()
+            except exceptions.ResexError as exc:
+                LOG.warning("no vCPU run delays this epoch: %s", exc)
         now = self.clock.now()
         delays = self.run_delays.epoch(now, readings)
         if self.pressure is None:
@@ -448,17 +419,17 @@ class Agent:
 
     def health(self):
         """The :class:`Health` counters now (cheap: a few attribute reads)."""
-        pub = self._publisher
+        pub = self.publisher
         journal = self.journal
         watchdog = self.watchdog
         rejected = {}
-        for source in self._counting:
+        if self.intake is not None:
             try:
-                for counters in source.stats().values():
+                for counters in self.intake.stats().values():
                     for reason, n in counters["rejected"].items():
                         rejected[reason] = rejected.get(reason, 0) + n
             except Exception:
-                LOG.debug("latency source %r has no usable stats", source, exc_info=True)
+                LOG.debug("latency intake %r has no usable stats", self.intake, exc_info=True)
         return Health(
             late=self.late, skipped_intervals=self.skipped_intervals,
             held_intervals=self.held_intervals,
@@ -497,7 +468,7 @@ class Agent:
             return "" if v.cap_min >= full - 0.5 else " in force none"
         return "" if abs(cap - v.cap_min) < 0.5 else " in force %.2f%%" % cap
 
-    def _log_summary(self, summary, report):
+    def _log_summary(self, summary, report, congestion, skipped):
         """One INFO line naming the most throttled VMs and counting the rest.
 
         The VMs named are the :data:`SUMMARY_TOP` with the lowest mean cap
@@ -517,7 +488,6 @@ class Agent:
         rest = count - len(top)
         # Intervals skipped (a late or failed sweep: knobs held) are said,
         # or a loop that controls nothing would look like one with nothing to do.
-        skipped, self._epoch_skipped = self._epoch_skipped, 0
         if report is not None and report.blind:
             LOG.warning("epoch %d: BLIND, the hypervisor was unavailable for the epoch; "
                         "published as blind (the scheduler treats this host as unknown), "
@@ -527,7 +497,7 @@ class Agent:
                  "congestion %.1f%%%s | %s%s",
                  summary.epoch, count, 100.0 * summary.link_utilisation,
                  summary.cpu_price, summary.io_price, summary.latency_inflation_pct,
-                 report_mod.congestion_index(report) if report is not None else 0.0,
+                 congestion,
                  ", %d/%d intervals held" % (skipped, self.settings.intervals_per_epoch)
                  if skipped else "",
                  "; ".join(self._vm_part(v) for v in top),
@@ -544,35 +514,17 @@ class Agent:
         call has its watchdog bound): what could not be restored stays in
         the journal for the next start, which restores it before controlling
         anything. One line says what was restored and what is left. Then the
-        publisher sends what is pending and closes the board, and the latency
-        sources, the fabric monitor, the hypervisor and the metrics endpoint
-        are closed, each once even where one object plays several parts (the
-        simulated host). Calling it again does nothing.
+        parts' exit stack closes each part once, in the reverse order of
+        their building (the publisher sends what is pending and closes the
+        board; one object playing several parts, the simulated host, is
+        closed once). Calling it again does nothing.
         """
         if self._shut:
             return
         self._shut = True
         if self.journal is not None:
             self._restore(time.monotonic() + self.shutdown_timeout_s)
-        publisher, self._publisher = self._publisher, None
-        if publisher is not None:
-            publisher.close()
-        for closeable in self._closeables(board=publisher is None):
-            try:
-                closeable.close()
-            except Exception:
-                LOG.exception("error while closing %r", closeable)
-
-    def _closeables(self, board):
-        """The parts to close, in order, each once (by identity)."""
-        parts = [*self.latency_sources, self.board if board else None, self.fabric,
-                 self.hypervisor, self.metrics]
-        seen, closeables = set(), []
-        for part in parts:
-            if isinstance(part, Closes) and id(part) not in seen:
-                seen.add(id(part))
-                closeables.append(part)
-        return closeables
+        self._closing.close()
 
     def _restore(self, deadline):
         """Restore the journal's originals until ``deadline``; retry while libvirt is out.
@@ -624,6 +576,43 @@ class Agent:
     def table(self):
         """Per-VM rows of what the market did, for the final table."""
         return self.controller.table(self.settings.interval_s)
+
+
+class _EpochCounts:
+    """The intervals of the current epoch: run, held (no hypervisor), skipped (any reason).
+
+    Their one owner: :meth:`close` ends the epoch and gives both what the
+    report's state and the summary line say.
+    """
+
+    def __init__(self):
+        self.ticks = self.held = self.skipped = 0
+        self.held_last = False
+
+    def count(self, ran, skipped_why):
+        """One interval: ``ran`` or skipped (``skipped_why``: :attr:`Controller.skipped`)."""
+        self.ticks += 1
+        # Only an unavailable hypervisor blinds the epoch; a late sweep (a
+        # domain being created or destroyed) or a failed one does not.
+        self.held_last = not ran and skipped_why == control.UNAVAILABLE
+        if not ran:
+            self.skipped += 1
+            if self.held_last:
+                self.held += 1
+
+    def close(self):
+        """End the epoch: ``(state, skipped)``, and start the next one.
+
+        ``state`` is ``blind`` when the hypervisor was away for half the
+        epoch or at its end, else ``controlling``; ``skipped``: the
+        intervals skipped for any reason (knobs held).
+        """
+        ticks, held, skipped, last = self.ticks, self.held, self.skipped, self.held_last
+        self.ticks = self.held = self.skipped = 0
+        state = report_mod.CONTROLLING
+        if held and (last or 2 * held >= ticks):
+            state = report_mod.BLIND
+        return state, skipped
 
 
 class _UntilDeadline:

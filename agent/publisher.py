@@ -163,23 +163,23 @@ class Publisher:
             return True
 
     def close(self, timeout_s=2.0):
-        """Send what is pending (within ``timeout_s``), stop the thread, close the board."""
-        if self.background:
-            self.flush(timeout_s)
-            with self._lock:
-                self._closed = True
-                self._wake.notify_all()
-                thread = self._thread
-            if thread is not None:
-                thread.join(timeout_s)
-                if thread.is_alive():
-                    LOG.warning("the board did not answer within %.1f s; not waiting for it",
-                                timeout_s)
-                    return
-        try:
-            self.board.close()
-        except Exception:
-            LOG.exception("error while closing the board")
+        """Send what is pending (within ``timeout_s``) and stop the thread.
+
+        The board is not the publisher's: it is closed by its owner (the
+        agent's parts, :class:`agent.builder.Parts`), after this.
+        """
+        if not self.background:
+            return
+        self.flush(timeout_s)
+        with self._lock:
+            self._closed = True
+            self._wake.notify_all()
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout_s)
+            if thread.is_alive():
+                LOG.warning("the board did not answer within %.1f s; not waiting for it",
+                            timeout_s)
 
     # -- the thread ----------------------------------------------------------------
     def _run(self):

@@ -41,7 +41,8 @@ call of the same sweep takes its result once it is back. Only beyond
 ``timeout_s`` is it abandoned as above.
 
 :class:`Guarded` wraps an adapter (the hypervisor, the fabric monitor when
-it reads libvirt) so that every method call goes through one watchdog.
+it reads libvirt) so that every call of its interface goes through one
+watchdog; it forwards the adapter's declared capabilities, nothing else.
 """
 
 import logging
@@ -242,13 +243,18 @@ class Watchdog:
 
 
 class Guarded:
-    """An adapter whose every method call goes through a :class:`Watchdog`.
+    """An adapter whose every call goes through a :class:`Watchdog`.
 
-    The methods named in ``sweeps`` are awaited as sweeps
-    (:meth:`Watchdog.sweep`).
+    ``inner`` is a hypervisor or a fabric monitor (the simulated host is
+    both). The proxy forwards exactly the methods written below, those of
+    :class:`~resex_libvirt.hypervisor.base.Hypervisor`, of
+    :class:`~resex_libvirt.fabric.base.FabricMonitor` and of their
+    capabilities, and ``inner``'s declared ``capabilities`` (data, read
+    once): a name it was not given is an ``AttributeError``, whatever
+    ``inner`` has. A capability's method is only called where ``inner``
+    declares the capability. The methods named in ``sweeps`` are awaited as
+    sweeps (:meth:`Watchdog.sweep`).
 
-    ``inner`` is a hypervisor or a fabric monitor: both interfaces declare
-    ``close()``. Attributes that are not callable are read directly.
     ``close()`` goes through the watchdog too (a hung libvirtd must not hang the exit), then
     closes the watchdog if this wrapper ``owns`` it (adapters sharing one
     watchdog: the hypervisor owns it, the fabric monitor does not).
@@ -259,18 +265,67 @@ class Guarded:
         self._watchdog = watchdog
         self._owns = owns
         self._sweeps = frozenset(sweeps)
+        self.capabilities = frozenset(inner.capabilities)
 
-    def __getattr__(self, name):
-        attr = getattr(self._inner, name)
-        if not callable(attr):
-            return attr
-        watchdog = self._watchdog
-        run = watchdog.sweep if name in self._sweeps else watchdog.call
+    def _call(self, name, *args):
+        run = self._watchdog.sweep if name in self._sweeps else self._watchdog.call
+        return run(name, getattr(self._inner, name), *args)
 
-        def guarded(*args, **kwargs):
-            return run(name, attr, *args, **kwargs)
-        guarded.__name__ = name
-        return guarded
+    # -- Hypervisor -------------------------------------------------------------
+    def vms(self):
+        return self._call("vms")
+
+    def cpu_times(self):
+        return self._call("cpu_times")
+
+    def set_knobs(self, uuid, cap_pct, weight):
+        return self._call("set_knobs", uuid, cap_pct, weight)
+
+    def get_knobs(self, uuid):
+        return self._call("get_knobs", uuid)
+
+    def original_knobs(self, uuid):
+        return self._call("original_knobs", uuid)
+
+    def restore_knobs(self, uuid, params):
+        return self._call("restore_knobs", uuid, params)
+
+    def caps_in_force(self):
+        return self._call("caps_in_force")
+
+    def adopt_operator_values(self, values):
+        return self._call("adopt_operator_values", values)
+
+    def pcpus(self):
+        return self._call("pcpus")
+
+    def vcpu_times(self):
+        return self._call("vcpu_times")
+
+    # -- the hypervisor's capabilities -------------------------------------------
+    @property
+    def generation(self):
+        """``inner``'s counter, read directly (an attribute: no call is made)."""
+        return self._inner.generation
+
+    def original_updates(self):
+        return self._call("original_updates")
+
+    def cpu_times_rows(self, rows):
+        return self._call("cpu_times_rows", rows)
+
+    def delay_times_rows(self, rows):
+        return self._call("delay_times_rows", rows)
+
+    # -- FabricMonitor and its capability ----------------------------------------
+    def counters(self, vms):
+        return self._call("counters", vms)
+
+    def link(self):
+        return self._call("link")
+
+    def counters_rows(self, rows):
+        return self._call("counters_rows", rows)
 
     def close(self):
         try:

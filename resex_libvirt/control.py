@@ -27,12 +27,12 @@ hypervisor outage skips the interval with the knobs held.
 
 import dataclasses
 import logging
-import typing
 
 import numpy as np
 
 from resex_libvirt import exceptions
 from resex_libvirt.fabric import base as fabric_base
+from resex_libvirt.hypervisor import base as hyp_base
 from resex_libvirt.market import records
 from resex_libvirt.market import table as table_mod
 from resex_libvirt import sampling
@@ -42,10 +42,8 @@ LOG = logging.getLogger(__name__)
 #: Why :meth:`Controller.step` skipped its interval (``Controller.skipped``).
 UNAVAILABLE, LATE, FAILED = "unavailable", "late", "failed"
 
-#: The run's tallies of each VM: :class:`VMRecord`'s fields, kept as columns
-#: of the controller's own table, aligned with the market's rows.
-_RUN_FIELDS = ("ticks", "cap_sum", "cap_min", "cpu_sum", "tx_bytes", "lat_n", "lat_sum",
-               "intf_sum", "intf_n")
+#: The run's tallies of each VM, kept as columns of the controller's own
+#: table, aligned with the market's rows (their one owner).
 _RUN_COLUMNS = {"ticks": (0, np.int64), "cap_sum": (0.0, np.float64),
                 "cap_min": (np.inf, np.float64), "cpu_sum": (0.0, np.float64),
                 "tx_bytes": (0, np.int64), "tx_mtus": (0, np.int64),
@@ -56,94 +54,18 @@ _RUN_COLUMNS = {"ticks": (0, np.int64), "cap_sum": (0.0, np.float64),
 DEFAULT_LINK = fabric_base.LinkInfo("none", float(1 << 30), 1024)
 
 
-@typing.runtime_checkable
-class ReadsByRows(typing.Protocol):
-    """A hypervisor that reads CPU times aligned with the market's rows (the simulated host)."""
-
-    def cpu_times_rows(self, rows):
-        """CPU ns of the VMs of ``rows`` (a layout) in its order; -1: not running."""
-
-
-@typing.runtime_checkable
-class DelaysByRows(typing.Protocol):
-    """A hypervisor that reads run delays aligned with the market's rows (the simulated host)."""
-
-    def delay_times_rows(self, rows):
-        """Cumulative run delay (ns) of the VMs of ``rows`` in its order; -1: none."""
-
-
-@typing.runtime_checkable
-class ReportsRunDelay(typing.Protocol):
-    """A hypervisor that gives its vCPUs' run delay (a libvirt host: ``vcpu.<n>.delay``)."""
-
-    def vcpu_times(self):
-        """``{uuid: VcpuTimes}`` of the last CPU-time sweep."""
-
-
-@typing.runtime_checkable
-class CountsByRows(typing.Protocol):
-    """A fabric monitor that reads I/O counters aligned with the market's rows."""
-
-    def counters_rows(self, rows):
-        """``(tx_bytes, rx_bytes)`` int64 arrays of the VMs of ``rows`` in its order."""
-
-
-@typing.runtime_checkable
-class FollowsEvents(typing.Protocol):
-    """A hypervisor whose ``generation`` moves whenever its VMs or their records change."""
-
-    generation: int
-
-
-@typing.runtime_checkable
-class ReportsOriginals(typing.Protocol):
-    """A hypervisor that reports changes of the VMs' original knobs (for the journal)."""
-
-    def original_updates(self):
-        """The changes since the last call: records with ``uuid``, ``originals``, ``reassert``."""
-
-
-@typing.runtime_checkable
-class SyncsVMs(typing.Protocol):
-    """A latency source told which VMs are on the host after every discovery."""
-
-    def sync(self, vms):
-        """``vms``: ``{uuid: VMInfo}`` of the VMs found."""
-
-
 @dataclasses.dataclass
 class VMRecord:
-    """What the controller keeps per VM between intervals."""
+    """What the controller keeps per VM between intervals.
+
+    ``info`` is the hypervisor's record (its one owner); the run's tallies
+    are the controller's columns (:meth:`Controller.table`), not copied here.
+    """
 
     info: object
-    ticks: int = 0
     applied: tuple | None = None
     journaled: bool = False
     monitor_only: bool = False
-    cap_sum: float = 0.0
-    cap_min: float = float("inf")
-    cpu_sum: float = 0.0
-    tx_bytes: int = 0
-    lat_n: int = 0
-    lat_sum: float = 0.0
-    intf_sum: float = 0.0
-    intf_n: int = 0
-
-    def summary(self, interval_s):
-        """This VM's run so far, as a plain dict (the final tables)."""
-        n = max(1, self.ticks)
-        return {
-            "vm": self.info.name,
-            "uuid": self.info.uuid,
-            "sensitive": self.info.sla.sensitive,
-            "cap_mean_pct": self.cap_sum / n,
-            "cap_min_pct": self.cap_min if self.cap_min != float("inf") else None,
-            "cpu_mean_pct": self.cpu_sum / n,
-            "tx_mb_per_s": self.tx_bytes / (n * interval_s) / 1e6,
-            "latency_mean_us": (self.lat_sum / self.lat_n) if self.lat_n else None,
-            "interference_mean_pct": (self.intf_sum / self.intf_n) if self.intf_n else None,
-            "monitor_only": self.monitor_only,
-        }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,13 +81,15 @@ class Controller:
     """Discover, sample, decide, actuate: one interval at a time.
 
     ``hypervisor`` and ``fabric`` are the adapters of
-    :mod:`resex_libvirt.hypervisor.base` and :mod:`resex_libvirt.fabric.base`,
-    with the optional capabilities this module declares (:class:`ReadsByRows`,
-    :class:`CountsByRows`, :class:`FollowsEvents`, :class:`ReportsOriginals`);
-    ``latency_sources`` have ``windows()`` and optionally ``sync(vms)``
-    (:class:`SyncsVMs`);
+    :mod:`resex_libvirt.hypervisor.base` and :mod:`resex_libvirt.fabric.base`;
+    what each can do beyond its interface is read once, here, from the
+    ``capabilities`` it declares (:class:`~resex_libvirt.hypervisor.base.Capability`,
+    :class:`~resex_libvirt.fabric.base.Capability`): a hypervisor that does
+    not declare ``ACTUATES`` has its VMs monitored, never actuated.
+    ``latency_sources`` have ``windows()`` and ``sync(vms)``;
     ``journal`` (optional) has ``remember(uuid, params)`` and is given a
-    VM's original knobs before its first change.
+    VM's original knobs before its first change. ``deadband_pct`` is the
+    deadband's one owner (a reload sets it here).
     """
 
     def __init__(self, market, hypervisor, fabric=None, latency_sources=(), journal=None,
@@ -174,16 +98,18 @@ class Controller:
         self.hypervisor = hypervisor
         self.fabric = fabric
         self.latency_sources = list(latency_sources)
-        # The optional capabilities, declared (the Protocols above), resolved once.
-        self._cpu_rows = hypervisor.cpu_times_rows if isinstance(hypervisor, ReadsByRows) else None
-        self._io_rows = fabric.counters_rows if isinstance(fabric, CountsByRows) else None
-        self._delay_rows = (hypervisor.delay_times_rows if isinstance(hypervisor, DelaysByRows)
+        caps = hyp_base.Capability
+        declared = hypervisor.capabilities if hypervisor is not None else frozenset()
+        #: False: the hypervisor writes no knob; every VM is monitor-only.
+        self.actuates = caps.ACTUATES in declared
+        self._cpu_rows = hypervisor.cpu_times_rows if caps.CPU_BY_ROWS in declared else None
+        self._delay_rows = (hypervisor.delay_times_rows if caps.DELAY_BY_ROWS in declared
                             else None)
-        self._delay_map = (hypervisor.vcpu_times if isinstance(hypervisor, ReportsRunDelay)
-                           else None)
-        self._evented = isinstance(hypervisor, FollowsEvents)
-        self._originals = isinstance(hypervisor, ReportsOriginals)
-        self._syncing = [s for s in self.latency_sources if isinstance(s, SyncsVMs)]
+        self._delay_map = hypervisor.vcpu_times if caps.RUN_DELAY in declared else None
+        self._evented = caps.GENERATION in declared
+        self._originals = caps.REPORTS_ORIGINALS in declared
+        self._io_rows = (fabric.counters_rows if fabric is not None and
+                         fabric_base.Capability.COUNTS_BY_ROWS in fabric.capabilities else None)
         self.journal = journal
         self.deadband_pct = deadband_pct
         self.sampler = sampling.Sampler()
@@ -343,17 +269,18 @@ class Controller:
         for uuid, info in found.items():
             rec = self.vms.get(uuid)
             if rec is None:
-                self.vms[uuid] = VMRecord(info=info, monitor_only=not info.knobs.cap)
+                monitor_only = not (info.knobs.cap and self.actuates)
+                self.vms[uuid] = VMRecord(info=info, monitor_only=monitor_only)
                 self.market.add(records.VMSpec(vm=uuid, vcpus=info.vcpus, sla=info.sla))
                 LOG.info("adopted VM %s (%s): %d vCPU, SLA from %s, knobs %s%s",
                          info.name, uuid, info.vcpus, info.sla_source, info.knobs.driver,
-                         "" if info.knobs.cap else " (monitor-only)")
+                         " (monitor-only)" if monitor_only else "")
             elif rec.info is not info and rec.info != info:
                 if rec.info.sla != info.sla or rec.info.vcpus != info.vcpus:
                     self.market.add(records.VMSpec(vm=uuid, vcpus=info.vcpus, sla=info.sla))
                     LOG.info("VM %s: SLA now from %s", info.name, info.sla_source)
                 rec.info = info
-        for source in self._syncing:
+        for source in self.latency_sources:
             try:
                 source.sync(found)
             except Exception:
@@ -487,23 +414,36 @@ class Controller:
             self._sent_names = (t.version, tuple(t.names))
         return self._sent_names[1], t.tx_mtus.copy(), t.tx_bytes.copy()
 
-    def _records(self):
-        """The VM records with their tallies brought up to date from the columns."""
-        t = self._aligned_tallies()
-        cols = {name: getattr(t, name).tolist() for name in _RUN_FIELDS}
-        slots = t.slots
-        for uuid, rec in self.vms.items():
-            k = slots.get(uuid)
-            if k is None:
-                continue
-            for name in _RUN_FIELDS:
-                setattr(rec, name, cols[name][k])
-        return self.vms
-
     def table(self, interval_s):
-        """Per-VM rows of what the market did, sorted by name."""
-        return [rec.summary(interval_s)
-                for rec in sorted(self._records().values(), key=lambda r: r.info.name)]
+        """Per-VM rows of what the market did, sorted by name (read from the tally columns)."""
+        t = self._aligned_tallies()
+        cols = {name: getattr(t, name).tolist() for name in _RUN_COLUMNS}
+        slots = t.slots
+        none = {name: fill for name, (fill, _dtype) in _RUN_COLUMNS.items()}
+        rows = []
+        for uuid, rec in sorted(self.vms.items(), key=lambda item: item[1].info.name):
+            k = slots.get(uuid)
+            tally = none if k is None else {name: col[k] for name, col in cols.items()}
+            rows.append(_summary(rec, tally, interval_s))
+        return rows
+
+
+def _summary(rec, tally, interval_s):
+    """One VM's run so far, as a plain dict (the final tables): its record and tallies."""
+    n = max(1, tally["ticks"])
+    lat_n, intf_n, cap_min = tally["lat_n"], tally["intf_n"], tally["cap_min"]
+    return {
+        "vm": rec.info.name,
+        "uuid": rec.info.uuid,
+        "sensitive": rec.info.sla.sensitive,
+        "cap_mean_pct": tally["cap_sum"] / n,
+        "cap_min_pct": cap_min if cap_min != float("inf") else None,
+        "cpu_mean_pct": tally["cpu_sum"] / n,
+        "tx_mb_per_s": tally["tx_bytes"] / (n * interval_s) / 1e6,
+        "latency_mean_us": (tally["lat_sum"] / lat_n) if lat_n else None,
+        "interference_mean_pct": (tally["intf_sum"] / intf_n) if intf_n else None,
+        "monitor_only": rec.monitor_only,
+    }
 
 
 def moved(old, new, deadband):

@@ -22,6 +22,7 @@ alike.
 
 import abc
 import dataclasses
+import enum
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,8 +48,17 @@ class LinkInfo:
         return -(-int(nbytes) // self.mtu) if nbytes > 0 else 0
 
 
+class Capability(enum.Enum):
+    """What a monitor can do beyond the interface (:attr:`FabricMonitor.capabilities`)."""
+
+    #: ``counters_rows(rows)``: ``(tx_bytes, rx_bytes)`` arrays aligned with the market's rows.
+    COUNTS_BY_ROWS = "counts_by_rows"
+
+
 class FabricMonitor(abc.ABC):
-    """Per-VM I/O counters from one source."""
+    """Per-VM I/O counters from one source; ``capabilities``: its :class:`Capability` set."""
+
+    capabilities = frozenset()
 
     @abc.abstractmethod
     def counters(self, vms):

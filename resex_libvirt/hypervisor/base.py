@@ -14,11 +14,13 @@
 
 The agent loop talks to the simulated host and to libvirt through this one
 interface; both return plain records and raise only the project's
-exceptions (:mod:`resex_libvirt.exceptions`).
+exceptions (:mod:`resex_libvirt.exceptions`). What a driver can do beyond
+the interface it declares as data (:class:`Capability`), never probed.
 """
 
 import abc
 import dataclasses
+import enum
 import typing
 
 from resex_libvirt import sla as sla_mod
@@ -94,8 +96,38 @@ class VMInfo:
         return self.name
 
 
+class Capability(enum.Enum):
+    """What a hypervisor can do beyond the interface, declared in :attr:`Hypervisor.capabilities`.
+
+    As nova's ``ComputeDriver.capabilities`` and tooz's ``CHARACTERISTICS``:
+    a driver lists what it does, and the controller reads the list once,
+    when it is built (:class:`resex_libvirt.control.Controller`). A method a
+    capability brings is called only on a driver that declares it.
+    """
+
+    #: Writes the VMs' knobs (``set_knobs``). Without it every VM is
+    #: monitored and reported, never actuated.
+    ACTUATES = "actuates"
+    #: ``vcpu_times()`` gives each VM's vCPU run delay (the host report's evidence).
+    RUN_DELAY = "run_delay"
+    #: ``generation`` grows whenever ``vms()`` returns something different.
+    GENERATION = "generation"
+    #: ``original_updates()`` reports changes of the VMs' original knobs (the journal).
+    REPORTS_ORIGINALS = "reports_originals"
+    #: ``cpu_times_rows(rows)``: CPU times aligned with the market's rows.
+    CPU_BY_ROWS = "cpu_by_rows"
+    #: ``delay_times_rows(rows)``: run delays aligned with the market's rows.
+    DELAY_BY_ROWS = "delay_by_rows"
+
+
 class Hypervisor(abc.ABC):
-    """Discovery, CPU time and knobs of the VMs on one host."""
+    """Discovery, CPU time and knobs of the VMs on one host.
+
+    ``capabilities`` is the frozenset of :class:`Capability` the driver
+    declares: none unless it says so.
+    """
+
+    capabilities = frozenset()
 
     @abc.abstractmethod
     def vms(self):
@@ -150,7 +182,7 @@ class Hypervisor(abc.ABC):
         return 1
 
     def vcpu_times(self):
-        """``{uuid: VcpuTimes}`` of the last CPU-time sweep; ``{}``: the driver has none."""
+        """``{uuid: VcpuTimes}`` of the last CPU-time sweep (:attr:`Capability.RUN_DELAY`)."""
         return {}
 
     def close(self):

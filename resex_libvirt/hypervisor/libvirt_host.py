@@ -70,6 +70,10 @@ class LibvirtHypervisor(base.Hypervisor):
     :data:`~resex_libvirt.hypervisor.channel.HOTPLUG_CHOICES`.
     """
 
+    capabilities = frozenset({
+        base.Capability.ACTUATES, base.Capability.RUN_DELAY, base.Capability.GENERATION,
+        base.Capability.REPORTS_ORIGINALS})
+
     def __init__(self, uri=DEFAULT_URI, sla_defaults=None, nova_sla=None,
                  backoff_min=1.0, backoff_max=60.0, events=True, refresh_s=60.0,
                  clock=time.monotonic, qemu_period_us=None, cgroup_version=1,

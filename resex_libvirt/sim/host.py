@@ -110,6 +110,11 @@ class SimHost(hyp_base.Hypervisor, fabric_base.FabricMonitor):
     is always empty): for a run that no market reads.
     """
 
+    capabilities = frozenset({
+        hyp_base.Capability.ACTUATES, hyp_base.Capability.RUN_DELAY,
+        hyp_base.Capability.GENERATION, hyp_base.Capability.CPU_BY_ROWS,
+        hyp_base.Capability.DELAY_BY_ROWS, fabric_base.Capability.COUNTS_BY_ROWS})
+
     def __init__(self, scenario, model=None, window_size=64, freshness_s=0.05, reports=True):
         self.scenario = scenario
         self.testbed = testbed_mod.Testbed(scenario.link_bytes_per_s, seed=scenario.seed,
@@ -367,13 +372,13 @@ class SimHost(hyp_base.Hypervisor, fabric_base.FabricMonitor):
 
     def format_results(self):
         """The final table of a simulated run (for ``resex-agent``'s exit)."""
-        from resex_libvirt.sim import report
+        from resex_libvirt.sim import run_output
         rows = []
         for name, r in self.results().items():
-            stats = report.latency_stats(r["latencies_us"])
-            rows.append([name, report.fmt(stats["mean_us"]), report.fmt(stats["p50_us"]),
-                         report.fmt(stats["p99_us"]), report.fmt(stats["std_us"]),
+            stats = run_output.latency_stats(r["latencies_us"])
+            rows.append([name, run_output.fmt(stats["mean_us"]), run_output.fmt(stats["p50_us"]),
+                         run_output.fmt(stats["p99_us"]), run_output.fmt(stats["std_us"]),
                          "%.1f" % r["throughput_mb_s"], "%.1f" % r["cpu_pct"]])
-        return report.table(
+        return run_output.table(
             "Simulated run of %s (%.1f s)" % (self.scenario.name, self.now()),
             ["VM", "mean us", "p50 us", "p99 us", "std us", "MB/s", "CPU %"], rows)

@@ -10,7 +10,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""The shared control step: the deadband rule, sparse actuation with retries."""
+"""The shared control step: the deadband rule, sparse actuation with retries, capabilities."""
 
 import os
 import tempfile
@@ -19,6 +19,8 @@ import unittest
 from agent import journal as journal_mod
 from resex_libvirt import control
 from resex_libvirt import exceptions
+from resex_libvirt.fabric import base as fabric_base
+from resex_libvirt.hypervisor import base as hyp_base
 from resex_libvirt.hypervisor import originals as originals_mod
 from resex_libvirt import market as market_mod
 from resex_libvirt.market import policy as policy_mod
@@ -118,6 +120,8 @@ class _ReportingHost(host_mod.SimHost):
     ``LibvirtHypervisor.original_updates()`` needs QEMU's scheduler (the lab
     runs it); here the same records are queued by the test.
     """
+
+    capabilities = host_mod.SimHost.capabilities | {hyp_base.Capability.REPORTS_ORIGINALS}
 
     def __init__(self, scenario):
         super().__init__(scenario)
@@ -255,15 +259,21 @@ class LateSweepTest(unittest.TestCase):
         self.assertEqual([uuid], host.writes)       # written once
 
 
+#: What reads by rows: a host that does not declare them is read through mappings.
+_BY_ROWS = {hyp_base.Capability.CPU_BY_ROWS, hyp_base.Capability.DELAY_BY_ROWS,
+            fabric_base.Capability.COUNTS_BY_ROWS}
+
+
 class _MappingsOnly:
-    """A simulated host seen through the mapping readings only (no ``*_rows``)."""
+    """A simulated host that does not declare reading by rows (its ``*_rows`` refuse)."""
 
     def __init__(self, host):
         self._host = host
+        self.capabilities = host.capabilities - _BY_ROWS
 
     def __getattr__(self, name):
         if name.endswith("_rows"):
-            raise AttributeError(name)
+            raise AssertionError("%s called on a host that does not declare it" % name)
         return getattr(self._host, name)
 
 
@@ -305,3 +315,92 @@ class ReadingsByRowsTest(unittest.TestCase):
         self.assertEqual(by_mappings, by_rows)
         self.assertTrue(any(w > market_mod.market.BASE_WEIGHT
                             for step in by_rows[0] for _vm, _cap, _rate, w in step))
+
+
+class _Declaring:
+    """The simulated host declaring ``capabilities``; a call outside them fails the test."""
+
+    _BRINGS = {"cpu_times_rows": hyp_base.Capability.CPU_BY_ROWS,
+               "delay_times_rows": hyp_base.Capability.DELAY_BY_ROWS,
+               "vcpu_times": hyp_base.Capability.RUN_DELAY,
+               "original_updates": hyp_base.Capability.REPORTS_ORIGINALS,
+               "counters_rows": fabric_base.Capability.COUNTS_BY_ROWS,
+               "set_knobs": hyp_base.Capability.ACTUATES,
+               "original_knobs": hyp_base.Capability.ACTUATES}
+
+    def __init__(self, host, capabilities):
+        self._host = host
+        self.capabilities = frozenset(capabilities)
+
+    def __getattr__(self, name):
+        brings = self._BRINGS.get(name)
+        if brings is not None and brings not in self.capabilities:
+            raise AssertionError("%s called on a host that does not declare %s"
+                                 % (name, brings))
+        return getattr(self._host, name)
+
+
+class CapabilitiesTest(unittest.TestCase):
+    """What an adapter can do is read from the capabilities it declares, never probed."""
+
+    def _controller(self, capabilities):
+        sc = scenario_mod.load("paper_64k_vs_2m").with_duration(1.0)
+        host = host_mod.SimHost(sc)
+        adapter = _Declaring(host, capabilities)
+        params = market_mod.MarketParams(interval_s=sc.interval_s, intervals_per_epoch=10,
+                                         pcpus=2, link_bytes_per_s=1e9, mtu=1024)
+        ctl = control.Controller(market_mod.Market(params, policy_mod.load("free_market")),
+                                 adapter, adapter, [adapter])
+        ctl.prime(host.now())
+        for i in range(1, 30):
+            host.advance_to(i * sc.interval_s)
+            ctl.step(host.now())
+        return ctl
+
+    def test_a_hypervisor_that_does_not_declare_actuates_is_monitored_never_actuated(self):
+        with self.assertLogs("resex_libvirt.control", "INFO") as logs:
+            ctl = self._controller(host_mod.SimHost.capabilities
+                                   - {hyp_base.Capability.ACTUATES})
+        self.assertFalse(ctl.actuates)
+        self.assertEqual(2, len(ctl.vms))
+        self.assertTrue(all(rec.monitor_only and rec.applied is None
+                            for rec in ctl.vms.values()))
+        self.assertEqual(2, sum("(monitor-only)" in line for line in logs.output))
+        # Still sampled, decided and reported.
+        self.assertTrue(all(row["cpu_mean_pct"] > 0 for row in ctl.table(0.001)))
+
+    def test_the_same_host_declaring_actuates_writes_its_knobs(self):
+        ctl = self._controller(host_mod.SimHost.capabilities)
+        self.assertTrue(ctl.actuates)
+        self.assertTrue(all(rec.applied is not None for rec in ctl.vms.values()))
+
+    def test_a_host_declaring_nothing_is_asked_only_the_interface(self):
+        # _Declaring fails the test on any call a capability brings.
+        ctl = self._controller(())
+        self.assertFalse(ctl.actuates)
+        self.assertEqual(2, len(ctl.table(0.001)))
+
+    def test_no_probing_protocol_is_left(self):
+        import typing
+        for module in (control, hyp_base, fabric_base):
+            protocols = [name for name, value in vars(module).items()
+                         if isinstance(value, type) and issubclass(value, typing.Protocol)
+                         and value is not typing.Protocol]
+            self.assertEqual([], protocols, module.__name__)
+
+
+class TallyOwnerTest(unittest.TestCase):
+
+    def test_a_vm_record_keeps_no_copy_of_the_run_tallies(self):
+        self.assertEqual({"info", "applied", "journaled", "monitor_only"},
+                         {f.name for f in control.dataclasses.fields(control.VMRecord)})
+
+    def test_the_table_is_read_from_the_controllers_columns(self):
+        ctl, host, sc = _controller(policy="none")
+        _steps(ctl, host, sc, 1, 11)
+        rows = ctl.table(sc.interval_s)
+        t = ctl._aligned_tallies()
+        for row in rows:
+            k = t.slots[row["uuid"]]
+            self.assertEqual(t.cpu_sum[k] / t.ticks[k], row["cpu_mean_pct"])
+            self.assertEqual(10, t.ticks[k])

@@ -32,6 +32,7 @@ from agent.conf import hypervisor as hyp_conf
 from agent.conf import nova as nova_conf
 from agent import hypervisor as agent_hypervisor
 from resex_libvirt import exceptions
+from resex_libvirt.hypervisor import base
 from resex_libvirt.hypervisor import channel
 from resex_libvirt.hypervisor import libvirt_host
 from resex_libvirt.hypervisor import metadata
@@ -300,6 +301,48 @@ class BuildFromConfTest(unittest.TestCase):
         self.assertEqual("all", hyp.channel.policy)
         self.assertIn(hyp.adopter.cgroup_version, (1, 2))
         self.assertEqual(77, hyp.vms()[PLAIN].sla.shares)
+        self.assertIn(base.Capability.ACTUATES, hyp.capabilities)
+
+    def test_the_checks_hypervisor_does_not_declare_that_it_actuates(self):
+        conf = cfg.ConfigOpts()
+        hyp_conf.register_opts(conf)
+        nova_conf.register_opts(conf)
+        conf([], project="resex-test")
+        self.addCleanup(conf.reset)
+        conf.set_override("connection_uri", URI, group="libvirt")
+        hyp = agent_hypervisor.build(conf, read_only=True)
+        self.addCleanup(hyp.close)
+        self.assertNotIn(base.Capability.ACTUATES, hyp.capabilities)
+        self.assertIn(base.Capability.ACTUATES, libvirt_host.LibvirtHypervisor.capabilities)
+
+
+class CapabilitiesTest(TestDriverCase):
+    """The libvirt host declares what it does as data; the watchdog's proxy forwards it."""
+
+    def test_a_libvirt_host_declares_its_capabilities(self):
+        self.assertEqual({base.Capability.ACTUATES, base.Capability.RUN_DELAY,
+                          base.Capability.GENERATION, base.Capability.REPORTS_ORIGINALS},
+                         set(self.hyp.capabilities))
+
+    def test_the_controller_drives_it_through_the_watchdogs_proxy(self):
+        from agent import watchdog
+        from resex_libvirt import control
+        from resex_libvirt import market as market_mod
+        from resex_libvirt.market import policy as policy_mod
+        dog = watchdog.Watchdog(5.0, name="libvirt")
+        guarded = watchdog.Guarded(self.hyp, dog, owns=False)
+        self.addCleanup(dog.close)
+        self.assertEqual(self.hyp.capabilities, guarded.capabilities)
+        market = market_mod.Market(market_mod.MarketParams(
+            interval_s=0.1, intervals_per_epoch=10, pcpus=4, link_bytes_per_s=1e9, mtu=1500),
+            policy_mod.load("free_market"))
+        ctl = control.Controller(market, guarded)
+        self.assertTrue(ctl.actuates)
+        ctl.prime(time.monotonic())
+        self.assertIsNotNone(ctl.step(time.monotonic() + 0.1))
+        self.assertEqual({SENSITIVE, BULK, BROKEN, PLAIN}, set(ctl.vms))
+        # The test driver's scheduler has no cap knob: monitored, never actuated.
+        self.assertTrue(all(rec.monitor_only for rec in ctl.vms.values()))
 
 
 class EventDrivenListTest(TestDriverCase):

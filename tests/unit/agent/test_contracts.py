@@ -42,13 +42,31 @@ class ContractsTest(unittest.TestCase):
 
     def test_no_part_is_probed_for_a_member_its_interface_does_not_declare(self):
         # getattr(x, "name", default) and hasattr(x, "name") ask a part whether
-        # it has a member; the agent's parts declare theirs (Protocols in
-        # agent.loop, the adapters' base classes). A two-argument getattr
-        # (a proxy forwarding a name) asks nothing.
+        # it has a member; the agent's parts declare theirs (the adapters'
+        # base classes and their capabilities, as data). A two-argument
+        # getattr asks nothing.
         probes = ["%s:%d" % (path, call.lineno) for path, tree in _trees()
                   for call in _calls(tree, "getattr") + _calls(tree, "hasattr")
                   if call.func.id == "hasattr" or len(call.args) > 2]
         self.assertEqual([], probes)
+
+    def test_no_class_forwards_any_name(self):
+        # A __getattr__ proxy answers every probe and every name: the agent's
+        # proxies (agent.watchdog.Guarded) forward an explicit list.
+        forwarding = ["%s:%d %s.%s" % (path, node.lineno, cls.name, node.name)
+                      for path, tree in _trees()
+                      for cls in ast.walk(tree) if isinstance(cls, ast.ClassDef)
+                      for node in cls.body if isinstance(node, ast.FunctionDef)
+                      and node.name in ("__getattr__", "__getattribute__")]
+        self.assertEqual([], forwarding)
+
+    def test_no_part_is_probed_with_a_protocol(self):
+        # runtime_checkable Protocols checked with isinstance are hasattr
+        # probes; capabilities are declared as data instead.
+        checkable = ["%s:%d" % (path, node.lineno) for path, tree in _trees()
+                     for node in ast.walk(tree)
+                     if isinstance(node, ast.Attribute) and node.attr == "runtime_checkable"]
+        self.assertEqual([], checkable)
 
     def test_no_function_is_longer_than_80_lines(self):
         long = ["%s:%d %s (%d lines)" % (path, node.lineno, node.name,

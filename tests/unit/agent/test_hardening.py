@@ -37,6 +37,8 @@ from agent import publisher as publisher_mod
 from agent import watchdog as watchdog_mod
 from resex_libvirt.board import report as report_mod
 from resex_libvirt import exceptions
+from resex_libvirt.fabric import base as fabric_base
+from resex_libvirt.hypervisor import base as hyp_base
 from resex_libvirt.market import market as market_mod
 from tests.unit.agent import test_loop
 
@@ -173,12 +175,37 @@ class WatchdogTest(unittest.TestCase):
         wait_until(lambda: dog.available)
         self.assertEqual("restored", dog.call("restore_knobs", lambda: "restored"))
 
-    def test_guarded_reads_plain_attributes_and_guards_methods(self):
-        inner = mock.Mock(url="x")
+    def test_guarded_forwards_the_declared_capabilities_and_guards_methods(self):
+        caps = frozenset({hyp_base.Capability.RUN_DELAY, hyp_base.Capability.GENERATION})
+        inner = mock.Mock(capabilities=caps, generation=7, url="x")
         inner.vms.return_value = {}
         guarded = watchdog_mod.Guarded(inner, self.dog)
-        self.assertEqual("x", guarded.url)
+        self.assertEqual(caps, guarded.capabilities)
+        self.assertEqual(7, guarded.generation)
         self.assertEqual({}, guarded.vms())
+        self.assertEqual(1, inner.vms.call_count)
+
+    def test_guarded_refuses_a_name_it_was_not_given(self):
+        # The inner adapter has it; the proxy forwards its interfaces only.
+        inner = mock.Mock(capabilities=frozenset(), url="x")
+        guarded = watchdog_mod.Guarded(inner, self.dog)
+        for name in ("url", "latency_problems", "connection", "attach_channels"):
+            with self.assertRaises(AttributeError):
+                getattr(guarded, name)
+        inner.latency_problems.assert_not_called()
+
+    def test_guarded_forwards_no_name_by_getattr(self):
+        # Forwarding any name made every capability probe true through it.
+        self.assertNotIn("__getattr__", vars(watchdog_mod.Guarded))
+        self.assertNotIn("__getattribute__", vars(watchdog_mod.Guarded))
+
+    def test_guarded_has_every_method_of_the_interfaces(self):
+        names = {name for cls in (hyp_base.Hypervisor, fabric_base.FabricMonitor)
+                 for name, value in vars(cls).items()
+                 if callable(value) and not name.startswith("_")}
+        names |= {"cpu_times_rows", "delay_times_rows", "original_updates", "counters_rows"}
+        self.assertEqual(set(), {name for name in names
+                                 if not callable(vars(watchdog_mod.Guarded).get(name))})
 
 
 def wait_until(predicate, timeout=10.0):
@@ -313,8 +340,9 @@ class EpochTest(unittest.TestCase):
     def test_the_host_report_is_built_once_per_epoch_and_handed_to_metrics(self):
         records = []
         agent, _sim = test_loop.build(
-            duration=3.0, metrics=mock.Mock(spec=["observe_interval", "observe_epoch"],
-                                            observe_epoch=records.append))
+            duration=3.0, metrics=mock.Mock(
+                spec=["observe_interval", "observe_epoch", "start", "close"],
+                observe_epoch=records.append))
         real = report_mod.HostReport.from_summary
         with mock.patch.object(report_mod.HostReport, "from_summary",
                                side_effect=real) as built:

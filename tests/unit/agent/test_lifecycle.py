@@ -20,6 +20,7 @@ import os
 import tempfile
 import threading
 import unittest
+from unittest import mock
 
 from oslo_config import cfg
 
@@ -54,9 +55,15 @@ class Counted:
 
 
 class CountedSource(Counted):
-    """A latency source with nothing to report."""
+    """A latency source with nothing to report (the intake's part)."""
 
     def windows(self):
+        return {}
+
+    def sync(self, vms):
+        pass
+
+    def stats(self):
         return {}
 
 
@@ -108,7 +115,8 @@ def make_parts(log, source_fails=None, duration=2.0, board=None, background=Fals
     parts = builder.Parts()
     sim = ClosingHost(scenario)
     parts.hypervisor = parts.fabric = sim
-    parts.latency_sources = [sim, CountedSource(log, "intake", source_fails)]
+    parts.intake = CountedSource(log, "intake", source_fails)
+    parts.latency_sources = [sim, parts.intake]
     parts.clock = sim.clock()
     parts.interval_s, parts.epoch_s = scenario.interval_s, scenario.epoch_s
     parts.board = board
@@ -138,13 +146,14 @@ class LifecycleTest(unittest.TestCase):
         self.assertGreater(metrics.epochs, 0)
         # One object playing three parts is closed once.
         self.assertEqual(1, sim.closes)
-        self.assertEqual(["start metrics", "start intake", "close intake", "close metrics"], log)
+        # Closed in the reverse order of their building: the endpoint was built last.
+        self.assertEqual(["start metrics", "start intake", "close metrics", "close intake"], log)
 
     def test_serve_starts_runs_and_shuts_down_once(self):
         log = []
         agent, sim, source, metrics = build(log)
         cli.serve(agent)
-        self.assertEqual(["start metrics", "start intake", "close intake", "close metrics"], log)
+        self.assertEqual(["start metrics", "start intake", "close metrics", "close intake"], log)
         self.assertEqual(1, sim.closes)
         self.assertGreater(agent.epochs, 0)
 
@@ -155,7 +164,7 @@ class LifecycleTest(unittest.TestCase):
             agent.start()
         self.assertEqual("starting the latency intake", ctx.exception.step)
         self.assertIsInstance(ctx.exception.cause, OSError)
-        self.assertEqual(["start metrics", "start intake", "close intake", "close metrics"], log)
+        self.assertEqual(["start metrics", "start intake", "close metrics", "close intake"], log)
         self.assertEqual(1, sim.closes)
         agent.shutdown()
         self.assertEqual(4, len(log))
@@ -170,7 +179,7 @@ class LifecycleTest(unittest.TestCase):
             cli.serve(agent)
         self.assertEqual("starting the metrics endpoint: unexpected RuntimeError: boom",
                          ctx.exception.message)
-        self.assertEqual(["start metrics", "close intake", "close metrics"], log)
+        self.assertEqual(["start metrics", "close metrics", "close intake"], log)
 
     def test_the_start_restores_what_the_journal_holds_before_controlling(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -188,6 +197,58 @@ class LifecycleTest(unittest.TestCase):
             agent.start()
             self.assertEqual(original, sim.get_knobs(uuid))
             self.assertEqual({}, journal_mod.Journal(path).originals())
+
+
+class ClosedOnceTest(unittest.TestCase):
+    """The parts are closed once, by the exit stack they were built with, whatever happens."""
+
+    def test_a_build_that_fails_halfway_closes_what_it_opened_once(self):
+        opened = []
+
+        def simulated(conf, parts):
+            real_simulated(conf, parts)
+            opened.append(parts.hypervisor)
+            raise exceptions.ConfigError("the next part cannot be built")
+
+        real_simulated = builder._simulated
+        conf = test_loop.make_conf(agent={"host_driver": "simulated"}, board={"url": ""})
+        with mock.patch.object(builder, "_simulated", simulated), \
+                mock.patch("resex_libvirt.sim.host.SimHost", ClosingHost):
+            with self.assertRaises(exceptions.ConfigError):
+                builder.build_parts(conf)
+        sim, = opened
+        self.assertEqual(1, sim.closes)     # hypervisor, fabric and latency source: once
+
+    def test_an_agent_that_cannot_be_built_closes_its_parts_once(self):
+        log = []
+        parts = make_parts(log)
+        conf = test_loop.make_conf(market={"policy": "no-such-policy"})
+        with self.assertRaises(exceptions.ConfigError):
+            builder.build_agent(conf, parts, metrics=CountedSink(log))
+        self.assertEqual(1, parts.hypervisor.closes)
+        self.assertEqual(["close metrics", "close intake"], log)
+        parts.close()       # nothing is closed twice
+        self.assertEqual(1, parts.hypervisor.closes)
+        self.assertEqual(2, len(log))
+
+    def test_the_daemons_failed_build_closes_the_parts_once(self):
+        log = []
+        parts = make_parts(log)
+        conf = test_loop.make_conf(market={"policy": "no-such-policy"})
+        with mock.patch.object(builder, "build_parts", lambda conf: parts):
+            with self.assertRaises(cli._StartFailed):
+                cli._build(conf)
+        self.assertEqual(["close intake"], log)
+        self.assertEqual(1, parts.hypervisor.closes)
+
+    def test_a_part_handed_twice_is_owned_once(self):
+        parts = builder.Parts()
+        source = CountedSource([], "intake")
+        parts.intake = source
+        parts.latency_sources = [source, source]
+        parts.close()
+        parts.close()
+        self.assertEqual(1, source.closes)
 
 
 class SlowHost(ClosingHost):
@@ -215,7 +276,8 @@ class RestoreAfterAStuckCallTest(unittest.TestCase):
         dog = watchdog.Watchdog(0.05, name="libvirt")
         parts.hypervisor = watchdog.Guarded(sim, dog)
         parts.fabric = sim
-        parts.latency_sources = [sim, CountedSource([], "intake")]
+        parts.intake = CountedSource([], "intake")
+        parts.latency_sources = [sim, parts.intake]
         parts.clock = sim.clock()
         parts.journal = journal_mod.Journal(os.path.join(tmp, "journal.json"))
         agent, _sim, _source, _metrics = build([], parts=parts)
@@ -300,4 +362,4 @@ class ReloadTest(unittest.TestCase):
                 f.write(text % 3.0)
             agent.request_reload()
             agent.run()
-            self.assertEqual(3.0, agent.settings.deadband_pct)
+            self.assertEqual(3.0, agent.controller.deadband_pct)

@@ -86,7 +86,7 @@ class LateHost(CountingHost):
 
 
 def build(policy="io_shares", duration=3.0, host_cls=CountingHost, journal=None, metrics=None,
-          **host_kwargs):
+          board=None, publish_policy=None, **host_kwargs):
     scenario = scenario_mod.load("paper_64k_vs_2m").with_duration(duration)
     conf = make_conf(market={"policy": policy})
     parts = builder.Parts()
@@ -96,6 +96,8 @@ def build(policy="io_shares", duration=3.0, host_cls=CountingHost, journal=None,
     parts.clock = sim.clock()
     parts.interval_s, parts.epoch_s = scenario.interval_s, scenario.epoch_s
     parts.journal = journal
+    parts.board = board
+    parts.publish_policy = publish_policy
     return builder.build_agent(conf, parts, metrics=metrics), sim
 
 
@@ -136,7 +138,7 @@ class LoopTest(unittest.TestCase):
         caps = [cap for _n, cap, _w in writes]
         for a, b in zip(caps, caps[1:]):
             if a is not None and b is not None:
-                self.assertGreaterEqual(abs(a - b), agent.settings.deadband_pct)
+                self.assertGreaterEqual(abs(a - b), agent.controller.deadband_pct)
 
     def test_no_control_writes_no_knob(self):
         agent, sim = build(policy="none", duration=2.0)
@@ -245,16 +247,16 @@ class PublishTest(unittest.TestCase):
 
     def _run(self, fleet_size_threshold):
         with tempfile.TemporaryDirectory() as tmp:
-            agent, _sim = build(duration=6.0)
-            agent.board = CountingBoard("sqlite:///%s/board.sqlite" % tmp)
-            agent.publish_policy = publish_policy.PublishPolicy(
-                on_change_fleet_size=fleet_size_threshold, max_interval_s=1000.0,
-                min_utilisation_delta=0.5, min_index_delta_pct=1000.0,
-                min_price_rel_delta=10.0)
+            board = CountingBoard("sqlite:///%s/board.sqlite" % tmp)
+            agent, _sim = build(duration=6.0, board=board, publish_policy=(
+                publish_policy.PublishPolicy(
+                    on_change_fleet_size=fleet_size_threshold, max_interval_s=1000.0,
+                    min_utilisation_delta=0.5, min_index_delta_pct=1000.0,
+                    min_price_rel_delta=10.0)))
             agent.run()
-            snapshot = agent.board.snapshot()
-            agent.board.close()
-            return agent.board.published, snapshot
+            snapshot = board.snapshot()
+            agent.shutdown()
+            return board.published, snapshot
 
     def test_a_small_fleet_publishes_every_epoch(self):
         published, snapshot = self._run(fleet_size_threshold=200)

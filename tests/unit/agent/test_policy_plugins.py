@@ -226,10 +226,10 @@ class ConfiguredPolicyValidationTest(unittest.TestCase):
 
     def test_a_reload_naming_a_policy_not_installed_changes_nothing(self):
         agent, _sim = test_loop.build(duration=1.0)
-        before = (agent.market.params, agent.market.policy, agent.settings.deadband_pct)
+        before = (agent.market.params, agent.market.policy, agent.controller.deadband_pct)
         conf = test_loop.make_conf(market={"policy": "flat_cap", "cpu_price": 3.0},
                                    agent={"deadband_pct": 7.0})
         with self.assertRaises(exceptions.ConfigError):
             builder.reload_market(conf, agent)
         self.assertEqual(before, (agent.market.params, agent.market.policy,
-                                  agent.settings.deadband_pct))
+                                  agent.controller.deadband_pct))
