@@ -25,6 +25,6 @@ and no compute node installs it.
 * :mod:`~resex_research.frontier` -- the static-cap frontier;
 * :mod:`~resex_research.calibration` -- the model's calibration figures;
 * :mod:`~resex_research.protect` -- the time to protect and the cap swing;
-* :mod:`~resex_research.policies` -- every policy ``resex-sim`` runs, by name;
-* :mod:`~resex_research.cli` -- ``resex-sim``.
+* :mod:`~resex_research.policy_catalog` -- every policy ``resex-sim`` runs, by name;
+* :mod:`~resex_research.resex_sim` -- ``resex-sim``.
 """

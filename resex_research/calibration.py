@@ -26,7 +26,7 @@ them and ``resex-sim calibrate`` prints them.
 """
 
 from resex_libvirt.sim import host as host_mod
-from resex_libvirt.sim import report
+from resex_libvirt.sim import run_output
 from resex_libvirt.sim import scenario as scenario_mod
 
 REPORTING = "vm64k"
@@ -51,7 +51,7 @@ def run_fixed(scenario, caps, duration_s=None, model=None):
 def measure(duration_s=5.0, model=None):
     """The calibration figures: reporting VM's latency stats per configuration."""
     base = run_fixed(scenario_mod.load(BASE), {}, duration_s, model)[REPORTING]
-    out = {"base": report.latency_stats(base["latencies_us"]), "ratios": []}
+    out = {"base": run_output.latency_stats(base["latencies_us"]), "ratios": []}
     for ratio, name, interferer in RATIOS:
         sc = scenario_mod.load(name)
         capped = run_fixed(sc, {interferer: 100.0 / ratio}, duration_s, model)
@@ -59,8 +59,8 @@ def measure(duration_s=5.0, model=None):
         out["ratios"].append({
             "ratio": ratio, "scenario": name, "interferer": interferer,
             "cap_pct": 100.0 / ratio,
-            "capped": report.latency_stats(capped[REPORTING]["latencies_us"]),
-            "uncapped": report.latency_stats(uncapped[REPORTING]["latencies_us"]),
+            "capped": run_output.latency_stats(capped[REPORTING]["latencies_us"]),
+            "uncapped": run_output.latency_stats(uncapped[REPORTING]["latencies_us"]),
             "interferer_capped_mb_s": capped[interferer]["throughput_mb_s"],
             "interferer_uncapped_mb_s": uncapped[interferer]["throughput_mb_s"],
         })
@@ -69,22 +69,23 @@ def measure(duration_s=5.0, model=None):
 
 def format_table(data):
     base = data["base"]
-    lines = [report.table(
+    lines = [run_output.table(
         "Fig. 1: the 64 KB server alone (paper: stable near 209 us)",
         ["case", "mean us", "p50 us", "p99 us", "std us"],
-        [["alone", report.fmt(base["mean_us"]), report.fmt(base["p50_us"]),
-          report.fmt(base["p99_us"]), report.fmt(base["std_us"])]])]
+        [["alone", run_output.fmt(base["mean_us"]), run_output.fmt(base["p50_us"]),
+          run_output.fmt(base["p99_us"]), run_output.fmt(base["std_us"])]])]
     rows = []
     for r in data["ratios"]:
         c, u = r["capped"], r["uncapped"]
         rows.append([
             "%d (%s)" % (r["ratio"], r["interferer"][2:].upper()), "%.2f" % r["cap_pct"],
-            report.fmt(c["mean_us"]), "%+.1f%%" % (100.0 * (c["mean_us"] / base["mean_us"] - 1)),
-            report.fmt(c["std_us"]), report.fmt(u["mean_us"]),
+            run_output.fmt(c["mean_us"]),
+            "%+.1f%%" % (100.0 * (c["mean_us"] / base["mean_us"] - 1)),
+            run_output.fmt(c["std_us"]), run_output.fmt(u["mean_us"]),
             "%+.1f%%" % (100.0 * (u["mean_us"] / base["mean_us"] - 1)),
             "%.0f" % r["interferer_capped_mb_s"], "%.0f" % r["interferer_uncapped_mb_s"]])
     lines.append("")
-    lines.append(report.table(
+    lines.append(run_output.table(
         "Figs. 3-4: interferer capped at 100/buffer-ratio vs uncapped (64 KB VM latency)",
         ["ratio", "cap %", "capped us", "vs base", "std us", "uncapped us", "vs base",
          "intf MB/s capped", "uncapped"], rows))

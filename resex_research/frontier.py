@@ -30,11 +30,11 @@ host) with its own threshold (``resex:latency_statistic=p99``).
 
 import dataclasses
 
-from resex_libvirt.sim import report
+from resex_libvirt.sim import run_output
 from resex_libvirt.sim import runner
 from resex_libvirt.sim import scenario as scenario_mod
 from resex_libvirt import sla as sla_mod
-from resex_research import policies as sim_policies
+from resex_research import policy_catalog
 from resex_research import protect
 
 #: The static caps of the sweep (percent of one pCPU); those at or over the
@@ -197,7 +197,7 @@ def evaluate(name, statistic, policies=DEFAULT_POLICIES, duration=None):
     frontier = top["capped_mb_s"] if top else None
     runs = {}
     for policy in policies:
-        res = sim_policies.run(sc, policy)
+        res = policy_catalog.run(sc, policy)
         j = judged(sc, res)
         mb_s = j["capped_mb_s"]
         runs[policy] = {"vs_sla": j["vs_sla"], "meets": j["meets"], "capped_mb_s": mb_s,
@@ -226,14 +226,14 @@ def format_rows(rows):
                  "%s @%g%%" % (_vs(r["lowest_cap"]["vs_sla"]), r["lowest_cap"]["cap_pct"]),
                  ("%g" % r["frontier_cap_pct"]) if r["frontier_cap_pct"] is not None
                  else "unreachable",
-                 report.fmt(r["frontier_mb_s"], "%.0f")]
+                 run_output.fmt(r["frontier_mb_s"], "%.0f")]
         for policy in policies:
             p = r["policies"][policy]
             cells.append("%s%s %.0f%s" % (
                 _vs(p["vs_sla"]), "" if p["meets"] else " MISS", p["capped_mb_s"],
                 "" if p["pct_of_frontier"] is None else " %.0f%%" % p["pct_of_frontier"]))
         body.append(cells)
-    return report.table(
+    return run_output.table(
         "Static-cap frontier per SLA statistic: each SLA VM's statistic / its SLA base "
         "(uncontrolled; at the lowest cap), the largest cap meeting every SLA and the capped "
         "VMs' MB/s there; each policy: statistic / SLA base, capped VMs' MB/s, % of frontier",

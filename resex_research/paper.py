@@ -39,10 +39,10 @@ it met the SLA).
 import collections
 import dataclasses
 
-from resex_libvirt.sim import report
+from resex_libvirt.sim import run_output
 from resex_libvirt.sim import runner
 from resex_libvirt.sim import scenario as scenario_mod
-from resex_research import policies as sim_policies
+from resex_research import policy_catalog
 
 REPORTING = "vm64k"
 BASE = "paper_64k_alone"
@@ -92,7 +92,7 @@ def _static(sc):
 
 
 def _policy_run(sc, policy):
-    return _static(sc) if policy == "none" else sim_policies.run(sc, policy)
+    return _static(sc) if policy == "none" else policy_catalog.run(sc, policy)
 
 
 #: Rough cost of a run under each policy, to hand the longest runs to the pool first.
@@ -403,36 +403,36 @@ def _pct(value, base):
 def format_tables(data):
     """The figures as text tables."""
     base = data["base"]["mean_us"]
-    out = [report.table(
+    out = [run_output.table(
         "Figs. 5 and 7: latency of the 64 KB VM against a 2 MB interferer",
         ["case", "mean us", "vs base", "p50 us", "p99 us", "std us"],
-        [[r["case"], report.fmt(r["mean_us"]), _pct(r["mean_us"], base),
-          report.fmt(r["p50_us"]), report.fmt(r["p99_us"]), report.fmt(r["std_us"])]
+        [[r["case"], run_output.fmt(r["mean_us"]), _pct(r["mean_us"], base),
+          run_output.fmt(r["p50_us"]), run_output.fmt(r["p99_us"]), run_output.fmt(r["std_us"])]
          for r in data["fig5_7"]])]
     fig6 = data["fig6"]
     names = sorted({k[:-len("_left_pct")] for r in fig6["rows"] for k in r
                     if k.endswith("_left_pct")})
     headers = ["epoch %"] + ["%s Resos left %%" % n for n in names] + \
         ["%s cap %%" % n for n in names]
-    rows = [[str(r["epoch_pct"])] + [report.fmt(r[n + "_left_pct"]) for n in names] +
-            [report.fmt(r[n + "_cap_pct"]) for n in names] for r in fig6["rows"]]
-    out += ["", report.table(
+    rows = [[str(r["epoch_pct"])] + [run_output.fmt(r[n + "_left_pct"]) for n in names] +
+            [run_output.fmt(r[n + "_cap_pct"]) for n in names] for r in fig6["rows"]]
+    out += ["", run_output.table(
         "Fig. 6: Reso balances during FreeMarket (%s, epoch %d)"
         % (fig6["scenario"], fig6["epoch"] + 1), headers, rows)]
-    rows = [[r["case"], report.fmt(r["base_mean_us"]), report.fmt(r["none_mean_us"]),
-             report.fmt(r["free_market_mean_us"]), report.fmt(r["io_shares_mean_us"]),
-             report.fmt(r["free_market_late_cap_min"], "%.0f"),
-             report.fmt(r["io_shares_late_cap_min"], "%.0f")] for r in data["fig8"]]
-    out += ["", report.table(
+    rows = [[r["case"], run_output.fmt(r["base_mean_us"]), run_output.fmt(r["none_mean_us"]),
+             run_output.fmt(r["free_market_mean_us"]), run_output.fmt(r["io_shares_mean_us"]),
+             run_output.fmt(r["free_market_late_cap_min"], "%.0f"),
+             run_output.fmt(r["io_shares_late_cap_min"], "%.0f")] for r in data["fig8"]]
+    out += ["", run_output.table(
         "Fig. 8: no-interference cases (64 KB VM mean latency, us; lowest cap after epoch 1)",
         ["case", "base", "uncontrolled", "FM", "IOS", "FM min cap %", "IOS min cap %"], rows)]
-    rows = [[r["interferer"], report.fmt(r["base_mean_us"]),
-             "%s (%s)" % (report.fmt(r["none_mean_us"]), _pct(r["none_mean_us"], base)),
-             "%s (%s)" % (report.fmt(r["free_market_mean_us"]),
+    rows = [[r["interferer"], run_output.fmt(r["base_mean_us"]),
+             "%s (%s)" % (run_output.fmt(r["none_mean_us"]), _pct(r["none_mean_us"], base)),
+             "%s (%s)" % (run_output.fmt(r["free_market_mean_us"]),
                           _pct(r["free_market_mean_us"], base)),
-             "%s (%s)" % (report.fmt(r["io_shares_mean_us"]),
+             "%s (%s)" % (run_output.fmt(r["io_shares_mean_us"]),
                           _pct(r["io_shares_mean_us"], base))] for r in data["fig9"]]
-    out += ["", report.table(
+    out += ["", run_output.table(
         "Fig. 9: interferer buffer sweep (64 KB VM mean latency, us)",
         ["interferer", "base", "uncontrolled", "FreeMarket", "IOShares"], rows)]
     if data.get("frontier"):
@@ -456,11 +456,11 @@ def format_frontier(rows):
         best = max(((p["pct_of_frontier"], label) for name, label in FRONTIER_POLICIES
                     for p in [r["policies"][name]]
                     if p["meets"] and p["pct_of_frontier"] is not None), default=None)
-        body.append([r["interferer"], report.fmt(r["frontier_cap_pct"], "%.1f"),
-                     report.fmt(r["frontier_mb_s"], "%.0f")] +
+        body.append([r["interferer"], run_output.fmt(r["frontier_cap_pct"], "%.1f"),
+                     run_output.fmt(r["frontier_mb_s"], "%.0f")] +
                     [_policy_cell(r["policies"][p]) for p, _label in FRONTIER_POLICIES] +
                     ["-" if best is None else "%.0f%% %s" % best])
-    return report.table(
+    return run_output.table(
         "Static-cap frontier: interferer MB/s at the 64 KB VM's SLA (mean within %g%% of %g us)"
         ";\neach policy: interferer MB/s and %% of the frontier, or MISS: SLA missed "
         "(mean / latency_sla_us)"
@@ -472,7 +472,7 @@ def format_frontier(rows):
 def write_plots(data, evaluation, out_dir):
     """fig5_7.png, fig6.png, fig8.png, fig9.png in ``out_dir``."""
     import os
-    plt = report.pyplot()
+    plt = run_output.pyplot()
 
     fig, ax = plt.subplots(figsize=(7, 4))
     cases = [r["case"] for r in data["fig5_7"]]
@@ -483,7 +483,7 @@ def write_plots(data, evaluation, out_dir):
     ax.bar(cases, means, yerr=[lo, hi], capsize=4)
     ax.set_ylabel("64 KB VM latency (us): mean, p50..p99")
     ax.set_title("Figs. 5 and 7")
-    report.save_figure(fig, os.path.join(out_dir, "fig5_7.png"))
+    run_output.save_figure(fig, os.path.join(out_dir, "fig5_7.png"))
 
     run = evaluation.result(INTERFERED, "free_market_paper")
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -494,7 +494,7 @@ def write_plots(data, evaluation, out_dir):
     ax.set_ylabel("Resos left")
     ax.set_title("Fig. 6: Reso balances during FreeMarket")
     ax.legend(loc="best")
-    report.save_figure(fig, os.path.join(out_dir, "fig6.png"))
+    run_output.save_figure(fig, os.path.join(out_dir, "fig6.png"))
 
     fig, ax = plt.subplots(figsize=(7, 4))
     labels = [r["case"] for r in data["fig8"]]
@@ -509,7 +509,7 @@ def write_plots(data, evaluation, out_dir):
     ax.set_ylabel("64 KB VM mean latency (us)")
     ax.set_title("Fig. 8: no-interference cases")
     ax.legend(loc="best")
-    report.save_figure(fig, os.path.join(out_dir, "fig8.png"))
+    run_output.save_figure(fig, os.path.join(out_dir, "fig8.png"))
 
     fig, ax = plt.subplots(figsize=(7, 4))
     xs = [r["interferer"] for r in data["fig9"]]
@@ -520,14 +520,14 @@ def write_plots(data, evaluation, out_dir):
     ax.set_ylabel("64 KB VM mean latency (us)")
     ax.set_title("Fig. 9: interferer buffer sweep")
     ax.legend(loc="best")
-    report.save_figure(fig, os.path.join(out_dir, "fig9.png"))
+    run_output.save_figure(fig, os.path.join(out_dir, "fig9.png"))
     if data.get("frontier"):
         plot_frontier(data["frontier"], os.path.join(out_dir, "frontier.png"))
 
 
 def plot_frontier(rows, path):
     """One panel per scenario: the static-cap sweep, the SLA, and each policy's point."""
-    plt = report.pyplot()
+    plt = run_output.pyplot()
     fig, axes = plt.subplots(1, len(rows), figsize=(4 * len(rows), 4), squeeze=False)
     markers = "osD^v*"
     for ax, r in zip(axes[0], rows):
@@ -542,4 +542,4 @@ def plot_frontier(rows, path):
         ax.set_xlabel("interferer MB/s")
     axes[0][0].set_ylabel("64 KB VM mean latency (us)")
     axes[0][-1].legend(loc="best", fontsize="small")
-    report.save_figure(fig, path)
+    run_output.save_figure(fig, path)

@@ -21,7 +21,7 @@ for a hypervisor) and for the market to run against it:
 * :mod:`~resex_libvirt.sim.model` -- the model's calibrated, frozen parameters;
 * :mod:`~resex_libvirt.sim.link` -- the shared link, processor sharing among
   the transfers in flight (the HCA's arbitration among queue pairs);
-* :mod:`~resex_libvirt.sim.credit` -- a Xen credit-scheduler-like CPU cap;
+* :mod:`~resex_libvirt.sim.credit_scheduler` -- a Xen credit-scheduler-like CPU cap;
 * :mod:`~resex_libvirt.sim.workload` -- a BenchEx-like server per VM;
 * :mod:`~resex_libvirt.sim.testbed` -- the discrete-event engine tying them;
 * :mod:`~resex_libvirt.sim.scenario` -- scenarios as TOML data;

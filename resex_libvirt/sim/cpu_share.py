@@ -19,7 +19,7 @@ each VM's demand, a VM never getting more than one pCPU (one vCPU) nor more
 than its cap. A VM's demand is the time it was *runnable* (running, or
 waiting with work) in the last period, at most its cap. What a VM is
 entitled to becomes its budget for the period, exactly as a cap's quota
-(:mod:`~resex_libvirt.sim.credit`): once it has used it, a VM with work
+(:mod:`~resex_libvirt.sim.credit_scheduler`): once it has used it, a VM with work
 waits, and that wait is the run delay the host reports
 (``vcpu.<n>.delay``).
 

@@ -21,7 +21,7 @@ last lines show what the agent changed for each latency-sensitive VM.
 
 import logging
 
-from resex_libvirt.sim import report
+from resex_libvirt.sim import run_output
 from resex_libvirt.sim import runner
 
 
@@ -59,13 +59,14 @@ def compare_uncontrolled(sim):
     for vm in sim.scenario.vms:
         if not vm.sla.sensitive:
             continue
-        with_us = report.latency_stats(ours[vm.name]["latencies_us"])
+        with_us = run_output.latency_stats(ours[vm.name]["latencies_us"])
         without = base.vm(vm.name)
         lines.append("  %s: mean %s us (uncontrolled %s us), p99 %s us (uncontrolled %s us), "
                      "SLA base %.0f us" % (
-                         vm.name, report.fmt(with_us["mean_us"]),
-                         report.fmt(without.latency_mean_us), report.fmt(with_us["p99_us"]),
-                         report.fmt(without.latency_p99_us),
+                         vm.name, run_output.fmt(with_us["mean_us"]),
+                         run_output.fmt(without.latency_mean_us),
+                         run_output.fmt(with_us["p99_us"]),
+                         run_output.fmt(without.latency_p99_us),
                          vm.sla.latency_sla_us))
     return "\n".join(lines)
 

@@ -33,7 +33,7 @@ from resex_libvirt import market as market_mod
 from resex_libvirt.market import policy as policy_mod
 from resex_libvirt.market import records
 from resex_libvirt.sim import host as host_mod
-from resex_libvirt.sim import report
+from resex_libvirt.sim import run_output
 
 
 @dataclasses.dataclass
@@ -263,7 +263,7 @@ def _vm_results(scenario, host, tally):
     log = {}
     for vm in scenario.vms:
         r = results[vm.name]
-        stats = report.latency_stats(r["latencies_us"])
+        stats = run_output.latency_stats(r["latencies_us"])
         n, cap_sum, cap_min = tally[vm.uuid]
         vm_results[vm.name] = VMResult(
             name=vm.name, uuid=vm.uuid, sensitive=vm.sla.sensitive, count=stats["count"],

@@ -16,7 +16,7 @@ Time is an integer number of nanoseconds from the start of the run. The
 engine jumps from one event to the next: a transfer completing on the link
 (:mod:`~resex_libvirt.sim.link`), a compute finishing, a capped VM using up
 its budget or a new scheduling period starting
-(:mod:`~resex_libvirt.sim.credit`), a request arriving
+(:mod:`~resex_libvirt.sim.credit_scheduler`), a request arriving
 (:mod:`~resex_libvirt.sim.workload`), a VM starting or stopping, or the time
 the caller asked to advance to. Between events every rate is constant, so
 the state advances exactly; the run is deterministic for a seed (each VM
@@ -56,7 +56,7 @@ import math
 import random
 
 from resex_libvirt.sim import cpu_share
-from resex_libvirt.sim import credit
+from resex_libvirt.sim import credit_scheduler
 from resex_libvirt.sim import link as link_mod
 from resex_libvirt.sim import model as model_mod
 from resex_libvirt.sim import workload as workload_mod
@@ -74,7 +74,7 @@ class SimVM:
         self.stop_ns = None if stop_ns is None else int(stop_ns)
         self.server = workload_mod.Server(workload, random.Random("%s:%s" % (seed, name)),
                                           model.compute_cv, model.max_queue)
-        self.sched = credit.CapScheduler(model.sched_period_ns)
+        self.sched = credit_scheduler.CapScheduler(model.sched_period_ns)
         self.weight = 256
         self.cpu_ns = 0
         self.tx_bytes = 0.0
@@ -250,7 +250,7 @@ class Testbed:
                     sched = vm.sched
                     cap = sched.cap_pct
                     if cap is None:        # CapScheduler.budget_ns, inline
-                        budget = credit.INFINITE
+                        budget = credit_scheduler.INFINITE
                     else:
                         budget = max(0.0, cap / 100.0 * sched.period_ns - sched.used_ns)
                     if budget > 0:

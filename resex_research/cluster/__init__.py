@@ -12,8 +12,8 @@
 
 """The fleet study: many simulated hosts placed by Nova's own scheduler code.
 
-``resex-sim cluster SCENARIO`` (:mod:`~resex_research.cluster.cli`) runs a
-day of a cloud (:mod:`~resex_research.cluster.workload`: flavors, arrivals,
+``resex-sim cluster SCENARIO`` (:mod:`~resex_research.cluster.cluster_command`) runs a
+day of a cloud (:mod:`~resex_research.cluster.demand`: flavors, arrivals,
 heavy-tailed lifetimes, a daily swing, a host failure) under several
 scheduler and host configurations (:mod:`~resex_research.cluster.spec`),
 each placed by nova's ``HostManager`` filters and weighers

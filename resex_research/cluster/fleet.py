@@ -52,7 +52,7 @@ import uuid as uuid_mod
 from resex_libvirt import board as board_mod
 from resex_libvirt.board import reader as reader_mod
 from resex_libvirt.board import report as report_mod
-from resex_libvirt.sim import report as sim_report
+from resex_libvirt.sim import run_output
 from resex_research.cluster import cortex
 from resex_research.cluster import scheduler as scheduler_mod
 from resex_research.cluster import spec as spec_mod
@@ -475,7 +475,7 @@ class _Run:
         sens = [vm for vm in self.vms if vm.kind == spec_mod.SENSITIVE and vm.alive_s > 0]
         viol = sorted(vm.violation_s for vm in sens)
         infl = sorted(vm.inflation_int / vm.alive_s for vm in sens)
-        pct = sim_report.percentile
+        pct = run_output.percentile
         return Result(
             configuration=self.config.name, description=self.config.description,
             host_policy=self.policy, filters=self.sched.filters, weighers=self.sched.weighers,

@@ -35,7 +35,7 @@ from resex_libvirt import exceptions
 from resex_libvirt.sim import scenario as host_scenario
 from resex_libvirt import sla as sla_mod
 from resex_research.cluster import surrogate as surrogate_mod
-from resex_research import policies as sim_policies
+from resex_research import policy_catalog
 
 SUFFIX = ".toml"
 
@@ -372,9 +372,9 @@ def _configurations(top, raw_nova, raw_configs):
             raise c.error("name", "duplicate configuration %r" % cname)
         seen.add(cname)
         policy = c.text("host_policy", "none")
-        if policy not in sim_policies.names():
+        if policy not in policy_catalog.names():
             raise c.error("host_policy", "must be one of %s, got %r"
-                          % (", ".join(sim_policies.names()), policy))
+                          % (", ".join(policy_catalog.names()), policy))
         nova = {g: dict(o) for g, o in shared_nova.items()}
         for group, opts in _nova_sections(c.data.get("nova", {}),
                                           (source, c.path + ".nova")).items():

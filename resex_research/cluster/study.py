@@ -28,10 +28,10 @@ import time
 import urllib.parse
 
 from resex_libvirt import exceptions
-from resex_libvirt.sim import report as sim_report
+from resex_libvirt.sim import run_output
+from resex_research.cluster import demand
 from resex_research.cluster import fleet
 from resex_research.cluster import surrogate as surrogate_mod
-from resex_research.cluster import workload
 
 COLUMNS = ["config", "host policy", "viol-s total", "viol-s/VM p50", "p99",
            "inflation % p50", "p99", "NoValidHost", "failed evac", "hosts in use",
@@ -67,7 +67,7 @@ def run(scenario, configurations=None, board=None, cache_dir=None, progress=None
     policies = sorted({c.host_policy for c in configs})
     sur = surrogate_mod.load_or_calibrate(scenario.model, policies, cache_dir=cache_dir,
                                           progress=progress, refresh=refresh_calibration)
-    requests = workload.generate(scenario)
+    requests = demand.generate(scenario)
     results = []
     with tempfile.TemporaryDirectory(prefix="resex-fleet-") as tmp:
         try:
@@ -138,7 +138,7 @@ def goals(results):
 
 def format_table(data):
     results = data["results"]
-    lines = [sim_report.table(
+    lines = [run_output.table(
         "Fleet study %s: %d hosts, %.1f h simulated, %d requests, seed %d (%.0f s)" % (
             data["scenario"], data["hosts"], data["duration_s"] / 3600.0, data["requests"],
             data["seed"], data["wall_s"]), COLUMNS, rows(results))]
@@ -169,7 +169,7 @@ def to_dict(data, detail=True):
 
 def write_plots(data, out_dir):
     """violations.png (timeline per configuration) and inflation_cdf.png."""
-    plt = sim_report.pyplot()
+    plt = run_output.pyplot()
     fig, ax = plt.subplots(figsize=(9, 4.5))
     for r in data["results"]:
         hours = [(i + 0.5) * fleet.TIMELINE_BIN_S / 3600.0 for i in range(len(r.timeline))]
@@ -178,7 +178,7 @@ def write_plots(data, out_dir):
     ax.set_ylabel("SLA violation-seconds per %d min" % (fleet.TIMELINE_BIN_S / 60))
     ax.set_title("%s: sensitive-VM SLA violations" % data["scenario"])
     ax.legend(loc="best", fontsize="small")
-    sim_report.save_figure(fig, os.path.join(out_dir, "violations.png"))
+    run_output.save_figure(fig, os.path.join(out_dir, "violations.png"))
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for r in data["results"]:
@@ -191,4 +191,4 @@ def write_plots(data, out_dir):
     ax.set_ylabel("fraction of sensitive VMs")
     ax.set_title("%s: CDF of sensitive-VM inflation" % data["scenario"])
     ax.legend(loc="best", fontsize="small")
-    sim_report.save_figure(fig, os.path.join(out_dir, "inflation_cdf.png"))
+    run_output.save_figure(fig, os.path.join(out_dir, "inflation_cdf.png"))

@@ -65,7 +65,7 @@ from resex_libvirt import exceptions
 from resex_libvirt import market as market_mod
 from resex_libvirt.sim import host as host_mod
 from resex_libvirt.sim import scenario as scenario_mod
-from resex_research import policies as sim_policies
+from resex_research import policy_catalog
 
 #: Cache format; bump when the table's layout changes.
 FORMAT = 1
@@ -130,7 +130,7 @@ def measure(model, n_sensitive, n_bulk, policy_name, seed=None, duration_s=None)
     params = market_mod.MarketParams(
         interval_s=sc.interval_s, intervals_per_epoch=ipe, pcpus=host.pcpus(),
         link_bytes_per_s=link.capacity_bytes_per_s, mtu=link.mtu)
-    policy = sim_policies.load(policy_name)
+    policy = policy_catalog.load(policy_name)
     market = market_mod.Market(params, policy)
     controller = control.Controller(market, host, host, [host])
     controller.prime(host.now())

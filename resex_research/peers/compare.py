@@ -43,11 +43,11 @@ import concurrent.futures
 import multiprocessing
 
 from resex_libvirt import exceptions
-from resex_libvirt.sim import report
+from resex_libvirt.sim import run_output
 from resex_libvirt.sim import scenario as scenario_mod
 from resex_research import frontier as frontier_mod
 from resex_research import peers
-from resex_research import policies as sim_policies
+from resex_research import policy_catalog
 from resex_research import protect
 
 #: The project's policies the peers are measured against, by default.
@@ -116,7 +116,7 @@ def run_one(duration_s, name, statistic, policy, cap_pct=None):
         return summarize(sc, frontier_mod.static(frontier_mod.with_caps(sc, cap_pct)))
     if policy == "none":
         return summarize(sc, frontier_mod.static(sc))
-    return summarize(sc, sim_policies.run(sc, policy))
+    return summarize(sc, policy_catalog.run(sc, policy))
 
 
 class Comparison:
@@ -360,11 +360,11 @@ def format_table(data):
                 continue
             label = r["policy"] if r["cap_pct"] is None else "frontier (cap %g%%)" % r["cap_pct"]
             body.append([s["scenario"], label, _sla_cell(r), _p99_cell(r),
-                         "%.0f" % r["be_mb_s"], report.fmt(r["pct_uncontrolled"], "%.0f"),
-                         report.fmt(r["pct_frontier"], "%.0f"),
+                         "%.0f" % r["be_mb_s"], run_output.fmt(r["pct_uncontrolled"], "%.0f"),
+                         run_output.fmt(r["pct_frontier"], "%.0f"),
                          _ms(r["protect_s"]) if r["sla_vms"] and s["best_effort"] else "-",
-                         report.fmt(r["swing_pct"], "%.0f")])
-    return report.table(
+                         run_output.fmt(r["swing_pct"], "%.0f")])
+    return run_output.table(
         "Peers side by side%s: the worst SLA VM's mean (and p99) / its latency_sla_us "
         "(MISS: over its bound);\nbest-effort MB/s, as %% of uncontrolled and of the static-cap "
         "frontier; time to protect (ms); interferers' cap swing (%%)"
@@ -398,7 +398,7 @@ def format_tail(data):
                 _ratio(r["worst"]), "" if r["meets"] else " MISS", r["capped_mb_s"],
                 "" if r["pct_frontier"] is None else " %.0f%%" % r["pct_frontier"]))
         body.append(cells)
-    return report.table(
+    return run_output.table(
         "Tail SLA (resex:latency_statistic=p99; each SLA VM's SLA: its p99 alone): the worst "
         "SLA VM's p99 / its bound (uncontrolled; at the lowest cap),\nthe p99 static-cap "
         "frontier (the largest cap meeting every p99 SLA; unreachable: none does) and the capped "
@@ -410,10 +410,9 @@ def format_tail(data):
 def format_verdicts(data):
     rows = [[v["scenario"], v["peer"], v["project"], v["winner"], v["on"], v["faster"] or "-"]
             for v in verdicts(data)]
-    return report.table("The project's best policy against each peer (tie: within %d%%)"
-                        % round(100 * TIE),
-                        ["scenario", "peer", "project's best", "better", "on", "protects first"],
-                        rows)
+    return run_output.table(
+        "The project's best policy against each peer (tie: within %d%%)" % round(100 * TIE),
+        ["scenario", "peer", "project's best", "better", "on", "protects first"], rows)
 
 
 def goals(data):
@@ -450,7 +449,7 @@ def format_all(data):
 def write_plots(data, out_dir):
     """``peers-<family>.png``: per scenario, each policy's latency against its throughput."""
     import os
-    plt = report.pyplot()
+    plt = run_output.pyplot()
     written = []
     for fam in ("paper", "beyond"):
         scs = [s for s in data["scenarios"] if s["family"] == fam and s["best_effort"]
@@ -478,7 +477,7 @@ def write_plots(data, out_dir):
             ax.axis("off")
         axes.flat[0].legend(loc="best", fontsize="x-small")
         path = os.path.join(out_dir, "peers-%s.png" % fam)
-        report.save_figure(fig, path)
+        run_output.save_figure(fig, path)
         written.append(path)
     return written
 
@@ -504,7 +503,7 @@ def cmd(args, project, progress=None):
     else:
         print(format_all(data))
     if args.out:
-        report.write_json(os.path.join(args.out, "peers.json"), data)
+        run_output.write_json(os.path.join(args.out, "peers.json"), data)
         written = write_plots(data, args.out)
         if not args.json:
             print("\nwrote peers.json and %s to %s"

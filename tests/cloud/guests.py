@@ -127,7 +127,7 @@ def publish(cloud):
             f.truncate(1 << 20)
         for role in ("report", "bulk", "idle"):
             _image(conn, "resex-" + role, root, "ami", kernel_id=aki.id, ramdisk_id=ari.id,
-                   os_command_line="console=ttyS0 quiet panic=-1 resex.role=" + role,
+                   os_command_line="%s resex.role=%s" % (harness.CMDLINE, role),
                    hw_qemu_guest_agent="yes")
         _flavors(conn, FLAVORS)
     finally:
@@ -149,8 +149,7 @@ def publish_rdma(cloud):
             f.truncate(1 << 20)
         for name, args in RDMA_IMAGES.items():
             _image(conn, name, root, "ami", kernel_id=aki.id, ramdisk_id=ari.id,
-                   os_command_line="console=ttyS0 quiet panic=-1 resex.ip=mac:%s %s"
-                   % (prefix, args),
+                   os_command_line="%s resex.ip=mac:%s %s" % (harness.CMDLINE, prefix, args),
                    hw_qemu_guest_agent="yes", hw_vif_model="e1000")
         _flavors(conn, RDMA_FLAVORS)
     finally:

@@ -78,7 +78,7 @@ import libvirt
 from resex_libvirt.hypervisor import metadata as metadata_mod
 from resex_libvirt.market import latency as latency_mod
 from resex_libvirt.market import policy as policy_mod
-from resex_research import policies as sim_policies
+from resex_research import policy_catalog
 from tests.lab import harness
 from tests.lab import network
 from tests.lab import sidebyside
@@ -327,7 +327,7 @@ def research_policies():
     """
     from resex_research.peers import ewma_step
     from tests.lab import peer_plugins
-    classes = dict(sim_policies.RESEARCH)
+    classes = dict(policy_catalog.RESEARCH)
     classes.update({"koordinator_suppress": peer_plugins.KoordinatorSuppress,
                     "crane_throttle": peer_plugins.CraneThrottle,
                     "ewma_step": ewma_step.EWMAStep})
@@ -336,7 +336,7 @@ def research_policies():
 
 def policy_class(name):
     """The class the lab's agent loads for ``name``: a research policy, else a plugin."""
-    return research_policies().get(name) or sim_policies.factory(name)
+    return research_policies().get(name) or policy_catalog.factory(name)
 
 
 def policy_group(policy, decay_half_life):

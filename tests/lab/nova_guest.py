@@ -40,6 +40,7 @@ import uuid as uuid_mod
 from nova.virt.libvirt import config as vconfig
 
 from resex_libvirt.hypervisor import metadata as metadata_mod
+from tests.lab import harness
 
 PORT = 7100
 
@@ -71,7 +72,7 @@ def domain_xml(name, uuid, kernel, initrd, console, extra_specs, role="report",
     guest.os_mach_type = "pc"
     guest.os_kernel = kernel
     guest.os_initrd = initrd
-    guest.os_cmdline = "console=ttyS0 quiet panic=-1 resex.role=%s" % role
+    guest.os_cmdline = "%s resex.role=%s" % (harness.CMDLINE, role)
 
     meta = vconfig.LibvirtConfigGuestMetaNovaInstance()
     meta.package = "34.0.0"

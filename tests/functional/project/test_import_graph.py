@@ -144,14 +144,14 @@ class ImportGraphTest(unittest.TestCase):
     def test_the_layering_check_sees_a_forbidden_import_made_lazily(self):
         import tempfile
         with tempfile.TemporaryDirectory() as tmp:
-            files = {"resex_libvirt/__init__.py": "",
-                     "resex_libvirt/fleet.py": "def f():\n    from nova import objects\n",
-                     "agent/__init__.py": "from resex_research import paper\n",
-                     "nova_filter/__init__.py": "import libvirt\n",
-                     "resex_research/__init__.py": "import nova.conf\nimport agent\n"}
-            for name, text in files.items():
-                os.makedirs(os.path.join(tmp, os.path.dirname(name)), exist_ok=True)
-                with open(os.path.join(tmp, name), "w") as f:
+            files = {("resex_libvirt", "__init__.py"): "",
+                     ("resex_libvirt", "fleet.py"): "def f():\n    from nova import objects\n",
+                     ("agent", "__init__.py"): "from resex_research import paper\n",
+                     ("nova_filter", "__init__.py"): "import libvirt\n",
+                     ("resex_research", "__init__.py"): "import nova.conf\nimport agent\n"}
+            for (package, name), text in files.items():
+                os.makedirs(os.path.join(tmp, package), exist_ok=True)
+                with open(os.path.join(tmp, package, name), "w") as f:
                     f.write(text)
             found = modules(tmp, ("resex_libvirt", "agent", "nova_filter", "resex_research"))
             self.assertEqual(["agent imports resex_research",

@@ -31,8 +31,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
 DANGLING = re.compile(
     r"DESIGN\.md|STYLE\.md|FIELD[- ]NOTES|\bseed 00\d\b|\bissues? #?\d+\b", re.IGNORECASE)
 #: A path into the tree that a docstring or a page tells the reader to open.
-PATH = re.compile(r"(?<![\w/.-])((?:doc/source|resex_libvirt|agent|nova_filter|benchex|bench|"
-                  r"devstack|etc|tests|tools)/[\w./-]*\w)")
+PATH = re.compile(r"(?<![\w/.-])((?:doc/source|resex_libvirt|resex_research|agent|nova_filter|"
+                  r"benchex|bench|devstack|etc|tests|tools)/[\w./-]*\w)")
 THIS = os.path.relpath(os.path.abspath(__file__), ROOT)
 
 
@@ -92,3 +92,5 @@ class ReferencesTest(unittest.TestCase):
         self.assertTrue(DANGLING.search("FIELD-NOTES: 1.4 ms"))
         self.assertFalse(DANGLING.search("random.Random(seed)"))
         self.assertEqual(["doc/source/lab.rst"], PATH.findall("see doc/source/lab.rst."))
+        self.assertEqual(["resex_research/paper.py"],
+                         PATH.findall("(``resex_research/paper.py``)"))

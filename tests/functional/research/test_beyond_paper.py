@@ -22,7 +22,7 @@ fail these tests; that is why the default policies deviate from them.
 import unittest
 
 from resex_libvirt.sim import scenario as scenario_mod
-from resex_research import policies as sim_policies
+from resex_research import policy_catalog
 
 _RUNS = {}
 
@@ -30,7 +30,7 @@ _RUNS = {}
 def run(name, policy):
     key = (name, policy)
     if key not in _RUNS:
-        _RUNS[key] = sim_policies.run(scenario_mod.load(name), policy)
+        _RUNS[key] = policy_catalog.run(scenario_mod.load(name), policy)
     return _RUNS[key]
 
 

@@ -26,12 +26,12 @@ from nova.scheduler import filters as nova_filters
 
 from nova_filter import moves
 from resex_libvirt.board import reader as reader_mod
-from resex_research import cli
+from resex_research.cluster import demand
 from resex_research.cluster import fleet
 from resex_research.cluster import spec
 from resex_research.cluster import study
 from resex_research.cluster import surrogate as surrogate_mod
-from resex_research.cluster import workload
+from resex_research import resex_sim
 from tests.functional.board import etcd_server
 
 SHORT_S = 4 * 3600.0
@@ -119,7 +119,7 @@ def test_evacuation_goes_through_the_scheduler_as_nova_sends_it(scenario, cache_
     sur = surrogate_mod.load_or_calibrate(scenario.model, ["none"], cache_dir=cache_dir)
     RecordingFilter.seen = []
     try:
-        r = fleet.run(scenario, config, workload.generate(scenario), sur,
+        r = fleet.run(scenario, config, demand.generate(scenario), sur,
                       "sqlite:///unused/board.sqlite")
     finally:
         reader_mod.stop_all()
@@ -152,9 +152,9 @@ def test_an_etcd_board_places_exactly_as_the_sqlite_board(scenario, cache_dir, s
 def test_the_cli_prints_the_table_and_the_goals(cache_dir, tmp_path):
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-        rc = cli.main(["cluster", "cluster_small", "--duration", "3600", "--config", "a",
-                       "--config", "e", "--calibration-dir", cache_dir, "--out",
-                       str(tmp_path)])
+        rc = resex_sim.main(["cluster", "cluster_small", "--duration", "3600", "--config", "a",
+                             "--config", "e", "--calibration-dir", cache_dir, "--out",
+                             str(tmp_path)])
     assert rc == 0
     text = out.getvalue()
     assert "viol-s total" in text and "Goals (printed, not asserted)" in text
@@ -167,8 +167,8 @@ def test_the_cli_prints_the_table_and_the_goals(cache_dir, tmp_path):
 def test_the_cli_refuses_an_unknown_configuration(cache_dir):
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
-        rc = cli.main(["cluster", "cluster_small", "--config", "z",
-                       "--calibration-dir", cache_dir])
+        rc = resex_sim.main(["cluster", "cluster_small", "--config", "z",
+                             "--calibration-dir", cache_dir])
     assert rc == 2 and "no configuration 'z'" in err.getvalue()
 
 
@@ -193,8 +193,8 @@ def test_placement_returns_at_most_max_placement_results_candidates():
 def test_the_cli_prints_json_with_the_goals(cache_dir):
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        rc = cli.main(["cluster", "cluster_small", "--json", "--duration", "1800",
-                       "--config", "a", "--config", "e", "--calibration-dir", cache_dir])
+        rc = resex_sim.main(["cluster", "cluster_small", "--json", "--duration", "1800",
+                             "--config", "a", "--config", "e", "--calibration-dir", cache_dir])
     assert rc == 0
     data = json.loads(out.getvalue())
     assert [r["configuration"] for r in data["results"]] == ["a", "e"]

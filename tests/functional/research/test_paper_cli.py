@@ -19,7 +19,7 @@ import os
 import tempfile
 import unittest
 
-from resex_research import cli
+from resex_research import resex_sim
 
 
 class PaperCommandTest(unittest.TestCase):
@@ -28,7 +28,7 @@ class PaperCommandTest(unittest.TestCase):
         out, err = io.StringIO(), io.StringIO()
         with tempfile.TemporaryDirectory() as d:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                rc = cli.main(["paper", "--duration", "1.2", "--out", d, "--no-frontier"])
+                rc = resex_sim.main(["paper", "--duration", "1.2", "--out", d, "--no-frontier"])
             self.assertEqual(0, rc)
             for png in ("fig5_7.png", "fig6.png", "fig8.png", "fig9.png"):
                 with open(os.path.join(d, png), "rb") as f:
@@ -50,7 +50,7 @@ class PaperCommandTest(unittest.TestCase):
     def test_paper_json_is_per_vm_and_policy(self):
         out = io.StringIO()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-            rc = cli.main(["paper", "--duration", "0.2", "--json", "--no-frontier"])
+            rc = resex_sim.main(["paper", "--duration", "0.2", "--json", "--no-frontier"])
         self.assertEqual(0, rc)
         runs = json.loads(out.getvalue())["runs"]
         policies = {(r["scenario"], r["policy"]) for r in runs}
@@ -71,7 +71,7 @@ class FrontierTest(unittest.TestCase):
         out = io.StringIO()
         with tempfile.TemporaryDirectory() as d:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-                rc = cli.main(["paper", "--duration", "0.3", "--out", d])
+                rc = resex_sim.main(["paper", "--duration", "0.3", "--out", d])
             self.assertEqual(0, rc)
             with open(os.path.join(d, "frontier.png"), "rb") as f:
                 self.assertEqual(b"\x89PNG", f.read(4))

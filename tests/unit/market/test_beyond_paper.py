@@ -22,7 +22,7 @@ from resex_libvirt.market import policy
 from resex_libvirt.market import records
 from resex_libvirt import sla
 from resex_research import paper_policies
-from resex_research import policies as sim_policies
+from resex_research import policy_catalog
 
 SENSITIVE = sla.SLA(latency_sla_us=200.0, interference_threshold_pct=10.0)
 
@@ -47,9 +47,9 @@ class PaperVariantsTest(unittest.TestCase):
 
     def test_the_paper_variants_are_registered_under_their_own_names(self):
         # The paper's variants are the simulator's, not the agent's plugins.
-        self.assertIsInstance(sim_policies.load("free_market_paper"),
+        self.assertIsInstance(policy_catalog.load("free_market_paper"),
                               paper_policies.FreeMarketPaper)
-        self.assertIsInstance(sim_policies.load("io_shares_paper"), paper_policies.IOSharesPaper)
+        self.assertIsInstance(policy_catalog.load("io_shares_paper"), paper_policies.IOSharesPaper)
         self.assertNotIn("free_market_paper", policy.names())
         self.assertNotIn("io_shares_paper", policy.names())
         self.assertIsInstance(policy.load("latency_target"), latency_target.LatencyTarget)

@@ -17,8 +17,8 @@ import io
 import unittest
 
 from resex_libvirt.sim import scenario as scenario_mod
-from resex_research import cli
 from resex_research import frontier
+from resex_research import resex_sim
 
 PAPER = "paper_64k_vs_2m"
 
@@ -62,8 +62,8 @@ class FrontierTest(unittest.TestCase):
     def test_the_command_says_where_the_sla_is_unreachable(self):
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
-            rc = cli.main(["frontier", PAPER, "--statistic", "mean,p99", "--duration", "0.5",
-                           "--policies", "latency_target"])
+            rc = resex_sim.main(["frontier", PAPER, "--statistic", "mean,p99", "--duration", "0.5",
+                                 "--policies", "latency_target"])
         self.assertEqual(0, rc)
         lines = [line for line in out.getvalue().splitlines() if line.startswith(PAPER)]
         self.assertEqual(2, len(lines))
@@ -72,4 +72,4 @@ class FrontierTest(unittest.TestCase):
 
     def test_an_unknown_statistic_is_refused(self):
         with self.assertRaises(SystemExit):
-            cli.main(["frontier", PAPER, "--statistic", "p95"])
+            resex_sim.main(["frontier", PAPER, "--statistic", "p95"])

@@ -15,8 +15,8 @@
 import unittest
 from unittest import mock
 
-from resex_research import cli
 from resex_research import paper
+from resex_research import resex_sim
 
 
 def _without_wall_times(data):
@@ -40,7 +40,7 @@ class WorkersTest(unittest.TestCase):
     def test_the_number_of_jobs_must_be_positive(self):
         for bad in ("0", "-1", "two"):
             with self.assertRaises(SystemExit):
-                cli.main(["paper", "--jobs", bad])
+                resex_sim.main(["paper", "--jobs", bad])
 
 
 class _FakeVM:

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from resex_libvirt import exceptions
 from resex_libvirt.sim import cpu_share
-from resex_libvirt.sim import credit
+from resex_libvirt.sim import credit_scheduler
 from resex_libvirt.sim import host as host_mod
 from resex_libvirt.sim import runner
 from resex_libvirt.sim import scenario as scenario_mod
@@ -66,7 +66,7 @@ class FairSharesTest(unittest.TestCase):
 class ShareInTheSchedulerTest(unittest.TestCase):
 
     def test_the_budget_is_the_lower_of_cap_and_share(self):
-        s = credit.CapScheduler(10_000_000, 60.0)
+        s = credit_scheduler.CapScheduler(10_000_000, 60.0)
         s.set_share(40.0)
         self.assertEqual(40.0, s.cap_pct)
         self.assertEqual(60.0, s.knob_pct)

@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from resex_libvirt.sim import credit
+from resex_libvirt.sim import credit_scheduler
 from resex_libvirt.sim import model as model_mod
 from resex_libvirt.sim import testbed as testbed_mod
 from resex_libvirt.sim import workload as workload_mod
@@ -38,7 +38,7 @@ def server(buffer="64K", compute_us=148.0, **kw):
 class CapSchedulerTest(unittest.TestCase):
 
     def test_a_cap_is_a_fraction_of_each_period(self):
-        s = credit.CapScheduler(10 * MS, 25.0)
+        s = credit_scheduler.CapScheduler(10 * MS, 25.0)
         self.assertEqual(2.5 * MS, s.budget_ns())
         s.consume(MS)
         self.assertEqual(1.5 * MS, s.budget_ns())
@@ -46,18 +46,19 @@ class CapSchedulerTest(unittest.TestCase):
         self.assertEqual(2.5 * MS, s.budget_ns())
 
     def test_none_or_a_full_pcpu_means_uncapped(self):
-        self.assertFalse(credit.CapScheduler(10 * MS, None).capped)
-        self.assertFalse(credit.CapScheduler(10 * MS, 100.0).capped)
-        self.assertEqual(credit.INFINITE, credit.CapScheduler(10 * MS, 150.0).budget_ns())
+        self.assertFalse(credit_scheduler.CapScheduler(10 * MS, None).capped)
+        self.assertFalse(credit_scheduler.CapScheduler(10 * MS, 100.0).capped)
+        self.assertEqual(credit_scheduler.INFINITE,
+                         credit_scheduler.CapScheduler(10 * MS, 150.0).budget_ns())
 
     def test_lowering_the_cap_mid_period_counts_what_was_used(self):
-        s = credit.CapScheduler(10 * MS, 50.0)
+        s = credit_scheduler.CapScheduler(10 * MS, 50.0)
         s.consume(3 * MS)
         s.set_cap(20.0)
         self.assertEqual(0, s.budget_ns())
 
     def test_a_zero_cap_is_refused(self):
-        self.assertRaises(ValueError, credit.CapScheduler, 10 * MS, 0)
+        self.assertRaises(ValueError, credit_scheduler.CapScheduler, 10 * MS, 0)
 
 
 class TestbedTest(unittest.TestCase):

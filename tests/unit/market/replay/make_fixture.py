@@ -35,7 +35,7 @@ import random
 from resex_libvirt.market import market as market_mod
 from resex_libvirt.market import records
 from resex_libvirt import sla as sla_mod
-from resex_research import policies as sim_policies
+from resex_research import policy_catalog
 
 HERE = pathlib.Path(__file__).parent
 FIXTURE = HERE / "streams.json.gz"
@@ -126,14 +126,14 @@ PAPER_VARIANTS = {"free_market": "free_market_paper", "io_shares": "io_shares_pa
 
 def policy_name(recorded):
     variant = PAPER_VARIANTS.get(recorded)
-    return variant if variant in sim_policies.names() else recorded
+    return variant if variant in policy_catalog.names() else recorded
 
 
 def new_market(stream, name=None):
     params = market_mod.MarketParams(interval_s=0.001,
                                      intervals_per_epoch=stream["intervals_per_epoch"],
                                      pcpus=stream["pcpus"])
-    return market_mod.Market(params, sim_policies.load(name or policy_name(stream["policy"])))
+    return market_mod.Market(params, policy_catalog.load(name or policy_name(stream["policy"])))
 
 
 def inputs(rec):

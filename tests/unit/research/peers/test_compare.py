@@ -19,8 +19,8 @@ import os
 import tempfile
 import unittest
 
-from resex_research import cli
 from resex_research.peers import compare
+from resex_research import resex_sim
 
 
 def row(policy, meets, be, vs_bound=1.0, protect_s=0.1, cap=None):
@@ -110,9 +110,9 @@ class CompareCommandTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as out:
             buf = io.StringIO()
             with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(io.StringIO()):
-                rc = cli.main(["compare", "--peers", "paper_64k_vs_2m", "--duration", "0.3",
-                               "--jobs", "1", "--policies", "io_shares", "--json",
-                               "--out", out])
+                rc = resex_sim.main(["compare", "--peers", "paper_64k_vs_2m", "--duration", "0.3",
+                                     "--jobs", "1", "--policies", "io_shares", "--json",
+                                     "--out", out])
             self.assertEqual(0, rc)
             got = json.loads(buf.getvalue())
             (s,) = got["scenarios"]
@@ -128,15 +128,15 @@ class CompareCommandTest(unittest.TestCase):
     def test_an_unknown_policy_is_refused(self):
         err = io.StringIO()
         with contextlib.redirect_stderr(err):
-            rc = cli.main(["compare", "--peers", "--policies", "nope"])
+            rc = resex_sim.main(["compare", "--peers", "--policies", "nope"])
         self.assertEqual(2, rc)
         self.assertIn("unknown policy 'nope'", err.getvalue())
 
     def test_run_selects_a_peer_by_name(self):
         buf = io.StringIO()
         with contextlib.redirect_stdout(buf):
-            rc = cli.main(["run", "paper_64k_vs_2m", "--policy", "koordinator_suppress",
-                           "--duration", "1.2"])
+            rc = resex_sim.main(["run", "paper_64k_vs_2m", "--policy", "koordinator_suppress",
+                                 "--duration", "1.2"])
         self.assertEqual(0, rc)
         self.assertIn("under koordinator_suppress", buf.getvalue())
 
@@ -184,8 +184,8 @@ class OneFrontierTest(unittest.TestCase):
     def test_the_command_prints_the_tail_frontier_and_each_policy_against_it(self):
         buf = io.StringIO()
         with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(io.StringIO()):
-            rc = cli.main(["compare", "--peers", "paper_64k_vs_2m", "--duration", "0.3",
-                           "--jobs", "1", "--policies", "io_shares"])
+            rc = resex_sim.main(["compare", "--peers", "paper_64k_vs_2m", "--duration", "0.3",
+                                 "--jobs", "1", "--policies", "io_shares"])
         self.assertEqual(0, rc)
         text = buf.getvalue()
         self.assertIn("Tail SLA", text)
@@ -197,15 +197,15 @@ class OneFrontierTest(unittest.TestCase):
     def test_the_mean_alone_runs_no_tail(self):
         buf = io.StringIO()
         with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(io.StringIO()):
-            rc = cli.main(["compare", "--peers", "paper_64k_vs_2m", "--duration", "0.3",
-                           "--jobs", "1", "--policies", "io_shares", "--statistic", "mean",
-                           "--json"])
+            rc = resex_sim.main(["compare", "--peers", "paper_64k_vs_2m", "--duration", "0.3",
+                                 "--jobs", "1", "--policies", "io_shares", "--statistic", "mean",
+                                 "--json"])
         self.assertEqual(0, rc)
         self.assertNotIn("tail", json.loads(buf.getvalue()))
 
     def test_an_unknown_statistic_is_refused(self):
         err = io.StringIO()
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-            rc = cli.main(["compare", "--peers", "paper_64k_vs_2m", "--statistic", "p95"])
+            rc = resex_sim.main(["compare", "--peers", "paper_64k_vs_2m", "--statistic", "p95"])
         self.assertEqual(2, rc)
         self.assertIn("p95", err.getvalue())

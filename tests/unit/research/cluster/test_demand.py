@@ -12,8 +12,8 @@
 
 """The fleet's demand: repeatable, heavy-tailed, swinging with the day."""
 
+from resex_research.cluster import demand
 from resex_research.cluster import spec
-from resex_research.cluster import workload
 
 
 def _scenario(**over):
@@ -24,13 +24,13 @@ def _scenario(**over):
 
 def test_the_same_seed_gives_the_same_requests_and_another_seed_others():
     sc = _scenario()
-    assert workload.generate(sc) == workload.generate(sc)
-    assert workload.generate(sc) != workload.generate(sc.with_seed(sc.seed + 1))
+    assert demand.generate(sc) == demand.generate(sc)
+    assert demand.generate(sc) != demand.generate(sc.with_seed(sc.seed + 1))
 
 
 def test_lifetimes_are_heavy_tailed_and_truncated():
     sc = _scenario(mean_per_hour=400.0)
-    lives = sorted(r.lifetime_s for r in workload.generate(sc))
+    lives = sorted(r.lifetime_s for r in demand.generate(sc))
     assert lives[0] >= sc.lifetime_min_s
     assert lives[-1] <= sc.lifetime_max_s
     median = lives[len(lives) // 2]
@@ -41,7 +41,7 @@ def test_lifetimes_are_heavy_tailed_and_truncated():
 
 def test_arrivals_peak_at_the_peak_hour_and_the_mix_swings():
     sc = _scenario(mean_per_hour=400.0, initial_vms=0)
-    reqs = workload.generate(sc)
+    reqs = demand.generate(sc)
     peak = [r for r in reqs if abs(r.arrive_s / 3600.0 - sc.peak_hour) < 2]
     trough = [r for r in reqs if abs(r.arrive_s / 3600.0 - (sc.peak_hour - 12) % 24) < 2]
     assert len(peak) > 1.5 * len(trough)
@@ -56,6 +56,6 @@ def test_arrivals_peak_at_the_peak_hour_and_the_mix_swings():
 
 def test_initial_vms_arrive_in_the_first_minutes():
     sc = _scenario()
-    reqs = workload.generate(sc)
-    early = [r for r in reqs if r.arrive_s < workload.INITIAL_SPREAD_S]
+    reqs = demand.generate(sc)
+    early = [r for r in reqs if r.arrive_s < demand.INITIAL_SPREAD_S]
     assert len(early) >= sc.initial_vms

@@ -56,7 +56,7 @@ def add_parser(sub):
 
 
 def cmd_cluster(args):
-    from resex_libvirt.sim import report
+    from resex_libvirt.sim import run_output
     from resex_research.cluster import spec
     from resex_research.cluster import study
     sc = spec.load(args.scenario)
@@ -84,7 +84,7 @@ def cmd_cluster(args):
             os.makedirs(args.out, exist_ok=True)
         except OSError as exc:
             raise exceptions.ConfigError("cannot create --out %s: %s" % (args.out, exc)) from exc
-        report.write_json(os.path.join(args.out, "cluster.json"), study.to_dict(data))
+        run_output.write_json(os.path.join(args.out, "cluster.json"), study.to_dict(data))
         study.write_plots(data, args.out)
         if not args.json:
             print("\nwrote cluster.json, violations.png and inflation_cdf.png to %s" % args.out)

@@ -19,13 +19,13 @@ import os
 import tempfile
 import unittest
 
-from resex_research import cli
+from resex_research import resex_sim
 
 
 def call(*argv):
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        rc = cli.main(list(argv))
+        rc = resex_sim.main(list(argv))
     return rc, out.getvalue(), err.getvalue()
 
 
@@ -83,7 +83,7 @@ class CliTest(unittest.TestCase):
     def test_an_unknown_policy_is_refused_by_the_parser(self):
         with contextlib.redirect_stderr(io.StringIO()):
             with self.assertRaises(SystemExit):
-                cli.main(["run", "paper_64k_alone", "--policy", "nope"])
+                resex_sim.main(["run", "paper_64k_alone", "--policy", "nope"])
 
     def test_calibrate_prints_the_figures(self):
         rc, out, _ = call("calibrate", "--duration", "0.1")

@@ -41,23 +41,23 @@ import sys
 import time
 
 from resex_libvirt import exceptions
-from resex_libvirt.sim import report
+from resex_libvirt.sim import run_output
 from resex_research import peers
-from resex_research import policies as sim_policies
+from resex_research import policy_catalog
 
 
 def _vm_rows(result):
     rows = []
     for name, v in result.vms.items():
-        rows.append([name, report.fmt(v.latency_mean_us), report.fmt(v.latency_p50_us),
-                     report.fmt(v.latency_p99_us), report.fmt(v.latency_std_us),
+        rows.append([name, run_output.fmt(v.latency_mean_us), run_output.fmt(v.latency_p50_us),
+                     run_output.fmt(v.latency_p99_us), run_output.fmt(v.latency_std_us),
                      "%.1f" % v.throughput_mb_s, "%.1f" % v.cpu_pct,
-                     report.fmt(v.cap_mean_pct), report.fmt(v.cap_min_pct)])
+                     run_output.fmt(v.cap_mean_pct), run_output.fmt(v.cap_min_pct)])
     return rows
 
 
 def format_run(result):
-    lines = [report.table(
+    lines = [run_output.table(
         "%s under %s (%.1f s simulated in %.1f s)" % (
             result.scenario, result.policy,
             len(result.series["t_s"]) * result.series_every * result.interval_s,
@@ -75,8 +75,8 @@ def format_run(result):
                 row.append("-" if v is None else "%.0f/%.0f" % (v["cap_mean_pct"],
                                                                 v["cap_min_pct"]))
             rows.append(row)
-        lines += ["", report.table("Per epoch", ["epoch", "link %", "inflation %"] +
-                                   ["%s cap mean/min" % n for n in names], rows)]
+        lines += ["", run_output.table("Per epoch", ["epoch", "link %", "inflation %"] +
+                                       ["%s cap mean/min" % n for n in names], rows)]
     return "\n".join(lines)
 
 
@@ -108,8 +108,9 @@ def format_timeline(result):
                 v["cap_pct"], v["rate"], "" if intf is None else " intf %.1f%%" % intf,
                 bal, v["reason"]))
         rows.append(row)
-    return report.table("Timeline (cap at epoch end, tax rate, interference, Resos left, reason)",
-                        ["epoch", "link %"] + names, rows)
+    return run_output.table(
+        "Timeline (cap at epoch end, tax rate, interference, Resos left, reason)",
+        ["epoch", "link %"] + names, rows)
 
 
 def _summary(result):
@@ -158,7 +159,7 @@ def cmd_run(args):
     if args.seed is not None:
         sc = sc.with_seed(args.seed)
     try:
-        result = sim_policies.run(sc, args.policy, **dict(args.policy_arg or ()))
+        result = policy_catalog.run(sc, args.policy, **dict(args.policy_arg or ()))
     except (TypeError, ValueError) as exc:
         if isinstance(exc, exceptions.ResexError):
             raise
@@ -172,8 +173,8 @@ def cmd_run(args):
     if args.out:
         _prepare_out(args.out)
         base = os.path.join(args.out, "%s-%s" % (sc.name, result.policy))
-        report.write_json(base + ".json", result.to_dict())
-        report.plot_run(result, base + ".png")
+        run_output.write_json(base + ".json", result.to_dict())
+        run_output.plot_run(result, base + ".png")
         if not args.json:
             print("\nwrote %s.json and %s.png" % (base, base))
     return 0
@@ -194,7 +195,7 @@ def compare_rows(names, policies, duration=None, progress=None, policy_kwargs=No
         for policy in policies:
             kwargs = policy_kwargs if policy_kwargs and policy != "none" else {}
             try:
-                res = sim_policies.run(sc, policy, **kwargs)
+                res = policy_catalog.run(sc, policy, **kwargs)
             except (TypeError, ValueError) as exc:
                 if isinstance(exc, exceptions.ResexError):
                     raise
@@ -230,8 +231,8 @@ def format_compare(rows):
                      "%.0f" % r["others_mb_s"],
                      ("never" if r["protect_s"] is None else "%.0f" % (1000.0 * r["protect_s"]))
                      if protects else "-",
-                     report.fmt(r["swing_pct"], "%.0f")])
-    return report.table(
+                     run_output.fmt(r["swing_pct"], "%.0f")])
+    return run_output.table(
         "Each SLA VM's mean latency / its latency_sla_us (MISS: over its threshold), "
         "the other VMs' MB/s, the time to protect (ms) and the interferers' cap swing (%)",
         ["scenario", "policy", "SLA VMs", "others MB/s", "protect ms", "swing %"], body)
@@ -246,7 +247,7 @@ def cmd_compare(args):
     from resex_libvirt.sim import scenario as scenario_mod
     names = args.scenario or [n for n in scenario_mod.names() if not n.startswith("paper_")]
     policies = (args.policies or (PEERS_AGAINST if args.peers else COMPARE_POLICIES)).split(",")
-    known = sim_policies.names()
+    known = policy_catalog.names()
     for policy in policies:
         if policy not in known:
             raise exceptions.ConfigError("unknown policy %r; known: %s"
@@ -299,7 +300,7 @@ def cmd_paper(args):
         print("\n" + paper.format_run_count(ev, data["wall_s"]))
     if args.out:
         _prepare_out(args.out)
-        report.write_json(os.path.join(args.out, "paper.json"), data)
+        run_output.write_json(os.path.join(args.out, "paper.json"), data)
         paper.write_plots(data, ev, args.out)
         if not args.json:
             print("wrote paper.json and fig5_7.png, fig6.png, fig8.png, fig9.png%s to %s"
@@ -327,7 +328,7 @@ def build_parser():
 
     p = sub.add_parser("run", help="run one scenario under one policy")
     p.add_argument("scenario", help="packaged scenario name or TOML file")
-    p.add_argument("--policy", required=True, choices=sim_policies.names(),
+    p.add_argument("--policy", required=True, choices=policy_catalog.names(),
                    help="an installed policy, or a peer (%s)" % ", ".join(peers.NAMES))
     p.add_argument("--policy-arg", action="append", type=_policy_arg, metavar="KEY=VALUE",
                    help="a policy parameter, e.g. decay_half_life=0.2 (repeatable)")
@@ -387,8 +388,8 @@ def build_parser():
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.set_defaults(func=cmd_calibrate)
 
-    from resex_research.cluster import cli as cluster_cli
-    cluster_cli.add_parser(sub)
+    from resex_research.cluster import cluster_command
+    cluster_command.add_parser(sub)
     from resex_research import frontier
     frontier.add_parser(sub)
     return parser
