@@ -275,7 +275,7 @@ def _channels(vms, say):
 def run_check(conf, out=sys.stdout):
     """Validate ``conf``, reach the hypervisor and the board, list the VMs.
 
-    ``conf`` is the agent's parsed ``ConfigOpts`` (``agent.cli.make_conf``).
+    ``conf`` is the agent's parsed ``ConfigOpts`` (``agent.resex_agent.make_conf``).
     Writes a report to ``out``; returns 0 when the agent could start and
     control this host, 1 (after an ``ERROR`` line naming the part) when not.
     """

@@ -29,14 +29,14 @@ import textwrap
 import threading
 import time
 
-from agent import cli
 from agent import journal as journal_mod
+from agent import resex_agent
 from tests.faults import harness
 from tests.functional.board import etcd_server
 from tests import machine
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-AGENT = [sys.executable, "-m", "agent.cli"]
+AGENT = [sys.executable, "-m", "agent.resex_agent"]
 
 _LOCKER = textwrap.dedent("""
     import sqlite3, sys, time
@@ -186,7 +186,7 @@ def sigterm_while_hung(outage=15.0, call_timeout_s=0.5):
     """A real SIGTERM while libvirtd hangs: bounded exit, journal kept, next start restores.
 
     The agent runs in this process's main thread under the daemon's own
-    signal handling (:func:`agent.cli.serve`); a timer hangs the host once
+    signal handling (:func:`agent.resex_agent.serve`); a timer hangs the host once
     the VMs are capped and sends SIGTERM to this process right after, with a
     hypervisor call in flight.
     """
@@ -205,7 +205,7 @@ def sigterm_while_hung(outage=15.0, call_timeout_s=0.5):
     try:
         timer = threading.Thread(target=fault, daemon=True)
         timer.start()
-        cli.serve(run.agent)
+        resex_agent.serve(run.agent)
         exit_s = time.monotonic() - sent[0]
         timer.join(10)
         kept = set(run.journal.originals())

@@ -20,7 +20,7 @@ import unittest
 import testtools
 
 from resex_libvirt import board as board_mod
-from resex_libvirt.board import cli
+from resex_libvirt.board import resex_board
 from tests.functional.board import etcd_server
 from tests.unit.board import reports
 
@@ -40,7 +40,7 @@ class BoardCLIOnEtcdTest(testtools.TestCase):
 
     def resex_board(self, *argv):
         return subprocess.run(
-            [sys.executable, "-m", "resex_libvirt.board.cli", "--url", self.etcd.url,
+            [sys.executable, "-m", "resex_libvirt.board.resex_board", "--url", self.etcd.url,
              "--prefix", PREFIX, "--timeout", "5"] + list(argv),
             capture_output=True, text=True, timeout=120)
 
@@ -66,15 +66,16 @@ class BoardCLIOnEtcdTest(testtools.TestCase):
         self.assertIn("(hosts: cmp-1, cmp-2)", res.stderr)
 
     def test_watch_survives_etcd_going_away(self):
-        args = cli._parser().parse_args(["--url", self.etcd.url, "--prefix", PREFIX,
-                                         "--timeout", "2", "--watch", "1", "--count", "2"])
+        args = resex_board._parser().parse_args(["--url", self.etcd.url, "--prefix", PREFIX,
+                                                 "--timeout", "2", "--watch", "1", "--count",
+                                                 "2"])
         out = io.StringIO()
 
         def sleep(seconds):
             self.etcd.kill()
 
-        code = cli.watch(args, {"timeout": 2, "create": False, "prefix": PREFIX}, out,
-                         sleep=sleep)
+        code = resex_board.watch(args, {"timeout": 2, "create": False, "prefix": PREFIX}, out,
+                                 sleep=sleep)
         self.assertEqual(0, code)
         first, second = out.getvalue().split("resex-board every")[1:]
         self.assertNotIn("board unavailable", first)
@@ -86,7 +87,7 @@ class BoardCLIWithoutEtcdTest(unittest.TestCase):
 
     def test_an_unreachable_etcd_is_one_line_saying_why_without_eventlets_warning(self):
         proc = subprocess.run(
-            [sys.executable, "-m", "resex_libvirt.board.cli", "--url",
+            [sys.executable, "-m", "resex_libvirt.board.resex_board", "--url",
              "etcd3+http://127.0.0.1:9/", "--timeout", "2"],
             capture_output=True, text=True, timeout=60)
         self.assertNotEqual(0, proc.returncode)

@@ -28,9 +28,9 @@ import unittest
 import libvirt
 
 from resex_libvirt import exceptions
-from resex_libvirt.fabric import cli
 from resex_libvirt.fabric import libvirt_iface
 from resex_libvirt.fabric import link_facts
+from resex_libvirt.fabric import resex_fabric
 from resex_libvirt.hypervisor import base as hv_base
 
 UUID1 = "11111111-1111-1111-1111-111111111111"
@@ -155,10 +155,10 @@ class TestShowLibvirtIface(LibvirtTestDriverCase):
         # An empty sysfs: the discovered uplink has no MTU file, so Ethernet's applies.
         empty = tempfile.mkdtemp(prefix="resex-empty-")
         self.addCleanup(shutil.rmtree, empty, True)
-        args = cli._parser().parse_args([
+        args = resex_fabric._parser().parse_args([
             "show", "--source", "libvirt_iface", "--uri", self.uri, "--seconds", "0",
             "--json", "--capacity-gbps", "10", "--sysfs-root", empty])
-        self.assertEqual(0, cli.show(args, out=out, err=err, sleep=lambda s: None))
+        self.assertEqual(0, resex_fabric.show(args, out=out, err=err, sleep=lambda s: None))
         doc = json.loads(out.getvalue())
         self.assertEqual({("tap-vm1", "vm1"), ("tap-vm1b", "vm1"), ("tap-vm2", "vm2")},
                          {(r["endpoint"], r["vm_name"]) for r in doc["endpoints"]})

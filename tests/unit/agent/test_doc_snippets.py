@@ -28,8 +28,8 @@ import unittest
 from oslo_config import cfg
 
 from agent import check
-from agent import cli
 from agent import config_file
+from agent import resex_agent
 from nova_filter import conf as filter_conf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
@@ -83,7 +83,7 @@ class SnippetCase(unittest.TestCase):
         return path
 
     def check_agent_config(self, path, where):
-        conf = cli.make_conf(["--config-file", path])
+        conf = resex_agent.make_conf(["--config-file", path])
         try:
             check._validate_options(conf)
         except check._Failed as exc:
@@ -154,7 +154,7 @@ class InlineCommentTest(SnippetCase):
 
     def test_an_inline_comment_is_named_as_such_without_oslo_internals(self):
         path = self.write("[fabric]\nsource = ib_sysfs   # or libvirt_iface\n")
-        conf = cli.make_conf(["--config-file", path])
+        conf = resex_agent.make_conf(["--config-file", path])
         with self.assertRaises(check._Failed) as cm:
             check._validate_options(conf)
         message = cm.exception.message
@@ -166,7 +166,7 @@ class InlineCommentTest(SnippetCase):
     def test_a_comment_after_a_string_value_is_refused_by_the_check(self):
         # oslo.config would take the user name to be "resex  # ours".
         path = self.write("[nova]\nusername = resex  # ours\npassword = a #b\n")
-        conf = cli.make_conf(["--config-file", path])
+        conf = resex_agent.make_conf(["--config-file", path])
         with self.assertRaises(check._Failed) as cm:
             check._validate_options(conf)
         self.assertIn("[nova] username", cm.exception.message)

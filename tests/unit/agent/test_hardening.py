@@ -27,13 +27,13 @@ from unittest import mock
 
 import prometheus_client
 
-from agent import cli
 from agent import config_file
 from agent import journal as journal_mod
 from agent import lock as lock_mod
 from agent import loop
 from agent import metrics as metrics_mod
 from agent import publisher as publisher_mod
+from agent import resex_agent
 from agent import watchdog as watchdog_mod
 from resex_libvirt.board import report as report_mod
 from resex_libvirt import exceptions
@@ -388,7 +388,7 @@ class CliTest(TmpDirCase):
         with open(path, "w") as f:
             f.write("[agent]\ndeadband = 3\ndeadband_pct = 2\n[market]\npolicy = io_shares\n"
                     "[libvrit]\nconnection_uri = x\n[DEFAULT]\ndebug = true\n")
-        conf = cli.make_conf(["--config-file", path])
+        conf = resex_agent.make_conf(["--config-file", path])
         found = config_file.unknown(conf)
         self.assertEqual([(path, "agent", "deadband", "deadband_pct"),
                           (path, "libvrit", None, "libvirt")],
@@ -398,7 +398,7 @@ class CliTest(TmpDirCase):
 
     def test_a_config_path_that_is_a_directory_is_a_usage_error_without_traceback(self):
         with mock.patch("sys.stderr") as err:
-            self.assertEqual(cli.EXIT_USAGE, cli.main(["--config-file", self.dir]))
+            self.assertEqual(resex_agent.EXIT_USAGE, resex_agent.main(["--config-file", self.dir]))
         written = "".join(c.args[0] for c in err.write.call_args_list)
         self.assertIn("Is a directory", written)
         self.assertNotIn("Traceback", written)

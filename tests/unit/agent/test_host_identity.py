@@ -24,9 +24,9 @@ from hypothesis import strategies as st
 from oslo_config import cfg
 
 from agent import check
-from agent import cli
 from agent import conf as agent_conf
 from agent import host_identity
+from agent import resex_agent
 from resex_libvirt import board as board_mod
 from resex_libvirt import exceptions
 from tests.unit.agent import conf_helpers
@@ -110,7 +110,7 @@ class StartTest(unittest.TestCase):
         path = self.write("[agent]\nhost_driver = simulated\n")
         err = io.StringIO()
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-            self.assertEqual(1, cli.main(["--config-file", path]))
+            self.assertEqual(1, resex_agent.main(["--config-file", path]))
         self.assertIn("cannot start: [agent] host %r is this machine's name"
                       % socket.gethostname(), err.getvalue())
         self.assertFalse(os.path.exists(self.board_path), "nothing may reach the board")
@@ -118,7 +118,7 @@ class StartTest(unittest.TestCase):
     def test_a_marked_simulated_host_starts_and_publishes_under_its_name(self):
         path = self.write("[agent]\nhost_driver = simulated\nhost = sim-start\n")
         with contextlib.redirect_stdout(io.StringIO()):
-            self.assertEqual(0, cli.main(["--config-file", path]))
+            self.assertEqual(0, resex_agent.main(["--config-file", path]))
         board = board_mod.open_board("sqlite:///" + self.board_path)
         self.addCleanup(board.close)
         self.assertEqual({"sim-start"}, set(board.snapshot()))
@@ -131,10 +131,10 @@ class StartTest(unittest.TestCase):
                     % (self.tmp, self.board_path))
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
-            self.assertEqual(0, cli.main(["--config-file", DEMO_CONF, "--config-file", override,
-                                          "--check"]))
-            self.assertEqual(0, cli.main(["--config-file", DEMO_CONF,
-                                          "--config-file", override]))
+            self.assertEqual(0, resex_agent.main(["--config-file", DEMO_CONF,
+                                                  "--config-file", override, "--check"]))
+            self.assertEqual(0, resex_agent.main(["--config-file", DEMO_CONF,
+                                                  "--config-file", override]))
         self.assertIn("host: sim-demo (driver simulated, marked 'sim-'", out.getvalue())
 
 

@@ -25,10 +25,10 @@ from unittest import mock
 from oslo_config import cfg
 
 from agent import builder
-from agent import cli
 from agent import conf as agent_conf
 from agent import journal as journal_mod
 from agent import loop
+from agent import resex_agent
 from agent import watchdog
 from resex_libvirt import exceptions
 from tests.unit.agent import test_loop
@@ -152,7 +152,7 @@ class LifecycleTest(unittest.TestCase):
     def test_serve_starts_runs_and_shuts_down_once(self):
         log = []
         agent, sim, source, metrics = build(log)
-        cli.serve(agent)
+        resex_agent.serve(agent)
         self.assertEqual(["start metrics", "start intake", "close metrics", "close intake"], log)
         self.assertEqual(1, sim.closes)
         self.assertGreater(agent.epochs, 0)
@@ -175,8 +175,8 @@ class LifecycleTest(unittest.TestCase):
     def test_the_daemon_says_which_part_could_not_start(self):
         log = []
         agent, _sim, _source, _metrics = build(log, metrics_fails=RuntimeError("boom"))
-        with self.assertRaises(cli._StartFailed) as ctx:
-            cli.serve(agent)
+        with self.assertRaises(resex_agent._StartFailed) as ctx:
+            resex_agent.serve(agent)
         self.assertEqual("starting the metrics endpoint: unexpected RuntimeError: boom",
                          ctx.exception.message)
         self.assertEqual(["start metrics", "close metrics", "close intake"], log)
@@ -236,8 +236,8 @@ class ClosedOnceTest(unittest.TestCase):
         parts = make_parts(log)
         conf = test_loop.make_conf(market={"policy": "no-such-policy"})
         with mock.patch.object(builder, "build_parts", lambda conf: parts):
-            with self.assertRaises(cli._StartFailed):
-                cli._build(conf)
+            with self.assertRaises(resex_agent._StartFailed):
+                resex_agent._build(conf)
         self.assertEqual(["close intake"], log)
         self.assertEqual(1, parts.hypervisor.closes)
 

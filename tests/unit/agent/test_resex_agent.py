@@ -19,7 +19,7 @@ import socket
 import tempfile
 import unittest
 
-from agent import cli
+from agent import resex_agent
 
 
 def write_conf(tmp, extra=""):
@@ -37,7 +37,7 @@ class CliTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             out = io.StringIO()
             with contextlib.redirect_stdout(out):
-                rc = cli.main(["--config-file", write_conf(tmp), "--check"])
+                rc = resex_agent.main(["--config-file", write_conf(tmp), "--check"])
             self.assertEqual(0, rc, out.getvalue())
             self.assertIn("vm64k", out.getvalue())
 
@@ -49,7 +49,7 @@ class CliTest(unittest.TestCase):
             with open(conf, "w") as f:
                 f.write(text)
             with contextlib.redirect_stdout(io.StringIO()):
-                self.assertEqual(1, cli.main(["--config-file", conf, "--check"]))
+                self.assertEqual(1, resex_agent.main(["--config-file", conf, "--check"]))
 
     def test_a_busy_metrics_port_is_a_clear_start_failure(self):
         with tempfile.TemporaryDirectory() as tmp, socket.socket() as busy:
@@ -59,7 +59,7 @@ class CliTest(unittest.TestCase):
             conf = write_conf(tmp, "[metrics]\nenabled = true\nport = %d\n" % port)
             err = io.StringIO()
             with contextlib.redirect_stderr(err):
-                self.assertEqual(1, cli.main(["--config-file", conf]))
+                self.assertEqual(1, resex_agent.main(["--config-file", conf]))
             self.assertIn("cannot start", err.getvalue())
 
     def test_the_demo_run_ends_with_the_tables_and_the_uncontrolled_contrast(self):
@@ -67,7 +67,7 @@ class CliTest(unittest.TestCase):
             conf = write_conf(tmp, "[agent]\nprint_table = true\nmax_epochs = 2\n")
             out = io.StringIO()
             with contextlib.redirect_stdout(out):
-                self.assertEqual(0, cli.main(["--config-file", conf]))
+                self.assertEqual(0, resex_agent.main(["--config-file", conf]))
             text = out.getvalue()
             self.assertIn("What the agent saw and did (2 epochs, policy io_shares)", text)
             self.assertIn("uncontrolled", text)

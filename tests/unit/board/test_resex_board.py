@@ -21,8 +21,8 @@ import tempfile
 import time
 import unittest
 
-from resex_libvirt.board import cli
 from resex_libvirt.board import open_board
+from resex_libvirt.board import resex_board
 from tests.unit.board import reports
 
 
@@ -41,7 +41,7 @@ class BoardCLITest(unittest.TestCase):
     def run_cli(self, *argv):
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stderr(err):
-            code = cli.main(list(argv), out=out)
+            code = resex_board.main(list(argv), out=out)
         return code, out.getvalue(), err.getvalue()
 
     def test_the_table_shows_every_host_with_its_index_and_marks_stale_ones(self):
@@ -107,7 +107,7 @@ class BoardCLIViewsTest(unittest.TestCase):
     def run_cli(self, *argv):
         out, err = io.StringIO(), io.StringIO()
         with contextlib.redirect_stderr(err):
-            code = cli.main(list(argv), out=out)
+            code = resex_board.main(list(argv), out=out)
         return code, out.getvalue(), err.getvalue()
 
     def hosts_in(self, text):
@@ -132,7 +132,7 @@ class BoardCLIViewsTest(unittest.TestCase):
         self.assertEqual(0, code)
         fields = dict(line.split(":  ", 1) for line in out.splitlines())
         fields = {k.strip(): v.strip() for k, v in fields.items()}
-        self.assertEqual(len(cli.DETAIL), len(fields))
+        self.assertEqual(len(resex_board.DETAIL), len(fields))
         self.assertEqual("c-mid", fields["host"])
         self.assertEqual("12.00", fields["congestion index, %"])
         self.assertEqual("no, closed (threshold 10%)", fields["admits latency-sensitive VMs"])
@@ -157,7 +157,7 @@ class BoardCLIViewsTest(unittest.TestCase):
 
     def watch(self, *argv, out=None, between=None):
         """Run --watch with a fake sleep that calls ``between(frame)`` instead of sleeping."""
-        args = cli._parser().parse_args(["--url", self.url] + list(argv))
+        args = resex_board._parser().parse_args(["--url", self.url] + list(argv))
         out = out if out is not None else io.StringIO()
         frames = []
 
@@ -167,7 +167,7 @@ class BoardCLIViewsTest(unittest.TestCase):
             if between is not None:
                 between(len(frames))
 
-        code = cli.watch(args, {"timeout": 5, "create": False}, out, sleep=sleep)
+        code = resex_board.watch(args, {"timeout": 5, "create": False}, out, sleep=sleep)
         return code, out.getvalue()
 
     def test_watch_draws_frames_sorted_by_congestion_until_count(self):
@@ -201,12 +201,13 @@ class BoardCLIViewsTest(unittest.TestCase):
 
     def test_watch_redraws_in_place_on_a_terminal(self):
         _, out = self.watch("--watch", "1", "--count", "2", out=FakeTTY())
-        frames = out.split(cli.HOME)
-        self.assertEqual(["", out.split(cli.HOME)[1], out.split(cli.HOME)[2]], frames)
+        frames = out.split(resex_board.HOME)
+        parts = out.split(resex_board.HOME)
+        self.assertEqual(["", parts[1], parts[2]], frames)
         for frame in frames[1:]:
-            self.assertTrue(frame.endswith(cli.EOS))
-            body = frame[:-len(cli.EOS)]
-            self.assertTrue(all(line.endswith(cli.EOL) for line in body.splitlines()))
+            self.assertTrue(frame.endswith(resex_board.EOS))
+            body = frame[:-len(resex_board.EOS)]
+            self.assertTrue(all(line.endswith(resex_board.EOL) for line in body.splitlines()))
 
     def test_watch_keeps_the_last_table_when_the_board_goes_away(self):
         def between(frame):
@@ -233,5 +234,5 @@ class BoardCLIViewsTest(unittest.TestCase):
     def test_watch_needs_a_positive_period(self):
         with contextlib.redirect_stderr(io.StringIO()):
             with self.assertRaises(SystemExit) as ctx:
-                cli.main(["--url", self.url, "--watch", "0"])
+                resex_board.main(["--url", self.url, "--watch", "0"])
         self.assertEqual(2, ctx.exception.code)

@@ -20,15 +20,15 @@ import shutil
 import tempfile
 import unittest
 
-from resex_libvirt.fabric import cli
 from resex_libvirt.fabric import ib_sysfs
+from resex_libvirt.fabric import resex_fabric
 from tests.unit.fabric import sysfs_tree
 
 
 def run_main(argv):
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli.main(argv)
+        code = resex_fabric.main(argv)
     return code, out.getvalue(), err.getvalue()
 
 
@@ -65,7 +65,7 @@ class TestNoHCA(unittest.TestCase):
 
     def test_negative_window_is_refused(self):
         with contextlib.redirect_stderr(io.StringIO()):
-            self.assertRaises(SystemExit, cli.main, ["show", "--seconds", "-1"])
+            self.assertRaises(SystemExit, resex_fabric.main, ["show", "--seconds", "-1"])
 
 
 class TestShowIBSysfs(unittest.TestCase):
@@ -88,13 +88,14 @@ class TestShowIBSysfs(unittest.TestCase):
         self.tree.set_counters("mlx5_0", 2, xmit_data=0xFFFFFFFF)
 
     def show(self, *extra):
-        args = cli._parser().parse_args(
+        args = resex_fabric._parser().parse_args(
             ["show", "--sysfs-root", self.tree.root, "--seconds", "2",
              "--owner", "mlx5_0:1=vm-a", "--owner", "mlx5_0:2=vm-b", "--mtu", "2048"]
             + list(extra))
         times = iter([100.0, 102.0])
         out, err = io.StringIO(), io.StringIO()
-        code = cli.show(args, out=out, err=err, sleep=self.traffic, clock=lambda: next(times))
+        code = resex_fabric.show(args, out=out, err=err, sleep=self.traffic,
+                                 clock=lambda: next(times))
         return code, out.getvalue()
 
     def test_json_gives_per_port_rates_in_bytes_and_mtus(self):
