@@ -385,7 +385,7 @@ def agent_command():
     script = os.path.join(os.path.dirname(sys.executable), "resex-agent")
     if os.path.exists(script):
         return [script]
-    return [sys.executable, "-m", "agent.cli"]
+    return [sys.executable, "-m", "agent.resex_agent"]
 
 
 class AgentProcess:
