@@ -372,13 +372,13 @@ class SimHost(hyp_base.Hypervisor, fabric_base.FabricMonitor):
 
     def format_results(self):
         """The final table of a simulated run (for ``resex-agent``'s exit)."""
-        from resex_libvirt.sim import report
+        from resex_libvirt.sim import run_output
         rows = []
         for name, r in self.results().items():
-            stats = report.latency_stats(r["latencies_us"])
-            rows.append([name, report.fmt(stats["mean_us"]), report.fmt(stats["p50_us"]),
-                         report.fmt(stats["p99_us"]), report.fmt(stats["std_us"]),
+            stats = run_output.latency_stats(r["latencies_us"])
+            rows.append([name, run_output.fmt(stats["mean_us"]), run_output.fmt(stats["p50_us"]),
+                         run_output.fmt(stats["p99_us"]), run_output.fmt(stats["std_us"]),
                          "%.1f" % r["throughput_mb_s"], "%.1f" % r["cpu_pct"]])
-        return report.table(
+        return run_output.table(
             "Simulated run of %s (%.1f s)" % (self.scenario.name, self.now()),
             ["VM", "mean us", "p50 us", "p99 us", "std us", "MB/s", "CPU %"], rows)
