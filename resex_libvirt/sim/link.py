@@ -119,10 +119,37 @@ class Link:
         nxt = math.ceil(rem * len(active) / self.bytes_per_ns)
         return nxt if nxt > 1 else 1
 
+    def step(self, now_ns, until_ns):
+        """Carry traffic from ``now_ns`` to ``until_ns`` or the first completion before it.
+
+        Returns ``(t, done)``: the time reached and the transfers completed
+        there: the steps of :meth:`next_completion_ns` then :meth:`advance`
+        in one call (the engine's hot loop makes one per event).
+        """
+        active = self.active
+        if not active:
+            return until_ns, ()
+        if self._rem is not None:
+            rem = self._rem.min().item()
+        else:
+            rem = active[0].remaining
+            for t in active:
+                if t.remaining < rem:
+                    rem = t.remaining
+        nxt = math.ceil(rem * len(active) / self.bytes_per_ns)
+        done = now_ns + (nxt if nxt > 1 else 1)
+        if done < until_ns:
+            until_ns = done
+        return until_ns, self._carry(until_ns - now_ns)
+
     def advance(self, dt_ns):
         """Carry ``dt_ns`` of traffic; return the transfers that completed."""
         if dt_ns <= 0 or not self.active:
             return []
+        return self._carry(dt_ns)
+
+    def _carry(self, dt_ns):
+        """:meth:`advance` by ``dt_ns`` > 0 with transfers in flight."""
         self.busy_ns += dt_ns
         active = self.active
         each = self.bytes_per_ns * dt_ns / len(active)
@@ -136,13 +163,19 @@ class Link:
             return self._advance_arrays(each)
         done = []
         for t in active:
-            sent = each if each < t.remaining else t.remaining
-            t.remaining -= sent
-            t.owner.tx_bytes += sent
-            if t.remaining <= EPSILON_BYTES:
-                t.owner.tx_bytes += t.remaining
-                t.remaining = 0.0
-                done.append(t)
+            rem = t.remaining
+            if each < rem:
+                rem -= each
+                owner = t.owner
+                owner.tx_bytes += each
+                if rem > EPSILON_BYTES:
+                    t.remaining = rem
+                    continue
+                owner.tx_bytes += rem          # the float rounding's last bytes
+            else:
+                t.owner.tx_bytes += rem        # rem - rem would leave 0.0: nothing to add
+            t.remaining = 0.0
+            done.append(t)
         if done:
             self.active = [t for t in active if t.remaining > 0.0]
         return done

@@ -154,21 +154,18 @@ class Testbed:
         heappop = heapq.heappop
         settle = self._settle
         now = self.now_ns
+        # The next period's start (time only grows: crossing it is the test).
+        boundary = (self._period + 1) * period
         while True:
-            if now // period != self._period:
+            if now >= boundary:
                 self._new_period(now)
+                boundary = (self._period + 1) * period
             if due:
                 settle([due[o] for o in sorted(due)] if len(due) > 1 else due.values(), now)
                 due.clear()
             if now >= until_ns:
                 break
-            t = (now // period + 1) * period
-            if until_ns < t:
-                t = until_ns
-            if link.active:
-                done = now + link.next_completion_ns()
-                if done < t:
-                    t = done
+            t = boundary if boundary < until_ns else until_ns
             while heap:
                 top = heap[0]
                 when = top[0]
@@ -180,7 +177,8 @@ class Testbed:
                 break
             if t < now + 1:
                 t = now + 1
-            done = link.advance(t - now) if link.active else ()
+            # The link's first completion, if earlier, is the event (it is at least now + 1).
+            t, done = link.step(now, t)
             self.now_ns = now = t
             if done:
                 self._transfers_done(done, now)
@@ -204,7 +202,8 @@ class Testbed:
                     if vm.on_cpu:
                         vm.cpu_ns += dt
                         vm.sched.used_ns += dt
-                        srv.run(dt)
+                        if srv.state == COMPUTE:     # Server.run, inline
+                            srv.compute_left -= dt
                     elif vm.parked:
                         vm.delay_ns += dt
                 vm.synced_ns = now
@@ -219,6 +218,7 @@ class Testbed:
         budget; a VM with work and no budget is parked (run delay).
         """
         link = self.link
+        heap = self._heap
         for vm in vms:
             srv = vm.server
             dt = now - vm.synced_ns
@@ -226,52 +226,61 @@ class Testbed:
                 if vm.on_cpu:
                     vm.cpu_ns += dt
                     vm.sched.used_ns += dt
-                    srv.run(dt)
+                    if srv.state == COMPUTE:         # Server.run, inline
+                        srv.compute_left -= dt
                 elif vm.parked:
                     vm.delay_ns += dt
             vm.synced_ns = now
             state = vm.state
-            if state == "pending" and vm.start_ns <= now:
-                state = vm.state = "active"
-                srv.start(now)
-                self.changes += 1
-            if state == "active" and vm.stop_ns is not None and vm.stop_ns <= now:
+            stop = vm.stop_ns
+            if state != "active":
+                if state == "pending" and vm.start_ns <= now:
+                    state = vm.state = "active"
+                    srv.start(now)
+                    self.changes += 1
+            if stop is not None and state == "active" and stop <= now:
                 state = vm.state = "stopped"
                 link.drop_owner(vm)
                 self.changes += 1
-            t = None
-            vm.on_cpu = vm.parked = False
+            on_cpu = parked = False
             if state == "active":
-                arrival = srv.step(now, link, vm)
-                t = vm.stop_ns
-                if arrival is not None and (t is None or arrival < t):
-                    t = arrival
-                if srv.state != IDLE:
+                t = srv.step(now, link, vm)          # the next arrival
+                if stop is not None and (t is None or stop < t):
+                    t = stop
+                work = srv.state
+                if work != IDLE:
                     sched = vm.sched
                     cap = sched.cap_pct
-                    if cap is None:        # CapScheduler.budget_ns, inline
-                        budget = credit_scheduler.INFINITE
-                    else:
-                        budget = max(0.0, cap / 100.0 * sched.period_ns - sched.used_ns)
-                    if budget > 0:
-                        vm.on_cpu = True
-                        if srv.state == COMPUTE:
+                    if cap is None:        # CapScheduler.budget_ns, inline: infinite
+                        on_cpu = True
+                        if work == COMPUTE:
                             done = now + srv.compute_left
                             if t is None or done < t:
                                 t = done
-                        if cap is not None:
-                            parked = now + max(1, math.ceil(budget))
-                            if t is None or parked < t:
-                                t = parked
                     else:
-                        vm.parked = True
+                        budget = max(0.0, cap / 100.0 * sched.period_ns - sched.used_ns)
+                        if budget > 0:
+                            on_cpu = True
+                            if work == COMPUTE:
+                                done = now + srv.compute_left
+                                if t is None or done < t:
+                                    t = done
+                            spent = now + max(1, math.ceil(budget))   # budget runs out
+                            if t is None or spent < t:
+                                t = spent
+                        else:
+                            parked = True
             elif state == "pending":
                 t = vm.start_ns
+            else:
+                t = None
+            vm.on_cpu = on_cpu
+            vm.parked = parked
             if t != vm.next_ns:
                 vm.next_ns = t
                 if t is not None:
                     self._pushes += 1
-                    heapq.heappush(self._heap, (t, self._pushes, vm))
+                    heapq.heappush(heap, (t, self._pushes, vm))
 
     def _new_period(self, now):
         """A scheduling period starts at ``now``: every VM's budget is renewed, every VM is due."""

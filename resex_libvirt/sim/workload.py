@@ -168,30 +168,28 @@ class Server:
         A request starts its compute when the server is idle, and its
         transfer of ``buffer_bytes`` (owned by ``owner``) goes on ``link``
         when the compute is done; both take no time, so one call goes as far
-        as ``now_ns`` allows. The next arrival (open loop or a client's) is
-        ``None`` when none is coming.
+        as ``now_ns`` allows: every arrival due is admitted first (none can
+        become due at the same instant afterwards), then an idle server
+        starts the next request, then a finished compute posts its transfer.
+        The next arrival (open loop or a client's) is ``None`` when none is
+        coming. The engine calls this at every event of the VM.
         """
         clients = self._clients
-        while True:
-            arrival = self._next_arrival
-            if (clients and clients[0][0] <= now_ns) or (arrival is not None
-                                                         and arrival <= now_ns):
-                self.admit_due(now_ns)
-            changed = False
-            if self.state == IDLE and self.queue:
-                self.current = self.queue.popleft()
-                self.compute_left = self._compute_ns()
-                self.state = COMPUTE
-                changed = True
-            if self.state == COMPUTE and self.compute_left <= 0:
-                self.transfer = link_mod.Transfer(owner, self.workload.buffer_bytes, now_ns,
-                                                  self.current)
-                link.post(self.transfer)
-                self.state = POLL
-                changed = True
-            if not changed:
-                break
         arrival = self._next_arrival
+        if (clients and clients[0][0] <= now_ns) or (arrival is not None
+                                                     and arrival <= now_ns):
+            self.admit_due(now_ns)
+            arrival = self._next_arrival
+        state = self.state
+        if state == IDLE and self.queue:
+            self.current = self.queue.popleft()
+            self.compute_left = self._compute_ns()
+            state = self.state = COMPUTE
+        if state == COMPUTE and self.compute_left <= 0:
+            self.transfer = link_mod.Transfer(owner, self.workload.buffer_bytes, now_ns,
+                                              self.current)
+            link.post(self.transfer)
+            self.state = POLL
         if clients:
             c = clients[0][0]
             if arrival is None or c < arrival:
