@@ -103,5 +103,38 @@ class LinkTest(unittest.TestCase):
         order = sorted(zip(sizes, (done[o] for o in owners)))
         self.assertEqual(sorted(t for _s, t in order), [t for _s, t in order])
 
+    @settings(max_examples=60, deadline=None)
+    @given(st.lists(st.integers(min_value=1, max_value=4 << 20), min_size=1, max_size=6),
+           st.lists(st.integers(min_value=1, max_value=3_000_000), min_size=1, max_size=12),
+           st.sampled_from([2, 10 ** 9]))
+    def test_step_is_next_completion_then_advance_to_the_last_bit(self, sizes, limits, vf):
+        """Link.step (the engine's one call per event) takes the steps of the two calls."""
+        from unittest import mock
+
+        def run(stepped):
+            link = link_mod.Link(GIB)
+            owners = [Owner() for _ in sizes]
+            for o, size in zip(owners, sizes):
+                link.post(link_mod.Transfer(o, size, 0))
+            now, trace = 0, []
+            for limit in limits:
+                until = now + limit
+                if stepped:
+                    now, done = link.step(now, until)
+                else:
+                    if link.active:
+                        until = min(until, now + link.next_completion_ns())
+                    done = link.advance(until - now)
+                    now = until
+                trace.append((now, [sizes[owners.index(t.owner)] for t in done]))
+            link.flush()
+            return trace, [o.tx_bytes for o in owners], link.busy_ns
+
+        with mock.patch.object(link_mod, "VECTOR_FROM", vf):
+            self.assertEqual(run(False), run(True))
+
+    def test_step_without_transfers_goes_to_the_time_asked(self):
+        self.assertEqual((500, ()), link_mod.Link(GIB).step(100, 500))
+
     def test_bad_capacity_is_refused(self):
         self.assertRaises(ValueError, link_mod.Link, 0)
