@@ -208,3 +208,48 @@ class SamplerPropertiesTest(unittest.TestCase):
                 self.assertEqual(d_tx, smp.tx_bytes)
                 self.assertEqual(-(-d_tx // mtu), smp.tx_mtus)
             last = dict(sweep)
+
+
+by_rows = st.lists(
+    st.tuples(st.sets(st.sampled_from("abcdef"), max_size=6),          # the table's VMs
+              st.sampled_from([0.0, 0.001, 0.1, 1.0]),                  # time since the last
+              st.lists(st.tuples(st.integers(-1, 10**13), st.integers(0, 10**12),
+                                 st.integers(-1, 10**12)), min_size=6, max_size=6),
+              st.booleans()),                                           # run delays given
+    min_size=1, max_size=10)
+
+
+class SmallRowsTest(unittest.TestCase):
+    """A few rows read by rows are worked out in Python: the columns of the arrays' path."""
+
+    @staticmethod
+    def _batches(sweeps, mtu, small_rows):
+        from unittest import mock
+
+        import numpy as np
+        s = sampling.Sampler()
+        t = table.Table()
+        ts = 0.0
+        out = []
+        with mock.patch.object(sampling, "SMALL_ROWS", small_rows):
+            for vms, dt, readings, with_delays in sweeps:
+                for vm in [vm for vm in t.names if vm not in vms]:
+                    t.remove(vm)
+                for vm in sorted(vms):
+                    t.add(vm)
+                ts += dt
+                n = len(t.names)
+                cpu = np.array([c for c, _tx, _d in readings[:n]], dtype=np.int64)
+                tx = np.array([x if c >= 0 else 0 for c, x, _d in readings[:n]], dtype=np.int64)
+                delays = (np.array([d for _c, _x, d in readings[:n]], dtype=np.int64)
+                          if with_delays else None)
+                b = s.sample_rows(ts, cpu, (tx, np.zeros(n, dtype=np.int64)), mtu, t, delays)
+                out.append([(a.dtype.str, a.tolist()) if a is not None else None
+                            for a in (b.seen, b.cpu_pct, b.tx_bytes, b.tx_mtus, b.delay_pct,
+                                      b.rx_bytes, b.rx_mtus)] + [list(b.names), b.ts])
+        return out
+
+    @settings(max_examples=300, deadline=None)
+    @given(sweeps=by_rows, mtu=st.sampled_from([1, 1024, 4096]))
+    def test_the_python_rows_give_the_arrays_columns_to_the_last_bit(self, sweeps, mtu):
+        self.assertEqual(self._batches(sweeps, mtu, 0), self._batches(sweeps, mtu, 8))
