@@ -226,16 +226,14 @@ class SimHost(hyp_base.Hypervisor, fabric_base.FabricMonitor):
     def cpu_times_rows(self, rows):
         """CPU ns of the VMs of ``rows`` (the market's table) in its order; -1: not running."""
         with self._lock:
-            vms = self._row_vms(rows)
-            return np.fromiter((vm.cpu_ns if vm is not None and vm.active else -1
-                                for vm in vms), np.int64, len(vms))
+            return np.array([vm.cpu_ns if vm is not None and vm.state == "active" else -1
+                             for vm in self._row_vms(rows)], dtype=np.int64)
 
     def delay_times_rows(self, rows):
         """Run delay ns of the VMs of ``rows`` (the market's table) in order; -1: not running."""
         with self._lock:
-            vms = self._row_vms(rows)
-            return np.fromiter((vm.delay_ns if vm is not None and vm.active else -1
-                                for vm in vms), np.int64, len(vms))
+            return np.array([vm.delay_ns if vm is not None and vm.state == "active" else -1
+                             for vm in self._row_vms(rows)], dtype=np.int64)
 
     def set_knobs(self, uuid, cap_pct, weight):
         with self._lock:
@@ -293,8 +291,9 @@ class SimHost(hyp_base.Hypervisor, fabric_base.FabricMonitor):
         """
         with self._lock:
             vms = self._row_vms(rows)
-            tx = np.fromiter((vm.tx_bytes if vm is not None and vm.state == "active" else 0
-                              for vm in vms), np.float64, len(vms)).astype(np.int64)
+            # int() truncates toward zero as astype(int64) of the float would.
+            tx = np.array([int(vm.tx_bytes) if vm is not None and vm.state == "active" else 0
+                           for vm in vms], dtype=np.int64)
             return tx, np.zeros(len(vms), dtype=np.int64)
 
     def link(self):

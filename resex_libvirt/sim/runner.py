@@ -149,12 +149,13 @@ def run(scenario, policy, model=None, series_every=None, **policy_kwargs):
         host.advance_to(t)
         done = controller.step(host.now())
         decisions = done.decisions if done is not None else {}
-        for uuid, d in decisions.items():
+        # The market's Decisions: its names in the order of its caps column.
+        for uuid, cap in zip(decisions, decisions.caps.tolist() if decisions else ()):
             rec = tally[uuid]
             rec[0] += 1
-            rec[1] += d.cap_pct
-            rec[2] = min(rec[2], d.cap_pct)
-        for uuid in decisions:
+            rec[1] += cap
+            if cap < rec[2]:
+                rec[2] = cap
             why = market.reason(uuid)
             counts = reason_counts[uuid]
             counts[why] = counts.get(why, 0) + 1
