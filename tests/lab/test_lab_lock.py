@@ -13,6 +13,7 @@
 """The machine-wide lab lock: one lab (libvirtd, guests, a cloud) at a time."""
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -91,7 +92,9 @@ class LabLockTest(unittest.TestCase):
         self.assertTrue(self.other_process_can_lock())
 
     def test_the_lab_holds_the_lock_through_teardown_and_then_lets_go(self):
-        lab = harness.Lab(workdir=tempfile.mkdtemp(prefix="resex-lab-lock-"), install=False)
+        workdir = tempfile.mkdtemp(prefix="resex-lab-lock-")
+        self.addCleanup(shutil.rmtree, workdir, True)
+        lab = harness.Lab(workdir=workdir, install=False)
         lab.lock = machine.LabLock(self.path)
         lab.libvirtd.proc = object()   # teardown must not start a libvirtd here
         lab.libvirtd.stop = lambda: None
