@@ -178,14 +178,14 @@ class Testbed:
             if t < now + 1:
                 t = now + 1
             # The link's first completion, if earlier, is the event (it is at least now + 1).
-            t, done = link.step(now, t)
-            self.now_ns = now = t
+            now, done = link.step(now, t)
             if done:
                 self._transfers_done(done, now)
             while heap and heap[0][0] <= now:
                 when, _n, vm = heappop(heap)
                 if vm.next_ns == when:
                     due[vm.order] = vm
+        self.now_ns = now
         for vm in self.vms.values():
             dt = now - vm.synced_ns
             if dt > 0:                     # Testbed._sync, inline

@@ -129,9 +129,13 @@ class Server:
         """Queue every arrival due at or before ``now_ns``; True if any."""
         admitted = False
         clients = self._clients
+        queue = self.queue
         while clients and clients[0][0] <= now_ns:
             t, c = heapq.heappop(clients)
-            self._enqueue(t, c)
+            if len(queue) < self.max_queue:          # _enqueue, inline
+                queue.append(Request(t, c))
+            else:
+                self._enqueue(t, c)
             admitted = True
         while self._next_arrival is not None and self._next_arrival <= now_ns:
             self._enqueue(self._next_arrival, None)
@@ -152,15 +156,6 @@ class Server:
     @property
     def wants_cpu(self):
         return self.state != IDLE
-
-    def _compute_ns(self):
-        base = self._compute_base
-        if self.compute_cv > 0:
-            z = self.rng.gauss(0.0, 1.0)
-            z = -3.0 if z < -3.0 else 3.0 if z > 3.0 else z
-            base *= 1.0 + self.compute_cv * z
-        ns = round(base)
-        return ns if ns > 0 else 0
 
     def step(self, now_ns, link, owner):
         """Admit, start and post what is due at ``now_ns``; return the next arrival time.
@@ -183,7 +178,14 @@ class Server:
         state = self.state
         if state == IDLE and self.queue:
             self.current = self.queue.popleft()
-            self.compute_left = self._compute_ns()
+            # Its compute: normal around the workload's, truncated at 3 sigma.
+            base = self._compute_base
+            if self.compute_cv > 0:
+                z = self.rng.gauss(0.0, 1.0)
+                z = -3.0 if z < -3.0 else 3.0 if z > 3.0 else z
+                base *= 1.0 + self.compute_cv * z
+            ns = round(base)
+            self.compute_left = ns if ns > 0 else 0
             state = self.state = COMPUTE
         if state == COMPUTE and self.compute_left <= 0:
             self.transfer = link_mod.Transfer(owner, self.workload.buffer_bytes, now_ns,
