@@ -338,6 +338,8 @@ _COLUMNS = {
     "delay_pct": (0.0, np.float64),
     "tx_bytes": (0, np.int64), "win": (False, bool), "win_count": (0, np.int64),
     "win_mean": (np.nan, np.float64), "intf": (np.nan, np.float64),
+    # The window's standard deviation, and its requests new since the last window.
+    "win_std": (np.nan, np.float64), "win_new": (0, np.int64),
     # The epoch's tallies; the cap is integrated over ticks on change.
     "t_since": (0, np.int64), "t_start": (0, np.int64), "t_cap_area": (0.0, np.float64),
     "t_cap_min": (np.inf, np.float64), "t_cpu": (0.0, np.float64), "t_mtus": (0, np.int64),
@@ -661,6 +663,9 @@ class Market:
             # A tail SLA: the windows' p99 is the statistic, and the deviation
             # rule (a mean's) does not apply to it.
             mean = np.where(tail, np.fromiter(map(_P99, wins), np.float64, n), mean)
+        fresh = self._new_requests(rows, wins, count, mean, std)
+        t.win_std[rows] = std
+        if tail is not None:
             std = np.where(tail, np.nan, std)
         mean_inc = mean - base
         mean_inc *= table_mod.HUNDRED
@@ -691,6 +696,7 @@ class Market:
             np.copyto(value, 0.0, where=void)
         t.win_count[rows] = count
         t.win_mean[rows] = mean
+        t.win_new[rows] = fresh
         t.intf[rows] = value
         value.setflags(write=False)
         mean_inc.setflags(write=False)
@@ -698,6 +704,23 @@ class Market:
         self.windows_seen = WindowsSeen(rows, count, mean, value, other)
         t.t_intf_sum[rows] += value
         t.t_intf_n += t.win           # the rows of this layout (as ``rows``)
+
+    def _new_requests(self, rows, wins, count, mean, std):
+        """Per window, its requests new since the last window of its VM.
+
+        What the window says (``LatencyWindow.new``); where it does not say,
+        none if it equals the last one taken (the same window handed again),
+        else all of its requests.
+        """
+        t = self.table
+        same = count == t.win_count[rows]
+        same &= mean == t.win_mean[rows]
+        same &= std == t.win_std[rows]
+        fresh = np.where(same, 0, count)
+        told = [(i, w.new) for i, w in enumerate(wins) if w.new is not None]
+        for i, got in told:
+            fresh[i] = got
+        return fresh
 
     def _window_layout(self, key):
         """The :class:`_WindowLayout` of the windows of ``key`` (version, names): a new one.
@@ -708,6 +731,8 @@ class Market:
         t.win.fill(False)
         t.win_count.fill(0)
         t.win_mean.fill(np.nan)
+        t.win_std.fill(np.nan)
+        t.win_new.fill(0)
         t.intf.fill(np.nan)
         rows, select, others = self._window_rows(key[1])
         rows.setflags(write=False)

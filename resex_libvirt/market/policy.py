@@ -87,14 +87,17 @@ class Taxes(collections.abc.Sequence):
 #: ``latency_sla_us`` and ``threshold_pct`` the SLA (its interference threshold;
 #: NaN without a latency SLA); ``balance`` and ``allocation`` the ledger; the
 #: latency windows of this interval: ``reported`` (a window arrived),
-#: ``window_count`` (its requests), ``window_mean_us`` and ``interference_pct``
-#: (NaN for a VM that did not report); ``reason``: why each cap is what it is.
+#: ``window_count`` (its requests), ``window_new`` (those new since the last
+#: window: 0 for a window handed again), ``window_mean_us``,
+#: ``window_std_us`` and ``interference_pct`` (NaN for a VM that did not
+#: report); ``reason``: why each cap is what it is.
 MARKET_COLUMNS = types.MappingProxyType({
     "floor_pct": "floor", "limit_pct": "limit", "cap_pct": "cap", "rate": "rate",
     "mtu_rate": "mtu_rate", "shares": "shares", "sensitive": "sensitive",
     "latency_sla_us": "sla_us", "threshold_pct": "threshold", "balance": "balance",
     "allocation": "allocation", "reported": "win", "window_count": "win_count",
-    "window_mean_us": "win_mean", "interference_pct": "intf", "reason": "reason"})
+    "window_new": "win_new", "window_mean_us": "win_mean", "window_std_us": "win_std",
+    "interference_pct": "intf", "reason": "reason"})
 #: This interval's samples, by their full names: ``sampled`` (a sample arrived),
 #: ``cpu_pct``, ``tx_mtus`` and ``run_delay_pct`` (the vCPUs' wait for a pCPU).
 SAMPLE_COLUMNS = types.MappingProxyType({
@@ -126,7 +129,9 @@ class VM(typing.NamedTuple):
     allocation: float
     reported: bool
     window_count: int
+    window_new: int
     window_mean_us: float
+    window_std_us: float
     interference_pct: float
     reason: str
     sampled: bool

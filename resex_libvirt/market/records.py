@@ -53,12 +53,19 @@ class Sample(typing.NamedTuple):
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class LatencyWindow:
-    """Summary of a VM's recent request latencies, in microseconds."""
+    """Summary of a VM's recent request latencies, in microseconds.
+
+    ``new``: how many of its ``count`` requests are new since the window
+    handed to the market before it (None: not known; the market then takes
+    a window equal to the last one as no new requests, any other as new).
+    A window handed again without new requests is not new evidence.
+    """
 
     count: int
     mean_us: float
     std_us: float
     p99_us: float
+    new: int | None = None
 
     def __post_init__(self):
         for name in ("mean_us", "std_us", "p99_us"):
@@ -67,6 +74,8 @@ class LatencyWindow:
                 raise ValueError("%s must be finite and >= 0, got %r" % (name, value))
         if self.count < 0:
             raise ValueError("count must be >= 0")
+        if self.new is not None and not 0 <= self.new <= self.count:
+            raise ValueError("new must be in [0, count], got %r" % (self.new,))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

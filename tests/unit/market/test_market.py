@@ -204,6 +204,43 @@ class TailSLATest(unittest.TestCase):
         self.assertEqual({"tail": 0.0}, m.last_interference)
 
 
+class NewEvidenceTest(unittest.TestCase):
+    """A window says how many of its requests are new: one handed again is no new evidence."""
+
+    def setUp(self):
+        self.seen = []
+        test = self
+
+        class Reader(policy_mod.Policy):
+            name = "reader"
+
+            def decide(self, step):
+                vms = step.vms
+                test.seen.append((int(vms.window_new[0]), float(vms.window_std_us[0])))
+        self.m = market_mod.Market(market_mod.MarketParams(pcpus=4), Reader())
+        self.m.add(records.VMSpec("vm", sla=sla.SLA(latency_sla_us=200.0)))
+
+    def test_a_window_handed_again_has_no_new_requests(self):
+        for window in (records.LatencyWindow(20, 250.0, 3.0, 260.0),
+                       records.LatencyWindow(20, 250.0, 3.0, 260.0),   # equal: handed again
+                       records.LatencyWindow(20, 251.0, 3.0, 260.0),
+                       records.LatencyWindow(20, 251.0, 3.0, 260.0, new=4)):   # it says
+            self.m.step({}, {"vm": window})
+        self.assertEqual([(20, 3.0), (0, 3.0), (20, 3.0), (4, 3.0)], self.seen)
+
+    def test_a_vm_that_reports_again_after_a_gap_has_new_requests(self):
+        window = records.LatencyWindow(20, 250.0, 3.0, 260.0)
+        for windows in ({"vm": window}, {}, {"vm": window}):
+            self.m.step({}, windows)
+        self.assertEqual([20, 0, 20], [new for new, _std in self.seen])
+
+    def test_a_window_cannot_have_more_new_requests_than_requests(self):
+        with self.assertRaises(ValueError):
+            records.LatencyWindow(5, 100.0, 1.0, 100.0, new=6)
+        with self.assertRaises(ValueError):
+            records.LatencyWindow(5, 100.0, 1.0, 100.0, new=-1)
+
+
 class InterferenceReferenceTest(unittest.TestCase):
     """Every reporting VM's interference at once, as the reference rule gives it.
 
