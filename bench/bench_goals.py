@@ -52,7 +52,6 @@ from resex_libvirt import control
 from resex_libvirt import market as market_mod
 from resex_libvirt.market import policy as policy_mod
 from resex_libvirt.sim import host as host_mod
-from resex_research import paper
 
 
 def agent_step_us(policy, interfered, intervals):
@@ -79,20 +78,6 @@ def sim_interval_us(n, intervals, warmup=20):
         if i > warmup:
             costs.append(time.perf_counter_ns() - t0)
     return statistics.median(costs) / 1000.0
-
-
-def paper_rate(duration_s, jobs=None):
-    """Simulated seconds per wall second of ``resex-sim paper`` (all its runs).
-
-    ``jobs`` worker processes, by default one per CPU as ``resex-sim paper``.
-    """
-    ev = paper.Evaluation(duration_s=duration_s, jobs=jobs or os.cpu_count() or 1)
-    t0 = time.perf_counter()
-    ev.evaluate()
-    wall = time.perf_counter() - t0
-    runs = ev.distinct_runs()     # the figures' runs and the frontier sweep's
-    simulated = sum(len(r.series["t_s"]) * r.series_every * r.interval_s for r in runs)
-    return simulated / wall, len(runs), wall
 
 
 def scheduler_ratio():
@@ -174,7 +159,8 @@ def main(argv=None):
     if args.skip_paper:
         row("resex-sim paper, simulated s per wall s", None, "", ">= 30")
     else:
-        rate, runs, wall = paper_rate(1.0 if args.quick else None)
+        rate, runs, wall = bench_sim.paper_rate(
+            os.cpu_count() or 1, 1.0 if args.quick else None)
         row("resex-sim paper, simulated s per wall s (%d runs, %.0f s, %d jobs)"
             % (runs, wall, os.cpu_count() or 1), rate,
             "", ">= 30")

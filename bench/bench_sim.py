@@ -40,7 +40,7 @@ from resex_libvirt.sim import scenario as scenario_mod
 from resex_research import paper
 
 
-#: Simulated seconds per wall second that ``resex-sim paper`` should make (issue 37).
+#: Simulated seconds per wall second ``resex-sim paper`` should make (performance.rst).
 PAPER_GOAL = 30.0
 
 

@@ -42,6 +42,7 @@ import dataclasses
 from resex_libvirt.sim import run_output
 from resex_libvirt.sim import runner
 from resex_libvirt.sim import scenario as scenario_mod
+from resex_research import plots
 from resex_research import policy_catalog
 
 REPORTING = "vm64k"
@@ -472,7 +473,7 @@ def format_frontier(rows):
 def write_plots(data, evaluation, out_dir):
     """fig5_7.png, fig6.png, fig8.png, fig9.png in ``out_dir``."""
     import os
-    plt = run_output.pyplot()
+    plt = plots.pyplot()
 
     fig, ax = plt.subplots(figsize=(7, 4))
     cases = [r["case"] for r in data["fig5_7"]]
@@ -483,7 +484,7 @@ def write_plots(data, evaluation, out_dir):
     ax.bar(cases, means, yerr=[lo, hi], capsize=4)
     ax.set_ylabel("64 KB VM latency (us): mean, p50..p99")
     ax.set_title("Figs. 5 and 7")
-    run_output.save_figure(fig, os.path.join(out_dir, "fig5_7.png"))
+    plots.save_figure(fig, os.path.join(out_dir, "fig5_7.png"))
 
     run = evaluation.result(INTERFERED, "free_market_paper")
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -494,7 +495,7 @@ def write_plots(data, evaluation, out_dir):
     ax.set_ylabel("Resos left")
     ax.set_title("Fig. 6: Reso balances during FreeMarket")
     ax.legend(loc="best")
-    run_output.save_figure(fig, os.path.join(out_dir, "fig6.png"))
+    plots.save_figure(fig, os.path.join(out_dir, "fig6.png"))
 
     fig, ax = plt.subplots(figsize=(7, 4))
     labels = [r["case"] for r in data["fig8"]]
@@ -509,7 +510,7 @@ def write_plots(data, evaluation, out_dir):
     ax.set_ylabel("64 KB VM mean latency (us)")
     ax.set_title("Fig. 8: no-interference cases")
     ax.legend(loc="best")
-    run_output.save_figure(fig, os.path.join(out_dir, "fig8.png"))
+    plots.save_figure(fig, os.path.join(out_dir, "fig8.png"))
 
     fig, ax = plt.subplots(figsize=(7, 4))
     xs = [r["interferer"] for r in data["fig9"]]
@@ -520,14 +521,14 @@ def write_plots(data, evaluation, out_dir):
     ax.set_ylabel("64 KB VM mean latency (us)")
     ax.set_title("Fig. 9: interferer buffer sweep")
     ax.legend(loc="best")
-    run_output.save_figure(fig, os.path.join(out_dir, "fig9.png"))
+    plots.save_figure(fig, os.path.join(out_dir, "fig9.png"))
     if data.get("frontier"):
         plot_frontier(data["frontier"], os.path.join(out_dir, "frontier.png"))
 
 
 def plot_frontier(rows, path):
     """One panel per scenario: the static-cap sweep, the SLA, and each policy's point."""
-    plt = run_output.pyplot()
+    plt = plots.pyplot()
     fig, axes = plt.subplots(1, len(rows), figsize=(4 * len(rows), 4), squeeze=False)
     markers = "osD^v*"
     for ax, r in zip(axes[0], rows):
@@ -542,4 +543,4 @@ def plot_frontier(rows, path):
         ax.set_xlabel("interferer MB/s")
     axes[0][0].set_ylabel("64 KB VM mean latency (us)")
     axes[0][-1].legend(loc="best", fontsize="small")
-    run_output.save_figure(fig, path)
+    plots.save_figure(fig, path)

@@ -43,6 +43,7 @@ import time
 from resex_libvirt import exceptions
 from resex_libvirt.sim import run_output
 from resex_research import peers
+from resex_research import plots
 from resex_research import policy_catalog
 
 
@@ -174,7 +175,7 @@ def cmd_run(args):
         _prepare_out(args.out)
         base = os.path.join(args.out, "%s-%s" % (sc.name, result.policy))
         run_output.write_json(base + ".json", result.to_dict())
-        run_output.plot_run(result, base + ".png")
+        plots.plot_run(result, base + ".png")
         if not args.json:
             print("\nwrote %s.json and %s.png" % (base, base))
     return 0

@@ -108,6 +108,10 @@ class Link:
         """Nanoseconds until the first transfer in flight completes, or ``None``."""
         if not self.active:
             return None
+        return self._first_completion_ns()
+
+    def _first_completion_ns(self):
+        """Nanoseconds until the first of the (non-empty) transfers in flight completes."""
         active = self.active
         if self._rem is not None:
             rem = self._rem.min().item()
@@ -129,15 +133,7 @@ class Link:
         active = self.active
         if not active:
             return until_ns, ()
-        if self._rem is not None:
-            rem = self._rem.min().item()
-        else:
-            rem = active[0].remaining
-            for t in active:
-                if t.remaining < rem:
-                    rem = t.remaining
-        nxt = math.ceil(rem * len(active) / self.bytes_per_ns)
-        done = now_ns + (nxt if nxt > 1 else 1)
+        done = now_ns + self._first_completion_ns()
         if done < until_ns:
             until_ns = done
         return until_ns, self._carry(until_ns - now_ns)

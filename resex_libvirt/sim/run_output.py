@@ -10,12 +10,11 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Statistics, text tables, JSON and plots of simulated runs.
+"""Statistics, text tables and JSON of simulated runs.
 
 Latency percentiles are nearest-rank (the same rule as
 :func:`resex_libvirt.market.latency.summarize`); the standard deviation is
-the population one. Plots use matplotlib's ``Agg`` backend, imported only
-when a plot is written, so the rest works without matplotlib.
+the population one. The plots are the research's (``resex_research.plots``).
 """
 
 import json
@@ -66,41 +65,3 @@ def write_json(path, data):
         json.dump(data, f, indent=1, sort_keys=True)
         f.write("\n")
     os.replace(tmp, path)
-
-
-def pyplot():
-    """matplotlib's pyplot on the ``Agg`` backend (imported lazily)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
-    return plt
-
-
-def save_figure(fig, path):
-    """Lay out ``fig``, write it as a PNG to ``path`` and free it."""
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    pyplot().close(fig)
-
-
-def plot_run(result, path):
-    """Caps and Reso balances over time, and the latency histogram, of one run."""
-    plt = pyplot()
-    fig, axes = plt.subplots(3, 1, figsize=(8, 9))
-    t = result.series["t_s"]
-    for name, caps in result.series["cap_pct"].items():
-        axes[0].plot(t, caps, label=name)
-    axes[0].set_ylabel("CPU cap (%)")
-    axes[0].legend(loc="best")
-    for name, bal in result.series["balance"].items():
-        axes[1].plot(t, bal, label=name)
-    axes[1].set_ylabel("Resos left")
-    axes[1].set_xlabel("simulated time (s)")
-    for name, lat in result.latencies_us.items():
-        if lat:
-            axes[2].hist(lat, bins=80, histtype="step", label=name)
-    axes[2].set_xlabel("server latency (us)")
-    axes[2].set_ylabel("requests")
-    axes[2].legend(loc="best")
-    fig.suptitle("%s, policy %s" % (result.scenario, result.policy))
-    save_figure(fig, path)

@@ -32,6 +32,7 @@ from resex_libvirt.sim import run_output
 from resex_research.cluster import demand
 from resex_research.cluster import fleet
 from resex_research.cluster import surrogate as surrogate_mod
+from resex_research import plots
 
 COLUMNS = ["config", "host policy", "viol-s total", "viol-s/VM p50", "p99",
            "inflation % p50", "p99", "NoValidHost", "failed evac", "hosts in use",
@@ -169,7 +170,7 @@ def to_dict(data, detail=True):
 
 def write_plots(data, out_dir):
     """violations.png (timeline per configuration) and inflation_cdf.png."""
-    plt = run_output.pyplot()
+    plt = plots.pyplot()
     fig, ax = plt.subplots(figsize=(9, 4.5))
     for r in data["results"]:
         hours = [(i + 0.5) * fleet.TIMELINE_BIN_S / 3600.0 for i in range(len(r.timeline))]
@@ -178,7 +179,7 @@ def write_plots(data, out_dir):
     ax.set_ylabel("SLA violation-seconds per %d min" % (fleet.TIMELINE_BIN_S / 60))
     ax.set_title("%s: sensitive-VM SLA violations" % data["scenario"])
     ax.legend(loc="best", fontsize="small")
-    run_output.save_figure(fig, os.path.join(out_dir, "violations.png"))
+    plots.save_figure(fig, os.path.join(out_dir, "violations.png"))
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for r in data["results"]:
@@ -191,4 +192,4 @@ def write_plots(data, out_dir):
     ax.set_ylabel("fraction of sensitive VMs")
     ax.set_title("%s: CDF of sensitive-VM inflation" % data["scenario"])
     ax.legend(loc="best", fontsize="small")
-    run_output.save_figure(fig, os.path.join(out_dir, "inflation_cdf.png"))
+    plots.save_figure(fig, os.path.join(out_dir, "inflation_cdf.png"))

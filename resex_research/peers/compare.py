@@ -47,6 +47,7 @@ from resex_libvirt.sim import run_output
 from resex_libvirt.sim import scenario as scenario_mod
 from resex_research import frontier as frontier_mod
 from resex_research import peers
+from resex_research import plots
 from resex_research import policy_catalog
 from resex_research import protect
 
@@ -449,7 +450,7 @@ def format_all(data):
 def write_plots(data, out_dir):
     """``peers-<family>.png``: per scenario, each policy's latency against its throughput."""
     import os
-    plt = run_output.pyplot()
+    plt = plots.pyplot()
     written = []
     for fam in ("paper", "beyond"):
         scs = [s for s in data["scenarios"] if s["family"] == fam and s["best_effort"]
@@ -477,7 +478,7 @@ def write_plots(data, out_dir):
             ax.axis("off")
         axes.flat[0].legend(loc="best", fontsize="x-small")
         path = os.path.join(out_dir, "peers-%s.png" % fam)
-        run_output.save_figure(fig, path)
+        plots.save_figure(fig, path)
         written.append(path)
     return written
 
