@@ -13,9 +13,8 @@ class QuietNeighbours(policy.Policy):
     options = (
         policy.Option("share", 0.5, min=0.01, max=1.0,
                       help="The part of its limit a neighbour keeps while held."),
-        policy.Option("hold", 0.1, min=0.0, max=1.0,
-                      help="How long a neighbour is held after the last complaint "
-                           "(fraction of an epoch)."),
+        policy.Option("hold_s", 0.5, min=0.0, max=60.0,
+                      help="Seconds a neighbour is held after the last complaint."),
     )
     # Its own per-VM state: intervals each VM is still held for.
     columns = {"quiet_left": (0, np.int64)}
@@ -26,7 +25,7 @@ class QuietNeighbours(policy.Policy):
     def decide(self, step):
         vms, left = step.vms, step.state.quiet_left
         if (vms.interference_pct > vms.threshold_pct).any():    # NaN: no report
-            left[~vms.sensitive] = round(self.opts.hold * step.intervals_per_epoch)
+            left[~vms.sensitive] = round(self.opts.hold_s / step.interval_s)
         else:
             np.subtract(left, 1, out=left, where=left > 0)
         quiet = left > 0

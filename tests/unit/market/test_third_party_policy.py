@@ -49,8 +49,8 @@ class DocumentedPolicyTest(unittest.TestCase):
         with test_policy_plugins.ThirdPartyPolicy("quiet_neighbours", source=self.source,
                                                   target=target):
             self.assertIn("quiet_neighbours", policy_mod.names())
-            policy = policy_mod.load("quiet_neighbours", share=0.25, hold=0.01)
-            params = market_mod.MarketParams(intervals_per_epoch=1000)
+            policy = policy_mod.load("quiet_neighbours", share=0.25, hold_s=0.01)
+            params = market_mod.MarketParams(interval_s=0.001, intervals_per_epoch=1000)
             m = market_mod.Market(params, policy, guard=True)
             m.add(records.VMSpec("victim", sla=SENSITIVE))
             m.add(records.VMSpec("bulk"))
@@ -62,7 +62,7 @@ class DocumentedPolicyTest(unittest.TestCase):
             self.assertEqual((25.0, "quiet"), (m.decision("bulk").cap_pct, m.reason("bulk")))
             self.assertEqual((100.0, policy_mod.UNCAPPED),
                              (m.decision("victim").cap_pct, m.reason("victim")))
-            for _ in range(9):                                   # held for 10 intervals
+            for _ in range(9):                                   # held for 10 ms: 10 intervals
                 m.step(samples, {})
             self.assertEqual(25.0, m.decision("bulk").cap_pct)
             m.step(samples, {})
