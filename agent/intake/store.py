@@ -23,6 +23,13 @@ rejected before anything is stored for it), each VM has at most one window
 of ``window_reports`` reports and one token bucket per source, and the
 counters and log throttles are keyed by a closed set of reasons.
 
+New evidence: every accepted report gets an arrival number, and the store
+remembers, per VM, the last number it had when it handed that VM a window.
+A window says how many of its requests arrived since (``LatencyWindow.new``:
+the ``n`` of its reports numbered after the last hand-over), so a window
+handed again with no new report, or one that changed only because an old
+report aged out, says 0; the market then acts on new requests only.
+
 Trust: a VM without a latency SLA (``resex:latency_sla_us``) has its reports
 dropped (``no_latency_sla``), so it can never make the market tax anyone
 (IOShares only acts for sensitive VMs anyway, paper Alg. 2, Section VI-C).
@@ -69,6 +76,8 @@ class ReportStore:
         self._counters = {}
         self._last_log = {}
         self._last_claim = {}
+        self._seq = 0           # arrival number of the last accepted report
+        self._handed = {}       # uuid -> self._seq when its last window was handed
 
     # -- membership ---------------------------------------------------------------
     def set_vms(self, slas):
@@ -79,6 +88,8 @@ class ReportStore:
             for table in (self._windows, self._buckets, self._last_claim):
                 for key in [k for k in table if k[0] not in known]:
                     del table[key]
+            for vm in [v for v in self._handed if v not in known]:
+                del self._handed[vm]
             for key in [k for k in self._windows if not known[k[0]].sensitive]:
                 del self._windows[key]
             for vm in [k for k in self._counters if k not in known and k != UNATTRIBUTED]:
@@ -137,7 +148,8 @@ class ReportStore:
             win = self._windows.get(key)
             if win is None:
                 win = self._windows[key] = window_mod.ReportWindow(self.params.window_reports)
-            win.add(now, report)
+            self._seq += 1
+            win.add(now, report, self._seq)
             self._count(vm).accepted += 1
             self._log_claim(vm, source, sla, report, now)
             return report
@@ -149,18 +161,29 @@ class ReportStore:
 
     # -- output -------------------------------------------------------------------
     def windows(self):
-        """``{uuid: LatencyWindow}`` pooled from the fresh reports of sensitive VMs."""
+        """``{uuid: LatencyWindow}`` pooled from the fresh reports of sensitive VMs.
+
+        A call hands the windows over: each window's ``new`` counts the
+        requests of its reports that arrived since the VM's last window was
+        handed (all of them for its first), 0 when none arrived.
+        """
         now = self._clock()
         horizon = self.params.freshness_s
         grouped = {}
+        fresh = {}
         with self._lock:
+            handed = self._handed
             for key in list(self._windows):
                 win = self._windows[key]
                 if win.expire(now, horizon) == 0:
                     del self._windows[key]
                     continue
-                grouped.setdefault(key[0], []).extend(win.reports())
-        return {vm: window_mod.pool(reports) for vm, reports in grouped.items()}
+                vm = key[0]
+                grouped.setdefault(vm, []).extend(win.reports())
+                fresh[vm] = fresh.get(vm, 0) + win.requests_after(handed.get(vm, 0))
+            for vm in grouped:
+                handed[vm] = self._seq
+        return {vm: window_mod.pool(reports, fresh[vm]) for vm, reports in grouped.items()}
 
     def stats(self):
         """``{uuid or UNATTRIBUTED: {"accepted": n, "rejected": {reason: n}}}``."""

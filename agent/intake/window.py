@@ -20,6 +20,11 @@ and standard deviation of the values"). The pooled p99 is the largest
 reported p99: an exact p99 cannot be rebuilt from summaries, and the largest
 one is an upper bound that the market does not act on (it only reads the
 mean and the standard deviation).
+
+Each report keeps the sequence number the store gave it on arrival, so the
+store can say how many of a window's requests are new since the window it
+handed before (``LatencyWindow.new``): the ``n`` of the pooled reports that
+arrived after that hand-over.
 """
 
 import collections
@@ -29,7 +34,11 @@ from resex_libvirt.market import records
 
 
 class ReportWindow:
-    """The last ``size`` reports of one VM through one source, with arrival times."""
+    """The last ``size`` reports of one VM through one source, with arrival times.
+
+    Each report is kept with its arrival time and its arrival number
+    (``seq``, increasing across all of the store's windows).
+    """
 
     __slots__ = ("_items",)
 
@@ -41,8 +50,8 @@ class ReportWindow:
     def __len__(self):
         return len(self._items)
 
-    def add(self, ts, report):
-        self._items.append((ts, report))
+    def add(self, ts, report, seq=0):
+        self._items.append((ts, seq, report))
 
     def expire(self, now, horizon):
         """Drop reports older than ``horizon`` seconds; return how many remain."""
@@ -52,11 +61,19 @@ class ReportWindow:
         return len(items)
 
     def reports(self):
-        return [r for _ts, r in self._items]
+        return [r for _ts, _seq, r in self._items]
+
+    def requests_after(self, seq):
+        """The requests (sum of ``n``) of the kept reports that arrived after number ``seq``."""
+        return sum(r.n for _ts, s, r in self._items if s > seq)
 
 
-def pool(reports):
-    """One :class:`~resex_libvirt.market.records.LatencyWindow` of ``reports``, or ``None``."""
+def pool(reports, new=None):
+    """One :class:`~resex_libvirt.market.records.LatencyWindow` of ``reports``, or ``None``.
+
+    ``new``: how many of the pooled requests are new since the last window
+    handed (``None``: not known).
+    """
     total = 0
     s1 = 0.0
     s2 = 0.0
@@ -70,4 +87,5 @@ def pool(reports):
         return None
     mean = s1 / total
     var = max(0.0, s2 / total - mean * mean)
-    return records.LatencyWindow(count=total, mean_us=mean, std_us=math.sqrt(var), p99_us=p99)
+    return records.LatencyWindow(count=total, mean_us=mean, std_us=math.sqrt(var), p99_us=p99,
+                                 new=new)

@@ -161,3 +161,70 @@ class TestReportStore(unittest.TestCase):
             store.offer(wire.SOURCE_CHANNEL, b"{nope", vm=A)
         self.assertEqual(2, len(logs.output))
         self.assertEqual(101, store.stats()[A]["rejected"][wire.NOT_JSON])
+
+
+class TestNewRequests(unittest.TestCase):
+    """Each window handed says how many of its requests arrived since the VM's last one."""
+
+    def test_a_window_handed_again_with_no_new_report_has_none_new(self):
+        store, _ = make_store()
+        store.offer(wire.SOURCE_CHANNEL, rep(120.0, n=25), vm=A)
+        first = store.windows()[A]
+        self.assertEqual((25, 25), (first.count, first.new))
+        again = store.windows()[A]
+        self.assertEqual((25, 0), (again.count, again.new))
+
+    def test_the_requests_of_every_report_since_the_last_hand_over_are_new(self):
+        store, _ = make_store()
+        store.offer(wire.SOURCE_CHANNEL, rep(100.0, n=7), vm=A)
+        store.windows()
+        store.offer(wire.SOURCE_CHANNEL, rep(110.0, n=40), vm=A)
+        store.offer(wire.SOURCE_CHANNEL, rep(120.0, n=60), vm=A)
+        w = store.windows()[A]
+        self.assertEqual((107, 100), (w.count, w.new))
+        self.assertEqual(0, store.windows()[A].new)
+
+    def test_a_report_aging_out_with_none_arriving_brings_nothing_new(self):
+        store, clock = make_store(freshness_s=3.0)
+        store.offer(wire.SOURCE_CHANNEL, rep(100.0, n=10), vm=A)
+        clock.t += 2.0
+        store.offer(wire.SOURCE_CHANNEL, rep(300.0, n=30), vm=A)
+        self.assertEqual(40, store.windows()[A].new)
+        clock.t += 1.5       # the first report leaves the window: a different window
+        w = store.windows()[A]
+        self.assertEqual((30, 300.0, 0), (w.count, w.mean_us, w.new))
+
+    def test_a_report_pushed_out_by_a_new_one_counts_only_the_new_one(self):
+        store, _ = make_store(window_reports=2)
+        store.offer(wire.SOURCE_CHANNEL, rep(100.0, n=10), vm=A)
+        store.offer(wire.SOURCE_CHANNEL, rep(100.0, n=20), vm=A)
+        store.windows()
+        store.offer(wire.SOURCE_CHANNEL, rep(100.0, n=30), vm=A)
+        w = store.windows()[A]
+        self.assertEqual((50, 30), (w.count, w.new))
+
+    def test_more_reports_than_the_window_keeps_are_new_as_far_as_kept(self):
+        store, _ = make_store(window_reports=2)
+        for n in (10, 20, 30):
+            store.offer(wire.SOURCE_CHANNEL, rep(100.0, n=n), vm=A)
+        w = store.windows()[A]
+        self.assertEqual((50, 50), (w.count, w.new))
+
+    def test_channel_and_probe_reports_are_new_for_their_vm_only(self):
+        store, _ = make_store()
+        store.offer(wire.SOURCE_CHANNEL, rep(100.0, n=10), vm=A)
+        store.offer(wire.SOURCE_CHANNEL, rep(200.0, n=15), vm=B)
+        store.windows()
+        store.offer(wire.SOURCE_PROBE, rep(100.0, n=5, vm=A))
+        wins = store.windows()
+        self.assertEqual({A: (15, 5), B: (15, 0)},
+                         {vm: (w.count, w.new) for vm, w in wins.items()})
+
+    def test_reports_that_arrive_after_the_window_expired_are_new(self):
+        store, clock = make_store(freshness_s=3.0)
+        store.offer(wire.SOURCE_CHANNEL, rep(100.0, n=10), vm=A)
+        store.windows()
+        clock.t += 5.0
+        self.assertEqual({}, store.windows())
+        store.offer(wire.SOURCE_CHANNEL, rep(100.0, n=10), vm=A)
+        self.assertEqual(10, store.windows()[A].new)
