@@ -5,8 +5,8 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.bootstrapped
 
-.PHONY: bootstrap demo test lab lab-verbs-smoke bench faults pep8 genconfig docs benchex-static \
-	clean cloud cloud-down cloud-status cloud-test
+.PHONY: bootstrap demo test lab lab-judge lab-verbs-smoke bench faults pep8 genconfig docs \
+	benchex-static clean cloud cloud-down cloud-status cloud-test
 
 # nova-scheduler runs native threads; the in-process nova of the tests too.
 export OS_NOVA_DISABLE_EVENTLET_PATCHING := 1
@@ -46,6 +46,12 @@ lab: bootstrap
 	$(BIN)/python -m tests.lab.run
 	$(BIN)/python -m tests.lab.experiment --out lab-results
 	$(BIN)/python -m tests.lab.experiment --transport rdma --out lab-results/verbs
+
+# The judging protocol (doc/source/lab.rst, "The judging protocol"): on a quiet
+# host, 3 interleaved rounds of 120 s runs per transport; ARGS for its options.
+lab-judge: bootstrap
+	$(BIN)/python -m tests.lab.protocol --transport tcp --out lab-results/judge-tcp $(ARGS)
+	$(BIN)/python -m tests.lab.protocol --transport rdma --out lab-results/judge-verbs $(ARGS)
 
 # A real OpenStack on this machine with the plugin in it (doc/source/cloud.rst):
 # keystone, glance, placement, nova, two compute nodes with their libvirtd and
