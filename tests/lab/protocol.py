@@ -57,6 +57,7 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 
 LOG = logging.getLogger(__name__)
 
@@ -222,7 +223,8 @@ def judge(rounds, threshold_pct):
     """
     best, best_mbit = best_static(rounds, threshold_pct)
     factor = 1.0 + threshold_pct / 100.0
-    names = [n for n in rounds[0]["runs"] if all(n in rnd["runs"] for rnd in rounds)]
+    names = [n for n, r in rounds[0]["runs"].items() if r["kind"] != "onoff"
+             and all(n in rnd["runs"] for rnd in rounds)]
     rows = []
     for name in names:
         mean_x, p99_x, share, swings, protect = [], [], [], [], []
@@ -248,6 +250,91 @@ def judge(rounds, threshold_pct):
                               if kind in ("interfered", "policy", "peer") else 0),
         })
     return {"best_static": best, "best_static_mbit_s": best_mbit, "rows": rows}
+
+
+# -- on/off phases ---------------------------------------------------------------------
+
+def on_phase_within(series, phases, limit_us, grace_s):
+    """% of the on-phases' 1 s windows within ``limit_us``, ``grace_s`` after each start.
+
+    ``phases`` is ``[(on_start, off_start)]`` in the series' seconds; a
+    window counts for the phase it starts in, from ``on_start + grace_s``
+    on; windows without requests are skipped. None when no window counts.
+    """
+    inside = [w for w in series or () if w[1] and any(
+        on + grace_s <= w[0] < off for on, off in phases)]
+    if not inside:
+        return None
+    return 100.0 * sum(1 for w in inside if w[2] <= limit_us) / len(inside)
+
+
+def release_times(cap_times, caps, phases, release_pct):
+    """Per off-phase, seconds from the victim going idle to the interferer's cap released.
+
+    Released: uncapped (None) or at ``release_pct`` or more, at a poll in the
+    off-phase (before the next on-phase). None for a phase in which it never
+    was; off-phases that start after the last poll are left out.
+    """
+    out = []
+    polls = list(zip(cap_times, caps))
+    if not polls:
+        return out
+    for i, (_on, off) in enumerate(phases):
+        if off > polls[-1][0]:
+            continue
+        end = phases[i + 1][0] if i + 1 < len(phases) else float("inf")
+        hit = next((t for t, c in polls if off <= t < end
+                    and (c is None or c >= release_pct)), None)
+        out.append(None if hit is None else hit - off)
+    return out
+
+
+def judge_onoff(rounds, threshold_pct, grace_s, release_pct):
+    """The on/off runs against the best static cap: one row per on/off configuration.
+
+    Per round: the interferer's throughput over the best static cap's, the
+    % of on-phase seconds within the SLA after ``grace_s`` into each on-phase
+    (:func:`on_phase_within`) and the median release time of its off-phases
+    (:func:`release_times`); then medians and spreads over the rounds.
+    """
+    best, _mbit = best_static(rounds, threshold_pct)
+    factor = 1.0 + threshold_pct / 100.0
+    rows = []
+    names = [n for n, r in rounds[0]["runs"].items() if r["kind"] == "onoff"
+             and all(n in rnd["runs"] for rnd in rounds)]
+    for name in names:
+        ratio, within, release, never = [], [], [], 0
+        for rnd in rounds:
+            rec, base = rnd["runs"][name], rnd["runs"]["base"]
+            ref = rnd["runs"][best]["mbit_s"] if best else None
+            ratio.append(rec["mbit_s"] / ref if ref else None)
+            phases = rec.get("phases") or []
+            within.append(on_phase_within(rec.get("series"), phases,
+                                          base["mean_us"] * factor, grace_s))
+            rel = release_times(rec.get("cap_times") or [], rec.get("caps") or [], phases,
+                                release_pct)
+            never += sum(1 for r in rel if r is None)
+            release.append(spread(rel)[0])
+        rows.append({"name": name, "bulk_x": spread(ratio), "within_pct": spread(within),
+                     "release_s": spread(release), "release_never": never})
+    return rows
+
+
+def format_onoff(rows, best, grace_s, release_pct):
+    lines = ["On/off phases (the victim alternates, the interferer sends throughout) "
+             "against the best static cap (%s): bulk throughput as a multiple of it, %% of "
+             "on-phase seconds within the SLA from %.1f s into each on-phase, seconds from "
+             "the victim going idle to the cap released (>= %g%%):"
+             % (best, grace_s, release_pct),
+             "%-22s %20s %22s %22s" % ("configuration", "bulk x best static",
+                                       "on-phase s within %", "release s")]
+    for r in rows:
+        rel = _sp(r["release_s"], "%.1f")
+        if r["release_never"]:
+            rel += " %d never" % r["release_never"]
+        lines.append("%-22s %20s %22s %22s" % (
+            r["name"], _sp(r["bulk_x"]), _sp(r["within_pct"], "%.0f"), rel))
+    return "\n".join(lines)
 
 
 # -- the report ----------------------------------------------------------------------
@@ -312,14 +399,21 @@ def format_report(rounds, kept, dropped, choice, judged, transport, threshold_pc
             r["name"], "yes" if r["meets_all"] else "NO", _sp(r["mean_x"]), _sp(r["p99_x"]),
             _sp(r["share_pct"], "%.0f"), _sp(r["swing"], "%.1f"), protect))
     lines.append("medians over %d kept rounds, (min-max) when they differ" % len(kept))
+    if judged.get("onoff"):
+        lines.append(format_onoff(judged["onoff"], judged["best_static"], judged["grace_s"],
+                                  judged["release_pct"]))
     return "\n".join(lines)
 
 
-def evaluate(rounds, threshold_pct, margin_pct):
+def evaluate(rounds, threshold_pct, margin_pct, grace_s=6.0, release_pct=50.0):
     """Drop, choose and judge: ``(kept, dropped, choice, judged or None)``."""
     kept, dropped = drift_filter(rounds, threshold_pct)
     choice = choose_sla(kept, margin_pct, threshold_pct)
-    judged = judge(kept, choice["threshold_pct"]) if choice["feasible"] else None
+    judged = None
+    if choice["feasible"]:
+        judged = judge(kept, choice["threshold_pct"])
+        judged.update(onoff=judge_onoff(kept, choice["threshold_pct"], grace_s, release_pct),
+                      grace_s=grace_s, release_pct=release_pct)
     return kept, dropped, choice, judged
 
 
@@ -328,11 +422,13 @@ def evaluate(rounds, threshold_pct, margin_pct):
 def record(name, kind, result, interferer, cap_pct=None, offset_s=0.0):
     """The protocol's record of one lab result (TCP or verbs)."""
     lat = result["latency"]
-    caps = [p[interferer]["cap_pct"] for p in result.get("polls", []) if interferer in p]
+    polls = [(p["t"], p[interferer]["cap_pct"]) for p in result.get("polls", [])
+             if interferer in p]
     return {"name": name, "kind": kind, "cap_pct": cap_pct, "mean_us": lat["mean_us"],
             "p99_us": lat["p99_us"], "n": lat["n"], "mbit_s": result["interferer_mbit_s"],
             "series": [list(w) for w in result.get("latency_series") or []] or None,
-            "offset_s": offset_s, "caps": caps}
+            "offset_s": offset_s, "caps": [c for _t, c in polls],
+            "cap_times": [t for t, _c in polls], "phases": result.get("phases")}
 
 
 def pin(names_by_cpu):
@@ -353,6 +449,48 @@ def pin(names_by_cpu):
         conn.close()
 
 
+def phased_experiment(**kwargs):
+    """A TCP :class:`~tests.lab.experiment.Experiment` whose victim can alternate.
+
+    While its ``on_off`` is ``(on_s, off_s)`` its probe runs ``on_s``
+    seconds, then none for ``off_s``, until the run's seconds are over; the
+    samples keep the run's clock and ``phases`` (``[(on_start,
+    off_start)]``) is added to the probe's output. Else the probe is the
+    experiment's own.
+    """
+    from tests.lab import experiment
+
+    class Phased(experiment.Experiment):
+        on_off = None
+
+        def probe(self, seconds, out, report_socket=None):
+            if self.on_off is None:
+                return super().probe(seconds, out, report_socket)
+            on_s, off_s = self.on_off
+            t0 = time.monotonic()
+            merged = {"samples": [], "phases": [], "reports_sent": 0, "reports_dropped": 0}
+            rc, k = 0, 0
+            while time.monotonic() - t0 < seconds:
+                start = time.monotonic() - t0
+                part = "%s.on%d" % (out, k)
+                rc = super().probe(min(on_s, seconds - start), part, report_socket) or rc
+                with open(part) as f:
+                    res = json.load(f)
+                merged["samples"] += [(round(t + start, 4), lat) for t, lat in res["samples"]]
+                merged["summary"] = res["summary"]
+                merged["reports_sent"] += res["reports_sent"]
+                merged["reports_dropped"] += res["reports_dropped"]
+                stop = time.monotonic() - t0
+                merged["phases"].append((round(start, 3), round(stop, 3)))
+                time.sleep(max(0.0, min(off_s, seconds - stop)))
+                k += 1
+            with open(out, "w") as f:
+                json.dump(merged, f)
+            return rc
+
+    return Phased(**kwargs)
+
+
 class TcpLab:
     """The TCP experiment (:class:`tests.lab.experiment.Experiment`) as the protocol runs it."""
 
@@ -362,8 +500,8 @@ class TcpLab:
         from tests.lab import experiment
         self.x = experiment
         self.args = args
-        self.lab = experiment.Experiment(install=not args.no_install,
-                                         period_us=args.cap_period_us, queue_ms=args.queue_ms)
+        self.lab = phased_experiment(install=not args.no_install,
+                                     period_us=args.cap_period_us, queue_ms=args.queue_ms)
 
     def setup(self):
         self.lab.setup(threshold_pct=self.args.threshold, wait_s=self.args.wait)
@@ -382,8 +520,16 @@ class TcpLab:
         return record("static %g%%" % cap, "static", row, self.x.INTERFERER, cap_pct=cap)
 
     def policy(self, name, kind, policy):
-        r = self.lab.run(name, policy, self.args.seconds, interfere=True,
-                         warmup_s=self.args.warmup)
+        if kind == "onoff":
+            self.lab.on_off = onoff_of(self.args)
+        try:
+            r = self.lab.run(name, policy, self.args.seconds, interfere=True,
+                             warmup_s=self.args.warmup)
+        finally:
+            self.lab.on_off = None
+        if kind == "onoff":
+            with open(os.path.join(os.path.dirname(r["agent_log"]), "probe.json")) as f:
+                r["phases"] = json.load(f)["phases"]
         # The sink opens before the agent starts: the interferer sends during the warmup.
         return record(name, kind, r, self.x.INTERFERER, offset_s=self.args.warmup)
 
@@ -442,7 +588,15 @@ def plan(args):
     out.append(("interfered", "interfered", "none"))
     out += [(p, "policy", p) for p in args.policies.split(",") if p]
     out += [(p, "peer", p) for p in args.peers.split(",") if p]
+    if onoff_of(args) and args.transport == "tcp":
+        out += [("%s on/off" % p, "onoff", p) for p in args.policies.split(",") if p]
     return out
+
+
+def onoff_of(args):
+    """``(on_s, off_s)`` of ``--onoff``, or None."""
+    parts = [float(x) for x in args.onoff.split(",") if x.strip()]
+    return tuple(parts) if len(parts) == 2 else None
 
 
 def run_rounds(lab, args, loud):
@@ -497,6 +651,13 @@ def parse_args(argv):
     p.add_argument("--force", action="store_true",
                    help="run on a loud host, every round marked loud")
     p.add_argument("--no-pin", action="store_true", help="leave the vCPUs unpinned")
+    p.add_argument("--onoff", default="20,20",
+                   help="on,off seconds of the victim in the on/off runs of each policy "
+                        "(TCP only; '' = none)")
+    p.add_argument("--grace", type=float, default=6.0,
+                   help="on/off: seconds into each on-phase before the SLA is judged")
+    p.add_argument("--release-pct", type=float, default=50.0,
+                   help="on/off: the interferer's cap counts as released at this %% or more")
     p.add_argument("--out", default=None)
     p.add_argument("--wait", type=float, default=900.0)
     p.add_argument("--no-install", action="store_true")
@@ -534,6 +695,9 @@ def main(argv=None):
     os.makedirs(args.out, exist_ok=True)
     lab = (TcpLab if args.transport == "tcp" else VerbsLab)(args)
     pinned = False
+    if onoff_of(args) and args.transport != "tcp":
+        print("on/off phases: TCP only (the verbs victim's client runs inside its guest)",
+              flush=True)
     try:
         cpus = lab.setup()
         if not args.no_pin and (os.cpu_count() or 1) >= 2:
@@ -542,7 +706,8 @@ def main(argv=None):
         rounds = run_rounds(lab, args, loud)
     finally:
         lab.teardown()
-    kept, dropped, choice, judged = evaluate(rounds, args.threshold, args.margin)
+    kept, dropped, choice, judged = evaluate(rounds, args.threshold, args.margin,
+                                             args.grace, args.release_pct)
     with open(os.path.join(args.out, "protocol.json"), "w") as f:
         json.dump({"settings": vars(args), "pinned": pinned, "rounds": rounds,
                    "dropped": [r["round"] for r in dropped], "choice": choice,

@@ -12,7 +12,12 @@
 
 """The lab's judging protocol on synthetic run records (no libvirtd)."""
 
+import json
+import os
+import tempfile
+import time
 import unittest
+from unittest import mock
 
 from tests.lab import protocol
 
@@ -196,8 +201,105 @@ class TestPlan(unittest.TestCase):
         args = protocol.parse_args(["--sweep", "10,2", "--policies", "io_shares",
                                     "--peers", "ewma_step"])
         self.assertEqual([n for n, _k, _a in protocol.plan(args)],
-                         ["static 10%", "static 2%", "interfered", "io_shares", "ewma_step"])
-        self.assertEqual(args.seconds, 120.0)
-        self.assertEqual(args.rounds, 3)
-        self.assertEqual(args.queue_ms, 200.0)
-        self.assertEqual(protocol.parse_args(["--transport", "rdma"]).queue_ms, 100.0)
+                         ["static 10%", "static 2%", "interfered", "io_shares", "ewma_step",
+                          "io_shares on/off"])
+        self.assertEqual(protocol.onoff_of(args), (20.0, 20.0))
+        args = protocol.parse_args(["--sweep", "10", "--policies", "io_shares",
+                                    "--peers", "", "--onoff", ""])
+        self.assertEqual([n for n, _k, _a in protocol.plan(args)],
+                         ["static 10%", "interfered", "io_shares"])
+        args = protocol.parse_args(["--transport", "rdma", "--sweep", "10", "--peers", ""])
+        self.assertNotIn("onoff", [k for _n, k, _a in protocol.plan(args)])
+        self.assertEqual(args.queue_ms, 100.0)
+
+    def test_defaults(self):
+        args = protocol.parse_args([])
+        self.assertEqual((args.seconds, args.rounds, args.queue_ms), (120.0, 3, 200.0))
+        self.assertEqual(args.sweep, "20,10,7,5,4,3,2,1")
+
+
+class TestOnOff(unittest.TestCase):
+    PHASES = [(0.0, 20.0), (40.0, 60.0)]
+
+    def test_on_phase_seconds_within_after_the_grace(self):
+        series = [(s, 10, 900.0, 0) for s in range(0, 20)]
+        series[1] = (1, 10, 5000.0, 0)          # inside the grace: not judged
+        series[10] = (10, 10, 5000.0, 0)        # judged: a miss
+        series += [(s, 10, 5000.0, 0) for s in range(20, 40)]    # off-phase: not judged
+        series += [(s, 10, 900.0, 0) for s in range(40, 60)]
+        series += [(50, 0, 9000.0, 0)]          # no requests: skipped
+        # judged: 6..19 (14) and 46..59 (14); one miss
+        self.assertAlmostEqual(protocol.on_phase_within(series, self.PHASES, 1000.0, 6.0),
+                               100.0 * 27 / 28)
+        self.assertIsNone(protocol.on_phase_within([], self.PHASES, 1000.0, 6.0))
+
+    def test_release_time_per_off_phase(self):
+        times = [0.0, 10.0, 20.5, 22.0, 30.0, 45.0, 61.0, 70.0, 79.0]
+        caps = [None, 5.0, 5.0, 60.0, None, 5.0, 5.0, 10.0, 20.0]
+        # off at 20: released at 22.0 (60 >= 50); off at 60: never before the run ends
+        self.assertEqual(protocol.release_times(times, caps, self.PHASES, 50.0), [2.0, None])
+        # an off-phase after the last poll is left out
+        self.assertEqual(protocol.release_times(times[:5], caps[:5], self.PHASES, 50.0),
+                         [2.0])
+
+    def test_release_must_come_before_the_next_on_phase(self):
+        times = [21.0, 41.0]
+        caps = [5.0, None]
+        self.assertEqual(protocol.release_times(times, caps, [(0.0, 20.0), (40.0, 60.0)],
+                                                50.0), [None])
+
+    def test_onoff_table_against_the_best_static_cap(self):
+        series = [(s, 10, 1000.0, 0) for s in range(0, 20)] + \
+            [(s, 10, 1000.0, 0) for s in range(40, 60)]
+        onoff = rec("onoff", 1000.0, mbit=10.0, series=series,
+                    caps=[5.0, 5.0, None, 5.0, 5.0, 100.0])
+        onoff.update(cap_times=[5.0, 15.0, 21.0, 45.0, 55.0, 63.0], phases=self.PHASES)
+        rounds = [round_(1, policies={"io_shares on/off": onoff})]
+        kept, dropped, choice, judged = protocol.evaluate(rounds, 10.0, 3.0, 6.0, 50.0)
+        # 2% needs 2 -> threshold 5; 5% (1080) misses it: the best static cap is 2%, 2 Mbit/s
+        self.assertEqual(judged["best_static"], "static 2%")
+        row = judged["onoff"][0]
+        self.assertEqual(row["bulk_x"][0], 5.0)
+        self.assertEqual(row["within_pct"][0], 100.0)
+        self.assertEqual(row["release_s"][0], 2.0)       # median of 1 and 3
+        self.assertNotIn("io_shares on/off", [r["name"] for r in judged["rows"]])
+        text = protocol.format_report(rounds, kept, dropped, choice, judged, "tcp", 10.0,
+                                      3.0, True)
+        line = [x for x in text.splitlines() if x.startswith("io_shares on/off")][0]
+        self.assertEqual(line.split()[2:], ["5.00", "100", "2.0"])
+
+
+class TestPhasedProbe(unittest.TestCase):
+    def test_the_victim_alternates_and_the_samples_keep_the_run_clock(self):
+        from tests.lab import experiment
+        calls = []
+
+        def fake_probe(self, seconds, out, report_socket=None):
+            calls.append(seconds)
+            if seconds < 5.0:
+                time.sleep(seconds)
+            with open(out, "w") as f:
+                json.dump({"samples": [(0.01, 100.0)], "summary": {"n": 1},
+                           "reports_sent": 2, "reports_dropped": 1}, f)
+            return 0
+
+        with mock.patch.object(experiment.Experiment, "__init__", return_value=None), \
+                mock.patch.object(experiment.Experiment, "probe", fake_probe), \
+                tempfile.TemporaryDirectory() as tmp:
+            exp = protocol.phased_experiment()
+            out = os.path.join(tmp, "probe.json")
+            exp.on_off = (0.2, 0.2)
+            self.assertEqual(exp.probe(1.0, out), 0)
+            with open(out) as f:
+                merged = json.load(f)
+            exp.on_off = None
+            exp.probe(7.0, out)
+        self.assertEqual(len(merged["phases"]), 3)           # on at 0, 0.4, 0.8
+        for (on, off), (t, _lat) in zip(merged["phases"], merged["samples"]):
+            self.assertAlmostEqual(t, on + 0.01, delta=0.001)
+            self.assertLess(on, off)
+        self.assertAlmostEqual(merged["phases"][1][0], 0.4, delta=0.15)
+        self.assertEqual((merged["reports_sent"], merged["reports_dropped"]), (6, 3))
+        self.assertEqual(calls[:2], [0.2, 0.2])
+        self.assertLessEqual(calls[2], 0.2)
+        self.assertEqual(calls[-1], 7.0)                     # without on_off: one probe
