@@ -30,11 +30,14 @@ fast runner) drive it exactly as they drive libvirt:
   simulated time (:class:`~resex_libvirt.sim.latency_buffer.LatencyBuffer`),
   for the VMs with a latency SLA (the only ones whose reports the market
   reads); a window is recomputed only when a request completed or its
-  oldest request aged out;
+  oldest request aged out, and says how many of its requests completed
+  since the VM's last window was handed (``LatencyWindow.new``: 0 for the
+  same window handed again or one whose oldest request aged out);
 * :meth:`clock`: a :class:`SimClock` whose ``sleep_until`` advances the
   model, optionally paced against the wall clock.
 """
 
+import dataclasses
 import math
 import threading
 import time
@@ -139,6 +142,8 @@ class SimHost(hyp_base.Hypervisor, fabric_base.FabricMonitor):
                 self._seen[vm.uuid] = 0
         self._sensitive = list(self._buffers)
         self._windows = {}      # uuid -> (window, values added, oldest value's time)
+        # uuid -> values added when its last window was handed (``new`` counts from there).
+        self._handed = dict.fromkeys(self._buffers, 0)
         self._infos = {}
         self._infos_at = None
         # Every VM of the scenario: the mapping readers adapt the readers by rows to it.
@@ -321,11 +326,16 @@ class SimHost(hyp_base.Hypervisor, fabric_base.FabricMonitor):
             self._seen[uuid] = len(lat)
 
     def windows(self):
-        """``{uuid: LatencyWindow}`` of the running VMs with an SLA and fresh reports."""
+        """``{uuid: LatencyWindow}`` of the running VMs with an SLA and fresh reports.
+
+        A call hands the windows over: each one's ``new`` is how many of its
+        requests completed since the VM's last window was handed.
+        """
         with self._lock:
             now = self.now()
             out = {}
             cache = self._windows
+            handed = self._handed
             for uuid in self._sensitive:
                 vm = self.testbed.vms[uuid]
                 if not vm.active:
@@ -334,9 +344,18 @@ class SimHost(hyp_base.Hypervisor, fabric_base.FabricMonitor):
                 hit = cache.get(uuid)
                 if hit is None or hit[1] != buf.added or buf.aged(now, hit[2]):
                     win, oldest = buf.window_since(now)
+                    if win is not None:
+                        # Completions are added in time order, so the window is
+                        # the buffer's fresh tail and the new values its last ones.
+                        win = dataclasses.replace(
+                            win, new=min(buf.added - handed[uuid], win.count))
                     hit = cache[uuid] = (win, buf.added, oldest)
+                elif hit[0] is not None and hit[0].new:
+                    # The same window handed again: nothing in it is new.
+                    hit = cache[uuid] = (dataclasses.replace(hit[0], new=0),) + hit[1:]
                 if hit[0] is not None:
                     out[uuid] = hit[0]
+                    handed[uuid] = buf.added
             return out
 
     # -- results --------------------------------------------------------------------

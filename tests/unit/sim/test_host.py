@@ -12,8 +12,13 @@
 
 """SimHost: the simulated host behind the agent's interfaces."""
 
+import dataclasses
 import threading
 import unittest
+
+from hypothesis import given
+from hypothesis import settings
+from hypothesis import strategies as st
 
 from resex_libvirt import exceptions
 from resex_libvirt.fabric import base as fabric_base
@@ -174,7 +179,69 @@ class SimHostTest(unittest.TestCase):
             if abs(t - 0.05) < 1e-9:
                 host.set_knobs(early, 1.0, 256)   # reports stop: windows age out
             host.advance_to(t)
-            self.assertEqual(buf.window(host.now()), host.windows().get(early), t)
+            added = buf.added
+            got = host.windows().get(early)
+            if got is not None:
+                self.assertEqual(buf.window(host.now()), dataclasses.replace(got, new=None), t)
+                self.assertEqual(0, host.windows()[early].new, t)   # handed again
+            else:
+                self.assertIsNone(buf.window(host.now()), t)
+            self.assertEqual(added, buf.added)
+
+    def test_a_window_handed_again_has_no_new_requests(self):
+        self.host.advance_to(0.05)
+        first = self.host.windows()[self.early]
+        self.assertEqual(first.count, first.new)
+        again = self.host.windows()[self.early]
+        self.assertEqual((first.count, first.mean_us, 0), (again.count, again.mean_us, again.new))
+        self.host.advance_to(0.0502)
+        after = self.host.windows()[self.early]
+        self.assertEqual(len(self.host.testbed.vms[self.early].server.latencies)
+                         - sum(1 for done, _lat in self.host.testbed.vms[self.early]
+                               .server.latencies if done <= 50_000_000), after.new)
+        self.assertGreater(after.new, 0)
+
+    @settings(max_examples=25, deadline=None, database=None)
+    @given(st.lists(st.tuples(st.floats(0.0001, 0.02), st.sampled_from([None, None, 1.0, 30.0])),
+                    min_size=1, max_size=40),
+           st.sampled_from([2, 8, 64]), st.sampled_from([0.002, 0.01, 0.05]))
+    def test_new_counts_the_window_requests_completed_since_the_last_hand_over(
+            self, steps, size, freshness):
+        host = host_mod.SimHost(scenario.loads(LIFETIMES), window_size=size,
+                                freshness_s=freshness)
+        early = host.uuid_of("early")
+        done = host.testbed.vms[early].server.latencies
+        handed_ns = -1
+        t = 0.0
+        for dt, cap in steps:
+            t = min(0.19, t + dt)
+            if cap is not None:
+                host.set_knobs(early, cap, 256)
+            host.advance_to(t)
+            win = host.windows().get(early)
+            if win is None:
+                continue
+            # In completion order: the window is the last ``count`` requests.
+            expect = sum(1 for ns, _lat in done[len(done) - win.count:] if ns > handed_ns)
+            self.assertEqual(expect, win.new, t)
+            handed_ns = host.testbed.now_ns
+
+    @settings(max_examples=25, deadline=None, database=None)
+    @given(st.lists(st.floats(0.0001, 0.01), min_size=1, max_size=40))
+    def test_the_new_requests_of_a_run_are_every_request_completed(self, steps):
+        # Windows hold more than a step's completions and outlive a step: none is missed.
+        host = host_mod.SimHost(scenario.loads(LIFETIMES), window_size=256, freshness_s=0.011)
+        early = host.uuid_of("early")
+        total = 0
+        t = 0.0
+        for dt in steps:
+            t = min(0.19, t + dt)
+            host.advance_to(t)
+            win = host.windows().get(early)
+            again = host.windows().get(early)      # handed again: adds nothing
+            total += sum(w.new for w in (win, again) if w is not None)
+        self.assertEqual(len(host.results()["early"]["latency_log"]), total)
+        self.assertEqual(host.results()["early"]["completed"], total)
 
     def test_vm_records_are_made_once_and_follow_starts_and_stops(self):
         first = self.host.vms()
