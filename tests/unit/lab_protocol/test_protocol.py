@@ -303,3 +303,14 @@ class TestPhasedProbe(unittest.TestCase):
         self.assertEqual(calls[:2], [0.2, 0.2])
         self.assertLessEqual(calls[2], 0.2)
         self.assertEqual(calls[-1], 7.0)                     # without on_off: one probe
+
+
+class TestRefusal(unittest.TestCase):
+    def test_a_loud_host_is_refused_before_any_lab(self):
+        from tests.lab import harness
+        with mock.patch.object(harness, "is_root", return_value=True), \
+                mock.patch.object(protocol, "read_load", return_value=1.5), \
+                mock.patch.object(protocol, "TcpLab") as lab, \
+                mock.patch("sys.stderr"):
+            self.assertEqual(protocol.main(["--max-load", "1.0"]), 3)
+        lab.assert_not_called()
