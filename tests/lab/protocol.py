@@ -145,9 +145,10 @@ def choose_sla(rounds, margin_pct, max_threshold_pct):
         return out
     threshold = min(needs.values()) + margin_pct
     if threshold > max_threshold_pct:
-        out["reason"] = ("no static cap keeps the mean within %g%% - %g points of margin of "
-                         "the base in every round (best: %.1f%%)"
-                         % (max_threshold_pct, margin_pct, min(needs.values())))
+        out["reason"] = ("no static cap keeps the mean within %g%% of the base (%g%% less "
+                         "%g points of margin) in every round (best: %.1f%%)"
+                         % (max_threshold_pct - margin_pct, max_threshold_pct, margin_pct,
+                            min(needs.values())))
         return out
     if out["interfered_excess_pct"] is None or out["interfered_excess_pct"] <= threshold:
         out["reason"] = ("the uncontrolled interferer does not break a %.1f%% threshold: "

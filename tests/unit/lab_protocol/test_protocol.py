@@ -82,6 +82,8 @@ class TestChooseSLA(unittest.TestCase):
         choice = protocol.choose_sla(rounds, 3.0, 10.0)
         self.assertFalse(choice["feasible"])
         self.assertIsNone(choice["threshold_pct"])
+        self.assertIn("within 7% of the base", choice["reason"])
+        self.assertIn("best: 9.0%", choice["reason"])
 
     def test_infeasible_when_the_interferer_does_not_break_it(self):
         rounds = [round_(1, interfered=1030.0)]
