@@ -120,7 +120,7 @@ def static_names(rounds):
     return [n for n in names if all(n in rnd["runs"] for rnd in rounds)]
 
 
-def choose_sla(rounds, margin_pct, max_threshold_pct):
+def choose_sla(rounds, margin_pct, max_threshold_pct, need_interference=True):
     """The SLA threshold the sweep can meet, or why not: a dict.
 
     Per static cap, its need is the largest excess of its mean over the
@@ -128,7 +128,9 @@ def choose_sla(rounds, margin_pct, max_threshold_pct):
     threshold). The threshold is the smallest need plus ``margin_pct``
     points. Feasible when that is at most ``max_threshold_pct`` and the
     uncontrolled interferer's median excess is above it (else there is
-    nothing to protect). ``{"feasible", "threshold_pct", "needs": {name:
+    nothing to protect; not asked when ``need_interference`` is false, as
+    before the interfered run of the first round). ``{"feasible",
+    "threshold_pct", "needs": {name:
     need}, "interfered_excess_pct", "reason"}``.
     """
     needs = {}
@@ -150,7 +152,8 @@ def choose_sla(rounds, margin_pct, max_threshold_pct):
                          % (max_threshold_pct - margin_pct, max_threshold_pct, margin_pct,
                             min(needs.values())))
         return out
-    if out["interfered_excess_pct"] is None or out["interfered_excess_pct"] <= threshold:
+    if need_interference and (out["interfered_excess_pct"] is None
+                              or out["interfered_excess_pct"] <= threshold):
         out["reason"] = ("the uncontrolled interferer does not break a %.1f%% threshold: "
                          "nothing to protect" % threshold)
         return out
@@ -612,7 +615,8 @@ def run_rounds(lab, args, loud):
         for name, kind, arg in plan(args):
             if kind != "static" and not rounds and "declared" not in rnd:
                 # The agent's SLA: round 1's base and the tightest threshold its sweep meets.
-                first = choose_sla([rnd], args.margin, args.threshold)
+                first = choose_sla([rnd], args.margin, args.threshold,
+                                   need_interference=False)
                 thr = first["threshold_pct"] or args.threshold
                 lab.set_sla(rnd["runs"]["base"]["mean_us"], thr)
                 rnd["declared"] = thr

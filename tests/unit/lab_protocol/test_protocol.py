@@ -316,3 +316,58 @@ class TestRefusal(unittest.TestCase):
                 mock.patch("sys.stderr"):
             self.assertEqual(protocol.main(["--max-load", "1.0"]), 3)
         lab.assert_not_called()
+
+
+class FakeLab:
+    """The runner's side of a lab: records from a table, the SLA declared kept."""
+
+    def __init__(self, bases, static, interfered=5000.0):
+        self.bases = list(bases)
+        self.static_means = static
+        self.interfered = interfered
+        self.declared = []
+        self.order = []
+
+    def set_sla(self, sla_us, threshold_pct):
+        self.declared.append((sla_us, threshold_pct))
+
+    def base(self):
+        self.order.append("base")
+        return rec("base", self.bases.pop(0))
+
+    def static(self, cap):
+        self.order.append("static %g%%" % cap)
+        return rec("static", self.static_means[cap], mbit=cap, cap=cap)
+
+    def policy(self, name, kind, policy):
+        self.order.append(name)
+        return rec(kind, self.interfered if kind == "interfered" else 1050.0, mbit=3.0)
+
+
+class TestRunRounds(unittest.TestCase):
+    def args(self, *extra):
+        return protocol.parse_args(["--rounds", "2", "--sweep", "10,2", "--policies",
+                                    "io_shares", "--peers", "", "--onoff", ""] + list(extra))
+
+    def test_the_sla_is_declared_once_from_round_one_sweep(self):
+        lab = FakeLab([1000.0, 1010.0], {10: 1200.0, 2: 1040.0})
+        with mock.patch.object(protocol, "read_load", return_value=0.4), \
+                mock.patch("sys.stdout"):
+            rounds = protocol.run_rounds(lab, self.args(), loud=False)
+        # 2% needs 4 points, plus the 3 of margin: before any interfered run
+        self.assertEqual(len(lab.declared), 1)
+        self.assertEqual(lab.declared[0][0], 1000.0)
+        self.assertAlmostEqual(lab.declared[0][1], 7.0)
+        self.assertEqual(lab.order, ["base", "static 10%", "static 2%", "interfered",
+                                     "io_shares"] * 2)
+        self.assertEqual([r["load"] for r in rounds], [0.4, 0.4])
+        self.assertEqual(sorted(rounds[1]["runs"]),
+                         ["base", "interfered", "io_shares", "static 10%", "static 2%"])
+
+    def test_the_threshold_is_declared_when_round_one_cannot_meet_it(self):
+        lab = FakeLab([1000.0, 1000.0], {10: 1200.0, 2: 1150.0})
+        with mock.patch.object(protocol, "read_load", return_value=2.0), \
+                mock.patch("sys.stdout"):
+            rounds = protocol.run_rounds(lab, self.args(), loud=True)
+        self.assertEqual(lab.declared, [(1000.0, 10.0)])
+        self.assertTrue(all(r["loud"] for r in rounds))
