@@ -603,11 +603,17 @@ def onoff_of(args):
     return tuple(parts) if len(parts) == 2 else None
 
 
-def run_rounds(lab, args, loud):
-    """Every round on a lab that is up; the SLA declared after round 1's sweep."""
+def run_rounds(lab, args, loud, bound=None):
+    """Every round on a lab that is up; the SLA declared after round 1's sweep.
+
+    A round is loud when the whole run is (``loud``: started with
+    ``--force``) or its own starting load is above ``bound``.
+    """
     rounds = []
     for i in range(args.rounds):
-        rnd = {"round": i + 1, "load": read_load(), "loud": loud, "runs": {}}
+        load = read_load()
+        rnd = {"round": i + 1, "load": load, "runs": {},
+               "loud": loud or (bound is not None and not is_quiet(load, bound))}
         rnd["runs"]["base"] = lab.base()
         print("round %d: load %.2f, base mean %.0f us p99 %.0f us" % (
             i + 1, rnd["load"], rnd["runs"]["base"]["mean_us"],
@@ -708,7 +714,7 @@ def main(argv=None):
         if not args.no_pin and (os.cpu_count() or 1) >= 2:
             pin(cpus)
             pinned = True
-        rounds = run_rounds(lab, args, loud)
+        rounds = run_rounds(lab, args, loud, bound)
     finally:
         lab.teardown()
     kept, dropped, choice, judged = evaluate(rounds, args.threshold, args.margin,

@@ -371,3 +371,11 @@ class TestRunRounds(unittest.TestCase):
             rounds = protocol.run_rounds(lab, self.args(), loud=True)
         self.assertEqual(lab.declared, [(1000.0, 10.0)])
         self.assertTrue(all(r["loud"] for r in rounds))
+
+    def test_a_round_that_starts_loud_is_marked(self):
+        lab = FakeLab([1000.0, 1000.0], {10: 1200.0, 2: 1040.0})
+        with mock.patch.object(protocol, "read_load", side_effect=[0.4, 1.2]), \
+                mock.patch("sys.stdout"):
+            rounds = protocol.run_rounds(lab, self.args(), loud=False, bound=1.0)
+        self.assertEqual([r["loud"] for r in rounds], [False, True])
+        self.assertEqual([r["load"] for r in rounds], [0.4, 1.2])
