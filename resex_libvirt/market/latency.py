@@ -26,8 +26,12 @@ from resex_libvirt.market import records
 DEFAULT_RISE = 0.02
 
 
-def summarize(values):
-    """count, mean, population standard deviation and p99 of ``values``."""
+def summarize(values, new=None):
+    """count, mean, population standard deviation and p99 of ``values``.
+
+    ``new``: how many of them are new since the last window handed (at
+    most their count is kept), or ``None`` (not known).
+    """
     n = len(values)
     if n == 0:
         return None
@@ -40,4 +44,5 @@ def summarize(values):
         p99 = max(reversed(values))
     else:
         p99 = sorted(values)[rank]
-    return records.LatencyWindow(count=n, mean_us=mean, std_us=math.sqrt(var), p99_us=p99)
+    return records.LatencyWindow(count=n, mean_us=mean, std_us=math.sqrt(var), p99_us=p99,
+                                 new=None if new is None else min(new, n))

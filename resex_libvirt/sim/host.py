@@ -343,12 +343,9 @@ class SimHost(hyp_base.Hypervisor, fabric_base.FabricMonitor):
                 buf = self._buffers[uuid]
                 hit = cache.get(uuid)
                 if hit is None or hit[1] != buf.added or buf.aged(now, hit[2]):
-                    win, oldest = buf.window_since(now)
-                    if win is not None:
-                        # Completions are added in time order, so the window is
-                        # the buffer's fresh tail and the new values its last ones.
-                        win = dataclasses.replace(
-                            win, new=min(buf.added - handed[uuid], win.count))
+                    # Completions are added in time order, so the window is the
+                    # buffer's fresh tail and the new values its last ones.
+                    win, oldest = buf.window_since(now, buf.added - handed[uuid])
                     hit = cache[uuid] = (win, buf.added, oldest)
                 elif hit[0] is not None and hit[0].new:
                     # The same window handed again: nothing in it is new.

@@ -81,21 +81,23 @@ class LatencyBuffer:
             values = list(self._values)
         return latency.summarize(values)
 
-    def window_since(self, tick):
+    def window_since(self, tick, new=None):
         """:meth:`window` at ``tick``, and the tick of its oldest value (or ``None``).
 
         Without new values, the window stays the same until
-        :meth:`aged` says that oldest value left it.
+        :meth:`aged` says that oldest value left it. ``new``: how many of
+        the values were added since the last window handed (the window's
+        ``new``, at most its count), or ``None``.
         """
         max_age = self.max_age
         if max_age is None:
-            return latency.summarize(list(self._values)), None
+            return latency.summarize(list(self._values), new), None
         items = self._items
         if not self._in_order:
             fresh = [(t, v) for t, v in items if tick - t <= max_age]
             if not fresh:
                 return None, None
-            return latency.summarize([v for _t, v in fresh]), min(t for t, _v in fresh)
+            return latency.summarize([v for _t, v in fresh], new), min(t for t, _v in fresh)
         # Ticks in order: ``tick - t`` never grows along the buffer, so the
         # fresh values are the ones from the first fresh one to the end.
         for start, (t, _v) in enumerate(items):
@@ -107,7 +109,7 @@ class LatencyBuffer:
             values = list(self._values)
         else:
             values = list(itertools.islice(self._values, start, None))
-        return latency.summarize(values), t
+        return latency.summarize(values, new), t
 
     def aged(self, tick, oldest):
         """True once the value stamped ``oldest`` is too old for a window at ``tick``."""
