@@ -371,8 +371,9 @@ class Market:
         self._reports = _NO_REPORTS
         self._state = None
         self._snapshot = None
+        # The rows' names and slots, copied once per change of the rows: for
+        # the decisions' snapshot and the balance reader.
         self._layout = memo.Memo(lambda _version: (list(t.names), dict(t.slots)))
-        self._reader_rows = memo.Memo(lambda _version: dict(t.slots))
         self._moved = {}
         # The rows the last answers moved (named in the step's end, at once).
         self._moved_rows = None
@@ -947,7 +948,7 @@ class Market:
         """
         t = self.table
         # A copy: the market charges its balances in place.
-        slots, balance = self._reader_rows(t.version), t.balance.copy()
+        slots, balance = self._layout(t.version)[1], t.balance.copy()
 
         def read(vm):
             return float(balance[slots[vm]])
