@@ -12,6 +12,7 @@
 
 """The etcd board against a real etcd (Debian's etcd-server) on loopback."""
 
+import functools
 import logging
 import socket
 import threading
@@ -26,17 +27,12 @@ from resex_libvirt.board import etcd as etcd_board
 from resex_libvirt.board import reader as reader_mod
 from resex_libvirt import exceptions
 from tests.functional.board import etcd_server
+from tests import machine
 from tests.unit.board import reports
 
 
-def wait_until(predicate, timeout=30.0, step=0.1):
-    """Poll ``predicate`` until true; False if it never became true (no timing asserted)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(step)
-    return False
+#: Poll a predicate until true; its last (false) value if it never became true.
+wait_until = functools.partial(machine.wait_for, timeout=30.0, step=0.1)
 
 
 @unittest.skipUnless(etcd_server.EtcdServer.available(),

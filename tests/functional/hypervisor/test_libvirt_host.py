@@ -19,6 +19,7 @@ QEMU knobs are exercised in the lab (tests/lab).
 """
 
 import contextlib
+import functools
 import os
 import threading
 import time
@@ -37,6 +38,7 @@ from resex_libvirt.hypervisor import channel
 from resex_libvirt.hypervisor import libvirt_host
 from resex_libvirt.hypervisor import metadata
 from resex_libvirt import sla
+from tests import machine
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
@@ -98,14 +100,8 @@ NOVA_SENSITIVE = """
 """
 
 
-def wait_for(predicate, timeout=10.0):
-    """Poll ``predicate`` until true (events arrive on another thread)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
+#: Poll a predicate until true (events arrive on another thread).
+wait_for = functools.partial(machine.wait_for, timeout=10.0)
 
 
 class TestDriverCase(unittest.TestCase):

@@ -20,20 +20,16 @@ from a FIFO standing in for ``/dev/virtio-ports/org.resex.latency.0``
 (:meth:`forward_from_fifo`), which is how a guest program's writes look.
 """
 
+import functools
 import os
 import socket
 import threading
-import time
+
+from tests import machine
 
 
-def wait_for(predicate, timeout=20.0, interval=0.01):
-    """Poll ``predicate`` until true; return its last value (the caller asserts on it)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() >= deadline:
-            return value
-        time.sleep(interval)
+#: Poll a predicate until true; its last value (the caller asserts on it).
+wait_for = functools.partial(machine.wait_for, timeout=20.0, step=0.01)
 
 
 class FakeQemuChannel:

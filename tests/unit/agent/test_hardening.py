@@ -15,6 +15,7 @@
 The faults themselves, end to end, are in tests/functional/faults.
 """
 
+import functools
 import json
 import logging
 import os
@@ -40,6 +41,7 @@ from resex_libvirt import exceptions
 from resex_libvirt.fabric import base as fabric_base
 from resex_libvirt.hypervisor import base as hyp_base
 from resex_libvirt.market import market as market_mod
+from tests import machine
 from tests.unit.agent import test_loop
 
 
@@ -208,13 +210,9 @@ class WatchdogTest(unittest.TestCase):
                                  if not callable(vars(watchdog_mod.Guarded).get(name))})
 
 
-def wait_until(predicate, timeout=10.0):
-    event = threading.Event()
-    for _ in range(int(timeout / 0.01)):
-        if predicate():
-            return
-        event.wait(0.01)
-    raise AssertionError("condition not met")
+#: Poll a predicate until true; AssertionError if not within 10 s.
+wait_until = functools.partial(machine.wait_for, timeout=10.0, step=0.01,
+                               what="condition not met")
 
 
 class _BlockingBoard:
