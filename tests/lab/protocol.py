@@ -59,6 +59,8 @@ import sys
 import tempfile
 import time
 
+from tests.lab import sidebyside
+
 LOG = logging.getLogger(__name__)
 
 #: The static caps of the sweep by default, % of a pCPU.
@@ -184,12 +186,6 @@ def best_static(rounds, threshold_pct):
 
 # -- per-run measures ----------------------------------------------------------------
 
-def swing(caps, settle_fraction=0.5):
-    """Max minus min of the polled caps (None: uncapped, 100) in the run's second half."""
-    late = [100.0 if c is None else c for c in caps[int(len(caps) * settle_fraction):]]
-    return (max(late) - min(late)) if late else None
-
-
 def time_to_protect(series, limit_us, offset_s=0.0):
     """Seconds from the interferer's start after which every 1 s window meets ``limit_us``.
 
@@ -238,7 +234,7 @@ def judge(rounds, threshold_pct):
             p99_x.append(rec["p99_us"] / (base["p99_us"] * factor))
             ref = rnd["runs"][best]["mbit_s"] if best else None
             share.append(100.0 * rec["mbit_s"] / ref if ref else None)
-            swings.append(swing(rec["caps"]) if rec.get("caps") else None)
+            swings.append(sidebyside.swing(rec["caps"]) if rec.get("caps") else None)
             protect.append(time_to_protect(rec.get("series"), base["mean_us"] * factor,
                                            rec.get("offset_s", 0.0))
                            if rec["kind"] in ("interfered", "policy", "peer") else None)

@@ -20,6 +20,7 @@ import unittest
 from unittest import mock
 
 from tests.lab import protocol
+from tests.lab import sidebyside
 
 
 def rec(kind, mean, p99=None, mbit=0.0, cap=None, series=None, caps=None, offset=0.0,
@@ -122,9 +123,9 @@ class TestBestStatic(unittest.TestCase):
 
 class TestMeasures(unittest.TestCase):
     def test_swing_in_the_second_half(self):
-        self.assertEqual(protocol.swing([1, 90, 5, 7, 6, 9]), 3.0)
-        self.assertEqual(protocol.swing([5, 5, None, 20]), 80.0)
-        self.assertIsNone(protocol.swing([]))
+        self.assertEqual(sidebyside.swing([1, 90, 5, 7, 6, 9]), 3.0)
+        self.assertEqual(sidebyside.swing([5, 5, None, 20]), 80.0)
+        self.assertIsNone(sidebyside.swing([]))
 
     def test_time_to_protect_from_which_every_window_stays(self):
         series = [(0, 10, 2000.0, 0), (1, 10, 900.0, 0), (2, 10, 1300.0, 0),
