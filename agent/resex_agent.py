@@ -12,6 +12,7 @@
 
 """``resex-agent``: the per-host daemon."""
 
+import faulthandler
 import logging
 import signal
 import sys
@@ -164,7 +165,19 @@ class _Both:
             lock.release()
 
 
-def serve(agent):
+#: The signal that makes a running agent write every thread's stack (``kill -USR1 PID``).
+DUMP_SIGNAL = signal.SIGUSR1
+
+
+def _fd_of(stream):
+    """``stream``'s file descriptor, or the process's standard error (2) when it has none."""
+    try:
+        return stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return 2
+
+
+def serve(agent, dump_file=None):
     """Start ``agent``, run it until SIGTERM/SIGINT (or its end), then restore and close, bounded.
 
     A part that cannot start (:class:`agent.loop.StartFailed`) is
@@ -173,6 +186,10 @@ def serve(agent):
     hypervisor call's watchdog bound, and the restore that follows is
     bounded by ``shutdown_timeout_s`` (:meth:`agent.loop.Agent.shutdown`).
     SIGHUP asks for ``agent.reloader`` before the next interval.
+    :data:`DUMP_SIGNAL` writes the stack of every thread to ``dump_file``
+    (default stderr, the journal under systemd) through :mod:`faulthandler`,
+    which needs no Python code to run: it answers even when the loop is
+    stuck in a call that holds the interpreter.
     """
     def _stop(signum, _frame):
         if agent.stopping:
@@ -186,6 +203,7 @@ def serve(agent):
 
     previous = {sig: signal.signal(sig, handler) for sig, handler in (
         (signal.SIGTERM, _stop), (signal.SIGINT, _stop), (signal.SIGHUP, _hup))}
+    faulthandler.register(DUMP_SIGNAL, file=_fd_of(dump_file or sys.stderr), all_threads=True)
     try:
         try:
             agent.start()
@@ -194,6 +212,7 @@ def serve(agent):
         agent.run()
     finally:
         agent.shutdown()
+        faulthandler.unregister(DUMP_SIGNAL)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 

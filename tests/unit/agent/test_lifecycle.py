@@ -16,6 +16,7 @@ The parts below are real objects of their own (no mocks): they count the
 calls the agent makes to them, next to the simulated host.
 """
 
+import faulthandler
 import os
 import tempfile
 import threading
@@ -156,6 +157,24 @@ class LifecycleTest(unittest.TestCase):
         self.assertEqual(["start metrics", "start intake", "close metrics", "close intake"], log)
         self.assertEqual(1, sim.closes)
         self.assertGreater(agent.epochs, 0)
+
+    def test_sigusr1_writes_every_threads_stack_while_the_agent_serves(self):
+        agent, _sim, _source, _metrics = build([])
+        run = agent.run
+
+        def run_after_a_dump():
+            os.kill(os.getpid(), resex_agent.DUMP_SIGNAL)
+            run()
+
+        agent.run = run_after_a_dump
+        with tempfile.TemporaryFile("w+") as dump:
+            resex_agent.serve(agent, dump_file=dump)
+            dump.seek(0)
+            text = dump.read()
+        self.assertIn("run_after_a_dump", text)
+        self.assertIn("(most recent call first)", text)
+        # Served and gone: the signal is no longer the agent's.
+        self.assertFalse(faulthandler.unregister(resex_agent.DUMP_SIGNAL))
 
     def test_a_part_that_cannot_start_shuts_the_agent_down(self):
         log = []
