@@ -23,9 +23,12 @@ of the keys' types and ranges: a value the API accepts is a value the agent
 accepts. Nova's ``ExtraSpecValidator`` supports only ``int``, ``str`` and
 ``bool`` values (``nova/api/validation/extra_specs/base.py``): integer keys
 use nova's ``int`` checks with the key's min/max, choice keys an ``enum``,
-and the float keys a ``str`` with a decimal-number ``pattern``; every value
-is then also parsed by the key's own :meth:`~resex_libvirt.sla.Key.parse`
-(ranges of the float keys), whose message becomes the API's 400 answer.
+and the float keys a ``str`` with a decimal-number ``pattern``. Every value
+is first parsed by the key's own :meth:`~resex_libvirt.sla.Key.parse`, so
+that a wrong type, a value out of range or not among the choices is
+refused with a message naming the key (``resex:shares='abc': must be an
+integer``); nova's check follows, for the spellings the key's parser
+tolerates and nova's does not (``BULK``, ``1_000``).
 """
 
 from nova.api.validation.extra_specs import base
@@ -39,14 +42,14 @@ NUMBER_PATTERN = r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?"
 
 
 class SLAKeyValidator(base.ExtraSpecValidator):
-    """Nova's validator, plus the key's own range check from ``resex_libvirt.sla``."""
+    """The key's own check from ``resex_libvirt.sla``, then nova's."""
 
     def validate(self, name, value):
-        super().validate(name, value)
         try:
             sla.KEYS[name].parse(value)
         except exceptions.SLAError as exc:
             raise exception.ValidationError("Validation failed; %s" % exc) from exc
+        super().validate(name, value)
 
 
 def _value_of(key):

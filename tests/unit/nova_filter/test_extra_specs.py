@@ -41,15 +41,24 @@ class ExtraSpecsTest(unittest.TestCase):
                            ("resex:shares", "65535"), ("resex:io_class", "bulk")):
             validators.validate(key, value)
 
-    def test_bad_values_fail_with_the_reason(self):
-        self.assertInvalid("resex:latency_sla_us", "fast", "is not of the format")
-        self.assertInvalid("resex:latency_sla_us", "nan", "is not of the format")
-        self.assertInvalid("resex:latency_sla_us", "0", "must be >= 1")
+    def test_bad_values_fail_with_the_keys_own_reason(self):
+        self.assertInvalid("resex:latency_sla_us", "fast", "resex:latency_sla_us='fast': must "
+                                                           "be a number")
+        self.assertInvalid("resex:latency_sla_us", "nan", "resex:latency_sla_us='nan': must "
+                                                          "be finite")
+        self.assertInvalid("resex:latency_sla_us", "0", "resex:latency_sla_us='0': must be >= 1")
         self.assertInvalid("resex:interference_threshold_pct", "5000", "must be <= 1000")
         self.assertInvalid("resex:cpu_limit_pct", "0.5", "must be >= 1")
-        self.assertInvalid("resex:shares", "1.5", "not a valid integer")
-        self.assertInvalid("resex:shares", "0", "less than the min value")
-        self.assertInvalid("resex:io_class", "huge", "is not one of: normal, bulk, sensitive")
+        self.assertInvalid("resex:shares", "1.5", "resex:shares='1.5': must be an integer")
+        self.assertInvalid("resex:shares", "0", "resex:shares='0': must be >= 1")
+        self.assertInvalid("resex:io_class", "huge",
+                           "resex:io_class='huge': must be one of normal, bulk, sensitive")
+        self.assertInvalid("resex:latency_statistic", "p50",
+                           "resex:latency_statistic='p50': must be one of mean, p99")
+
+    def test_a_spelling_only_the_keys_parser_tolerates_fails_novas_check(self):
+        self.assertInvalid("resex:io_class", "BULK", "is not one of: normal, bulk, sensitive")
+        self.assertInvalid("resex:latency_sla_us", "1_000", "is not of the format")
 
     def test_an_unknown_resex_key_is_rejected(self):
         self.assertInvalid("resex:latency_sla", "50", "does not appear to be a valid extra spec")
