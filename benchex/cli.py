@@ -26,7 +26,8 @@ The server prints ``benchex server listening on HOST:PORT`` once it
 accepts connections and runs until SIGINT/SIGTERM. The client prints its
 latency summary (text, or one JSON object with ``--json``). The static C
 program ``benchex.c`` takes the same arguments and speaks the same protocol.
-RDMA (the paper's transport) is not offered: no HCA to test it on.
+RDMA verbs (the paper's transport) are the C program's alone
+(``benchex-verbs ... --transport verbs``); this one speaks TCP.
 """
 
 import argparse

@@ -12,7 +12,9 @@
 
 """The documentation builds without a single warning (what ``tox -e docs`` runs)."""
 
+import importlib.util
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -32,3 +34,15 @@ class DocsTest(unittest.TestCase):
                 capture_output=True, text=True, timeout=600)
             self.assertEqual(0, proc.returncode, proc.stdout + proc.stderr)
             self.assertTrue(os.path.exists(os.path.join(out, "index.html")))
+
+    def test_every_page_is_listed_once_in_the_index(self):
+        source = os.path.join(ROOT, "doc", "source")
+        spec = importlib.util.spec_from_file_location("doc_conf", os.path.join(source, "conf.py"))
+        conf = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(conf)
+        with open(os.path.join(source, "index.rst")) as f:
+            own = re.findall(r"(?m)^   (\w[\w-]*)$", f.read())
+        listed = own + conf.area_pages(source)
+        pages = sorted(f[:-4] for f in os.listdir(source) if f.endswith(".rst"))
+        self.assertEqual(sorted(set(listed)), sorted(listed), "a page listed twice")
+        self.assertEqual(sorted(set(pages) - {"index"}), sorted(listed))

@@ -442,3 +442,20 @@ class BashateTest(unittest.TestCase):
                                 capture_output=True, text=True, timeout=60)
         self.assertEqual(0, result.returncode, result.stdout + result.stderr)
         self.assertNotIn("warning", result.stdout + result.stderr)
+
+
+class SamplesTest(unittest.TestCase):
+
+    def test_the_samples_list_every_installed_policy(self):
+        from importlib import metadata
+        installed = {ep.name for ep in metadata.entry_points(group="resex.policies")}
+        samples = os.path.join(ROOT, "devstack", "samples")
+        lists = []
+        for name in sorted(os.listdir(samples)):
+            with open(os.path.join(samples, name)) as f:
+                lists += [(name, {p.strip() for p in m.group(1).split("|")})
+                          for m in re.finditer(r"(?m)^#?\s*RESEX_POLICY=\S+\s+#\s*(.*)$",
+                                               f.read())]
+        self.assertTrue(lists)
+        for name, listed in lists:
+            self.assertEqual(installed, listed, name)
