@@ -39,6 +39,14 @@ taxable, from 9.1 % when none of it is.
 Hosts without a fresh report follow ``[resex] unknown_host_policy``
 (default ``last``: they pass only when no known-good host is left).
 
+**A flavor whose keys contradict each other fails every host** for a new
+instance, with a WARNING naming the flavor and the reason: a
+``resex:cpu_limit_pct`` below its ``resex:cpu_reservation_pct``. nova-api
+cannot refuse it (its extra-spec validators see one key at a time, and
+``openstack flavor set`` may send the two keys in separate calls), and the
+agent would run such a VM without its limit. A move or rebuild of an
+existing instance is not blocked for it (only logged).
+
 **Moves are advisory** (:mod:`nova_filter.moves`): for an evacuation, a live
 or cold migration, a resize or an unshelve the filter passes every host (the
 weigher still ranks them) unless the move's kind is in ``[resex]
@@ -69,6 +77,15 @@ CONF = nova.conf.CONF
 conf_mod.register_opts(CONF)
 
 
+def _flavor_name(spec_obj):
+    """The request's flavor's name (or id) for a log line, ``None`` when it has neither."""
+    flavor = spec_obj.flavor
+    for field in ("name", "flavorid"):
+        if flavor.obj_attr_is_set(field):
+            return getattr(flavor, field)
+    return None
+
+
 class ResExCongestionFilter(filters.BaseHostFilter):
     """Hosts whose congestion would break the request's latency SLA fail."""
 
@@ -94,6 +111,8 @@ class ResExCongestionFilter(filters.BaseHostFilter):
         if not self.RUN_ON_REBUILD and scheduler_utils.request_is_rebuild(spec_obj):
             return hosts
         request = rules.classify(spec_obj)
+        if request.refused is not None and hosts and self._refuse(request, spec_obj):
+            return []
         if request.kind is None or not hosts or self._advisory(spec_obj):
             return hosts
         judge = rules.Judge(request, CONF, time.time())
@@ -109,6 +128,20 @@ class ResExCongestionFilter(filters.BaseHostFilter):
         else:
             keep = (rules.GOOD,) if policy == "last" else (rules.GOOD, rules.UNKNOWN)
         return [host for host, v in zip(hosts, verdicts) if v in keep]
+
+    @staticmethod
+    def _refuse(request, spec_obj):
+        """Log why the flavor is refused; True for a new instance, False for a move."""
+        flavor = _flavor_name(spec_obj)
+        instance = getattr(spec_obj, "instance_uuid", None)
+        move = moves.detect(spec_obj)
+        if move is not None:
+            LOG.warning("ResEx: flavor %s of instance %s contradicts itself (%s); its %s is "
+                        "not blocked for it", flavor, instance, request.refused, move)
+            return False
+        LOG.warning("ResEx: flavor %s refused for instance %s: %s; every host fails until "
+                    "the flavor's extra specs are fixed", flavor, instance, request.refused)
+        return True
 
     @staticmethod
     def _log(request, host_state, verdict, entry, limit, policy):

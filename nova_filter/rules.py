@@ -23,6 +23,10 @@ the filter and the weigher.
 * A **heavy I/O** request (``resex:io_class=bulk``) is kept away from hosts
   with latency-sensitive tenants (the weigher always; the filter past
   ``bulk_max_sensitive_vms``).
+* A request whose flavor's keys contradict each other (a
+  ``resex:cpu_limit_pct`` below its ``resex:cpu_reservation_pct``) is
+  *refused*: nova-api cannot catch it, its validators see one key at a
+  time, and the agent would drop the limit.
 * Any other request is not this plugin's business.
 
 Invalid ``resex:`` values in an old flavor (the API validates new ones) are
@@ -36,6 +40,7 @@ from nova.scheduler.filters import utils as filters_utils
 
 from nova_filter import conf as conf_mod
 from resex_libvirt.board import reader as reader_mod
+from resex_libvirt import exceptions
 from resex_libvirt import sla as sla_mod
 
 LOG = logging.getLogger(__name__)
@@ -50,10 +55,14 @@ GOOD, UNKNOWN, BAD = "good", "unknown", "bad"
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Request:
-    """A request as this plugin sees it: its kind and, if sensitive, its SLA threshold."""
+    """A request as this plugin sees it: its kind and, if sensitive, its SLA threshold.
+
+    ``refused`` says why the flavor's ``resex:`` keys cannot all hold, or is ``None``.
+    """
 
     kind: str | None
     threshold_pct: float | None = None
+    refused: str | None = None
 
 
 OTHER = Request(None)
@@ -75,16 +84,23 @@ def classify(spec_obj):
     if not any(isinstance(k, str) and k.startswith(sla_mod.PREFIX) for k in specs):
         return OTHER
 
+    conflicts = []
+
     def ignore(exc):
-        LOG.debug("ResEx ignores an invalid flavor extra spec: %s", exc)
+        if isinstance(exc, exceptions.SLAConflict):
+            conflicts.append(str(exc))
+        else:
+            LOG.debug("ResEx ignores an invalid flavor extra spec: %s", exc)
 
     sla = sla_mod.parse(specs, on_error=ignore)
+    refused = "; ".join(conflicts) or None
     if sla.sensitive:
         explicit = sla_mod.INTERFERENCE_THRESHOLD_PCT.name in specs
-        return Request(SENSITIVE, sla.interference_threshold_pct if explicit else None)
+        return Request(SENSITIVE, sla.interference_threshold_pct if explicit else None,
+                       refused)
     if sla.io_class == BULK:
-        return Request(BULK)
-    return OTHER
+        return Request(BULK, refused=refused)
+    return OTHER if refused is None else Request(None, refused=refused)
 
 
 def aggregate_value(host_state, option, default, cast):

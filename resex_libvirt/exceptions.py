@@ -37,6 +37,10 @@ class SLAError(ConfigError):
         super().__init__("%s=%r: %s" % (key, value, reason))
 
 
+class SLAConflict(SLAError):
+    """Two ``resex:`` keys valid alone contradict each other (a limit below the reservation)."""
+
+
 class HypervisorError(ResexError):
     """A call to the hypervisor failed."""
 

@@ -169,7 +169,7 @@ class SLA:
         if self.latency_sla_us is not None and self.io_class != "sensitive":
             object.__setattr__(self, "io_class", "sensitive")
         if self.limit_pct is not None and self.limit_pct < self.reservation_pct:
-            raise exceptions.SLAError(
+            raise exceptions.SLAConflict(
                 CPU_LIMIT_PCT.name, self.limit_pct,
                 "must be >= resex:cpu_reservation_pct (%s)" % _num(self.reservation_pct))
 

@@ -60,9 +60,12 @@ class ParseTest(unittest.TestCase):
             with self.assertRaisesRegex(exceptions.SLAError, "%s=.*%s" % (key, rule)):
                 sla.parse({key: raw})
 
-    def test_limit_below_reservation_is_refused(self):
-        with self.assertRaisesRegex(exceptions.SLAError, "cpu_limit_pct"):
+    def test_limit_below_reservation_is_refused_as_a_conflict_between_keys(self):
+        with self.assertRaisesRegex(exceptions.SLAConflict, "cpu_limit_pct"):
             sla.parse({"resex:cpu_reservation_pct": "50", "resex:cpu_limit_pct": "20"})
+        with self.assertRaises(exceptions.SLAError) as ctx:
+            sla.parse({"resex:cpu_limit_pct": "0"})
+        self.assertNotIsInstance(ctx.exception, exceptions.SLAConflict)
 
     def test_on_error_reports_and_keeps_the_default(self):
         errors = []

@@ -122,6 +122,30 @@ class CongestionFilterTest(base.PluginTestCase):
         self.conf.config(bulk_max_sensitive_vms=0, group="resex")
         self.assertEqual(["h1"], self.passing(spec))  # taken as bulk
 
+    def test_a_flavor_with_a_limit_below_its_reservation_fails_every_host_saying_why(self):
+        spec = base.request(**{"resex:cpu_reservation_pct": "200", "resex:cpu_limit_pct": "50"})
+        spec.flavor.name = "m1.contradiction"
+        with self.assertLogs("nova_filter.filter", logging.WARNING) as logs:
+            self.assertEqual([], self.passing(spec))
+        self.assertIn("flavor m1.contradiction refused", logs.output[0])
+        self.assertIn("resex:cpu_limit_pct=50.0: must be >= resex:cpu_reservation_pct (200)",
+                      logs.output[0])
+        sensitive = base.request(**dict(base.SENSITIVE, **{"resex:cpu_reservation_pct": "200",
+                                                           "resex:cpu_limit_pct": "50"}))
+        with self.assertLogs("nova_filter.filter", logging.WARNING):
+            self.assertEqual([], self.passing(sensitive))
+        self.assertEqual(["h1", "h2", "h3"], self.passing(base.request(**{
+            "resex:cpu_reservation_pct": "50", "resex:cpu_limit_pct": "50"})))
+
+    def test_a_move_of_an_instance_with_a_contradicting_flavor_is_not_blocked(self):
+        spec = base.request(**{"resex:cpu_reservation_pct": "200", "resex:cpu_limit_pct": "50"})
+        spec.requested_destination = objects.Destination(cell=objects.CellMapping(
+            uuid="00000000-0000-0000-0000-00000000000c", name="cell1"))
+        spec.ignore_hosts = ["source"]
+        with self.assertLogs("nova_filter.filter", logging.WARNING) as logs:
+            self.assertEqual(["h1", "h2", "h3"], self.passing(spec))
+        self.assertIn("not blocked", logs.output[0])
+
     def test_a_rebuild_is_never_filtered(self):
         spec = base.request(**base.SENSITIVE)
         spec.scheduler_hints = {"_nova_check_type": ["rebuild"]}
