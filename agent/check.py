@@ -31,12 +31,21 @@ at the first problem with one clear line saying which part failed and why:
 4. **fabric**: the shared link is described (capacity, MTU), or said to be
    off, with why, when its capacity is neither configured nor discoverable
    (the agent then runs without the fabric term: not a failure);
-5. **board**: the board is read once (``count()``; a closed port, a bad
+5. **state, lock, probe socket, metrics**: what the agent would refuse
+   at start: a state directory it cannot create or write (a kernel
+   filesystem such as ``/proc`` included, where root's ``access(2)`` says
+   yes), the host lock held by another agent with another state
+   directory, a probe socket directory others could write
+   (:func:`agent.intake.server.check_probe_socket_path`), a metrics port
+   that cannot be bound. The locks are read from the kernel's table
+   (:func:`agent.lock.holder`), never taken: beside the running agent of
+   this state directory, its socket and port are its own, not a conflict;
+6. **board**: the board is read once (``count()``; a closed port, a bad
    path or etcd down become ``BoardUnavailable``) and this host's last
    report, if any, is shown with its age;
-6. the VMs the agent would control, with their SLA, where it came from,
+7. the VMs the agent would control, with their SLA, where it came from,
    their knob mapping and the knob values in force now;
-7. latency channels: which VMs that should report latency cannot (no
+8. latency channels: which VMs that should report latency cannot (no
    virtio-serial controller for the hot-plugged channel), so run without
    latency feedback. The channels themselves are not attached here.
 
@@ -44,8 +53,10 @@ It changes nothing: no knob is written, nothing is published. Returns 0
 when every step passed, 1 otherwise.
 """
 
+import errno
 import logging
 import os
+import re
 import sys
 import time
 
@@ -54,6 +65,9 @@ from oslo_config import cfg
 from agent import builder
 from agent import config_file
 from agent import host_identity
+from agent.intake import server as intake_server
+from agent import lock as agent_lock
+from agent import metrics as metrics_mod
 from resex_libvirt import exceptions
 from resex_libvirt import sla as sla_mod
 
@@ -173,17 +187,6 @@ def _link(parts):
         raise _Failed("fabric", str(exc)) from exc
 
 
-def _writable_ancestor(path):
-    """Can ``path`` be created: the nearest existing ancestor is a writable directory."""
-    path = os.path.abspath(path)
-    while not os.path.exists(path):
-        parent = os.path.dirname(path)
-        if parent == path:
-            return False
-        path = parent
-    return os.path.isdir(path) and os.access(path, os.W_OK | os.X_OK)
-
-
 def _not_created_yet(conf):
     """The SQLite board's path when the board is SQLite and its file does not exist yet."""
     from resex_libvirt.board import sqlite as sqlite_board
@@ -193,9 +196,10 @@ def _not_created_yet(conf):
     path = sqlite_board.path_of(url)
     if os.path.exists(path):
         return None
-    if not _writable_ancestor(os.path.dirname(path)):
+    problem = _unusable_directory(os.path.dirname(path))
+    if problem is not None:
         raise _Failed("board", "%s does not exist and its directory cannot be created or "
-                               "written" % path)
+                               "written: %s" % (path, problem))
     return path
 
 
@@ -218,19 +222,121 @@ def _board(conf, parts, say):
         else "epoch %d, %.0f s old" % (mine.epoch, time.time() - mine.ts))
 
 
+#: Kernel filesystems: a directory there cannot hold the agent's files
+#: (root's ``access(2)`` says "writable" all the same).
+KERNEL_FILESYSTEMS = frozenset((
+    "proc", "sysfs", "cgroup", "cgroup2", "devpts", "securityfs", "debugfs", "tracefs",
+    "bpf", "pstore", "mqueue", "configfs", "efivarfs", "fusectl", "binfmt_misc", "nsfs",
+    "autofs", "rpc_pipefs"))
+
+MOUNTINFO = "/proc/self/mountinfo"
+
+
+def _filesystem_of(path, mountinfo=MOUNTINFO):
+    """The type of the filesystem ``path`` (which exists) is on, or ``None`` if unknown."""
+    real = os.path.realpath(path)
+    best, kind = "", None
+    try:
+        with open(mountinfo) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        left, _sep, right = line.partition(" - ")
+        fields = left.split()
+        if len(fields) < 5 or not right:
+            continue
+        mount = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
+        inside = real == mount or real.startswith(mount.rstrip("/") + "/")
+        # The last of equal mount points is the one on top.
+        if inside and len(mount) >= len(best):
+            best, kind = mount, right.split()[0]
+    return kind
+
+
+def _unusable_directory(path):
+    """Why the agent could not write in or create the directory ``path``, or ``None``."""
+    path = os.path.abspath(path)
+    existing = path
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    kind = _filesystem_of(existing)
+    if kind in KERNEL_FILESYSTEMS:
+        return "%s is on %s, a kernel filesystem" % (existing, kind)
+    if not os.path.isdir(existing):
+        return "%s is not a directory" % existing
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return "%s is not writable" % existing
+    return None
+
+
 def _state_dir(conf, say):
-    if conf.agent.host_driver != "libvirt":
-        return
     path = conf.agent.state_dir
+    problem = _unusable_directory(path)
+    if problem is not None:
+        raise _Failed("state", "[agent] state_dir %s cannot hold the journal and the lock: %s"
+                      % (path, problem))
     if os.path.isdir(path):
-        if not os.access(path, os.W_OK | os.X_OK):
-            raise _Failed("state", "[agent] state_dir %s is not writable" % path)
         say("state: ok (%s)", path)
-    elif _writable_ancestor(path):
-        say("state: ok (%s does not exist yet: the agent creates it at start)", path)
     else:
-        raise _Failed("state", "[agent] state_dir %s does not exist and cannot be created"
-                      % path)
+        say("state: ok (%s does not exist yet: the agent creates it at start)", path)
+
+
+def _locks(conf, say):
+    """The ``lock:`` line: a running agent, or the host lock another agent holds.
+
+    Returns the PID of the agent running on this state directory, or ``None``.
+    """
+    mine = os.path.join(os.path.abspath(conf.agent.state_dir), agent_lock.LOCK_NAME)
+    host = conf.agent.host_lock_path or agent_lock.host_lock_path(conf.libvirt.connection_uri)
+    problem = _unusable_directory(os.path.dirname(host))
+    if problem is not None:
+        raise _Failed("lock", "the host lock %s cannot be created: %s (see [agent] "
+                              "host_lock_path)" % (host, problem))
+    running, other = agent_lock.holder(mine), agent_lock.holder(host)
+    if other is not None and other != running:
+        raise _Failed("lock", "another resex-agent (pid %d) holds the host lock %s with "
+                              "another state directory: this one would refuse to start"
+                      % (other, host))
+    if running is None:
+        say("lock: ok (no agent runs on this host)")
+    else:
+        say("lock: ok (the agent runs, pid %d: what it holds is not checked again)", running)
+    return running
+
+
+def _probe_socket(conf, say):
+    path = conf.latency.probe_socket_path
+    if not path:
+        say("probe socket: off (per-VM channels only)")
+        return
+    problem = _unusable_directory(os.path.dirname(path))
+    try:
+        if problem is not None:
+            raise exceptions.ConfigError("probe socket directory %s cannot be created: %s"
+                                         % (os.path.dirname(path), problem))
+        intake_server.check_probe_socket_path(path)
+    except exceptions.ConfigError as exc:
+        raise _Failed("probe socket", "[latency] probe_socket_path: %s" % exc) from exc
+    say("probe socket: ok (%s)", path)
+
+
+def _metrics(conf, running, say):
+    endpoint = metrics_mod.PrometheusMetrics.from_conf(conf)
+    if endpoint is None:
+        say("metrics: off")
+        return
+    where = "%s port %d" % (endpoint.bind_address, endpoint.port)
+    try:
+        endpoint.check_address()
+    except exceptions.ConfigError as exc:
+        cause = exc.__cause__
+        in_use = isinstance(cause, OSError) and cause.errno == errno.EADDRINUSE
+        if running is None or not in_use:
+            raise _Failed("metrics", str(exc)) from exc
+        say("metrics: ok (%s, served by the running agent)", where)
+        return
+    say("metrics: ok (%s is free)", where)
 
 
 def format_sla(sla):
@@ -303,7 +409,12 @@ def run_check(conf, out=sys.stdout):
         else:
             say("fabric: ok (link %s, %.3g Gb/s, MTU %d)", link.name,
                 link.capacity_bytes_per_s * 8 / 1e9, link.mtu)
-        _state_dir(conf, say)
+        running = None
+        if conf.agent.host_driver == "libvirt":
+            _state_dir(conf, say)
+            running = _locks(conf, say)
+            _probe_socket(conf, say)
+        _metrics(conf, running, say)
         _board(conf, parts, say)
         say("VMs the agent would control:" if vms else "VMs the agent would control: none")
         for uuid, info in sorted(vms.items(), key=lambda kv: kv[1].name):

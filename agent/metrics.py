@@ -100,6 +100,7 @@ so its series disappear with it.
 """
 
 import logging
+import socket
 import threading
 
 import prometheus_client
@@ -348,11 +349,30 @@ class PrometheusMetrics:
             self._server, self._thread = prometheus_client.start_http_server(
                 self.port, addr=self.bind_address, registry=self.registry)
         except OSError as exc:
-            raise exceptions.ConfigError(
-                "[metrics] cannot listen on %s port %d: %s"
-                % (self.bind_address, self.port, exc)) from exc
+            raise self._cannot_listen(exc) from exc
         LOG.info("Prometheus metrics on http://%s:%d/metrics", *self.address[:2])
         return self.address
+
+    def check_address(self):
+        """Raise the ``ConfigError`` :meth:`start` would, without listening (``--check``).
+
+        Binds a socket to the address as the server does (``SO_REUSEADDR``)
+        and closes it at once: a port another process listens on, an
+        address not on this host or a port the agent may not bind fail here.
+        """
+        try:
+            family, kind, proto, _name, where = socket.getaddrinfo(
+                self.bind_address, self.port, type=socket.SOCK_STREAM,
+                flags=socket.AI_PASSIVE)[0]
+            with socket.socket(family, kind, proto) as sock:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.bind(where)
+        except OSError as exc:
+            raise self._cannot_listen(exc) from exc
+
+    def _cannot_listen(self, exc):
+        return exceptions.ConfigError("[metrics] cannot listen on %s port %d: %s"
+                                      % (self.bind_address, self.port, exc))
 
     @property
     def address(self):

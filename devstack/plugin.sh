@@ -228,7 +228,7 @@ function _resex_agent_command {
 
 # Wait until the agent says its control loop runs ("agent on HOST: ...") or
 # its unit stops; in the latter case stop the stack with its last log lines
-# (an agent that cannot start exits: a bad option, a busy metrics port).
+# (an agent that cannot start exits: another agent already runs here).
 # After RESEX_AGENT_START_WAIT seconds with neither, go on with a warning.
 function _resex_wait_for_agent {
     local since=$1

@@ -216,14 +216,7 @@ class LatencyIntake:
         try:
             os.makedirs(directory, mode=0o755, exist_ok=True)
             check_socket_directory(directory)
-            try:
-                st = os.lstat(path)
-            except FileNotFoundError:
-                pass
-            else:
-                if not stat.S_ISSOCK(st.st_mode):
-                    raise exceptions.ConfigError(
-                        "probe_socket_path %s exists and is not a socket" % path)
+            if _existing_socket(path):
                 os.unlink(path)
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
@@ -460,8 +453,6 @@ def check_socket_directory(directory):
     a directory on the way and bind a socket of their own in its place.
     """
     euid = os.geteuid()
-    trusted = {0, euid}
-    literal = os.path.abspath(directory)
     resolved = os.path.realpath(directory)
     st = os.stat(resolved)
     if not stat.S_ISDIR(st.st_mode):
@@ -472,6 +463,15 @@ def check_socket_directory(directory):
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         problems.append("writable by %s (mode %04o)" % (_writers(st.st_mode),
                                                         stat.S_IMODE(st.st_mode)))
+    _refuse(directory, problems + _above(directory))
+
+
+def _above(directory):
+    """The problems of every directory above ``directory`` (literal and resolved paths)."""
+    trusted = {0, os.geteuid()}
+    literal = os.path.abspath(directory)
+    resolved = os.path.realpath(directory)
+    problems = []
     seen = set()
     for path, look in [(p, os.lstat) for p in _ancestors(literal)] + [
             (p, os.stat) for p in _ancestors(resolved)[1:]]:
@@ -479,11 +479,52 @@ def check_socket_directory(directory):
             continue
         seen.add((path, look))
         problems.extend(_ancestor_problems(path, look(path), trusted))
+    return problems
+
+
+def _refuse(directory, problems):
     if problems:
         raise exceptions.ConfigError(
             "refusing the probe socket directory %s: %s; anyone who can write it or a "
             "directory above it can replace the socket (use a directory of the agent's own, "
             "e.g. /run/resex, mode 0755)" % (directory, "; ".join(dict.fromkeys(problems))))
+
+
+def _existing_socket(path):
+    """True when a socket is at ``path``, False when nothing is; else ``ConfigError``."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    if not stat.S_ISSOCK(st.st_mode):
+        raise exceptions.ConfigError("probe_socket_path %s exists and is not a socket" % path)
+    return True
+
+
+def check_probe_socket_path(path):
+    """Refuse (``ConfigError``) what binding the probe socket at ``path`` would refuse.
+
+    Creates nothing (``resex-agent --check``): an existing directory is
+    checked as :func:`check_socket_directory` does; a missing one, which
+    the agent would create 0755 as its own, must have a writable directory
+    to be created in, and every directory above must pass. A socket
+    already at ``path`` (a running agent's) is fine; anything else is not.
+    """
+    directory = os.path.abspath(os.path.dirname(path) or ".")
+    existing = directory
+    while not os.path.lexists(existing):
+        existing = os.path.dirname(existing)
+    if existing == directory:
+        check_socket_directory(directory)
+        _existing_socket(path)
+        return
+    if not os.path.isdir(existing) or not os.access(existing, os.W_OK | os.X_OK):
+        raise exceptions.ConfigError(
+            "probe socket directory %s does not exist and cannot be created in %s"
+            % (directory, existing))
+    trusted = {0, os.geteuid()}
+    _refuse(directory, _ancestor_problems(existing, os.stat(existing), trusted)
+            + _above(existing))
 
 
 class _ChannelConn(_Conn):

@@ -35,6 +35,7 @@ from agent.conf import fabric as fabric_conf
 from agent.conf import hypervisor as hypervisor_conf
 from agent.conf import latency as latency_conf
 from agent.conf import metrics as metrics_conf
+from agent import lock as lock_mod
 
 NODE_XML = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..",
                                         "etc", "resex", "node-test.xml"))
@@ -67,7 +68,7 @@ class LibvirtCheckTest(unittest.TestCase):
         self.tmp = tempfile.mkdtemp(prefix="resex-check-")
         self.addCleanup(shutil.rmtree, self.tmp, True)
 
-    def make_conf(self, uri, extra=None, probe_socket=""):
+    def make_conf(self, uri, extra=None, probe_socket="", state_dir=None):
         conf = cfg.ConfigOpts()
         agent_conf.register_opts(conf)
         for module in (board_conf, hypervisor_conf, fabric_conf, latency_conf, metrics_conf):
@@ -75,9 +76,11 @@ class LibvirtCheckTest(unittest.TestCase):
         path = os.path.join(self.tmp, "resex-agent.conf")
         with open(path, "w") as f:
             f.write("[agent]\nhost = cmp1\nhost_driver = libvirt\nstate_dir = %s\n"
+                    "host_lock_path = %s\n"
                     "[libvirt]\nconnection_uri = %s\nevents = false\n"
                     "[latency]\nprobe_socket_path = %s\n%s"
-                    % (os.path.join(self.tmp, "state"), uri, probe_socket,
+                    % (state_dir or os.path.join(self.tmp, "state"),
+                       os.path.join(self.tmp, "host.lock"), uri, probe_socket,
                        extra or "[board]\nurl = sqlite://%s/board.sqlite\n" % self.tmp))
         conf(["--config-file", path], project="resex")
         return conf
@@ -171,3 +174,55 @@ class LibvirtCheckTest(unittest.TestCase):
         client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.addCleanup(client.close)
         client.connect(path)
+
+    # What the agent would refuse at start fails --check with one line.
+
+    def test_a_probe_socket_directory_others_can_write_fails(self):
+        run = os.path.join(self.tmp, "run")
+        os.makedirs(run)
+        os.chmod(run, 0o777)
+        code, text = self.run_check(self.make_conf(
+            "test://" + NODE_XML, probe_socket=os.path.join(run, "latency.sock")))
+        self.assertEqual(1, code, text)
+        self.assertIn("ERROR: probe socket: [latency] probe_socket_path: refusing the probe "
+                      "socket directory %s: writable by its group and others (mode 0777)" % run,
+                      text)
+        self.assertEqual(1, text.count("ERROR"))
+
+    def test_a_state_dir_under_proc_fails(self):
+        code, text = self.run_check(self.make_conf("test://" + NODE_XML,
+                                                   state_dir="/proc/resex"))
+        self.assertEqual(1, code, text)
+        self.assertIn("ERROR: state: [agent] state_dir /proc/resex cannot hold the journal and "
+                      "the lock: /proc is on proc, a kernel filesystem", text)
+
+    def test_another_agent_holding_the_host_lock_fails(self):
+        other = lock_mod.HostLock("test:///other", os.path.join(self.tmp, "host.lock"))
+        other.acquire()
+        self.addCleanup(other.release)
+        code, text = self.run_check(self.make_conf("test://" + NODE_XML))
+        self.assertEqual(1, code, text)
+        self.assertIn("ERROR: lock: another resex-agent (pid %d) holds the host lock %s/host.lock "
+                      "with another state directory" % (os.getpid(), self.tmp), text)
+
+    def test_beside_the_running_agent_its_own_port_and_locks_pass(self):
+        state = lock_mod.StateDirLock(os.path.join(self.tmp, "state")).acquire()
+        self.addCleanup(state.release)
+        host = lock_mod.HostLock("x", os.path.join(self.tmp, "host.lock")).acquire()
+        self.addCleanup(host.release)
+        serving = socket.socket()
+        self.addCleanup(serving.close)
+        serving.bind(("127.0.0.1", 0))
+        serving.listen()
+        port = serving.getsockname()[1]
+        code, text = self.run_check(self.make_conf(
+            "test://" + NODE_XML, "[metrics]\nenabled = true\nport = %d\n" % port))
+        self.assertEqual(0, code, text)
+        self.assertIn("lock: ok (the agent runs, pid %d" % os.getpid(), text)
+        self.assertIn("metrics: ok (127.0.0.1 port %d, served by the running agent)" % port, text)
+        state.release()
+        host.release()
+        code, text = self.run_check(self.make_conf(
+            "test://" + NODE_XML, "[metrics]\nenabled = true\nport = %d\n" % port))
+        self.assertEqual(1, code, text)
+        self.assertIn("ERROR: metrics:", text)

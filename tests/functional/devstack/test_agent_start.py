@@ -35,6 +35,7 @@ import unittest
 
 import testtools
 
+from agent import lock as lock_mod
 from resex_libvirt import board as board_mod
 from tests.functional.board import etcd_server
 from tests.unit.devstack import test_plugin
@@ -128,15 +129,32 @@ class AgentStartTest(testtools.TestCase):
         self.assertIn("ERROR: board: etcd3+http://127.0.0.1:%d" % closed, result.stderr)
         self.assertIsNone(self.pid(node))
 
-    def test_an_agent_that_exits_at_start_stops_the_stack_with_its_last_lines(self):
+    def test_a_busy_metrics_port_fails_the_check_and_starts_nothing(self):
         etcd = self.useFixture(etcd_server.EtcdServer())
         busy = socket.socket()
         self.addCleanup(busy.close)
         busy.bind(("127.0.0.1", 0))
         busy.listen()
+        port = busy.getsockname()[1]
         node = self.node(AIO, etcd.client_port, RESEX_METRICS_ENABLED="True",
-                         RESEX_METRICS_PORT=str(busy.getsockname()[1]))
+                         RESEX_METRICS_PORT=str(port))
+        result = node.phases("stack install", "stack post-config", "stack extra")
+        self.assertNotEqual(0, result.returncode, self.log(node))
+        self.assertIn("resex-agent --check failed, not starting the agent", result.stderr)
+        self.assertIn("ERROR: metrics: [metrics] cannot listen on 127.0.0.1 port %d" % port,
+                      result.stderr)
+        self.assertIsNone(self.pid(node))
+
+    def test_an_agent_that_exits_at_start_stops_the_stack_with_its_last_lines(self):
+        """The check passes beside a running agent; the start then refuses a second one."""
+        etcd = self.useFixture(etcd_server.EtcdServer())
+        node = self.node(AIO, etcd.client_port)
+        running = [lock_mod.StateDirLock(node.state_dir).acquire(),
+                   lock_mod.HostLock("test://" + NODE_XML).acquire()]
+        for lock in running:
+            self.addCleanup(lock.release)
         result = node.phases("stack install", "stack post-config", "stack extra")
         self.assertNotEqual(0, result.returncode, self.log(node))
         self.assertIn("resex-agent exited at start; its last lines:", result.stderr)
-        self.assertIn("cannot start", result.stderr)
+        self.assertIn("cannot start: another resex-agent (pid %d)" % os.getpid(),
+                      result.stderr)

@@ -129,3 +129,43 @@ class ProbeLimitsTest(IntakeTestCase):
         with self.assertRaises(exceptions.ConfigError) as cm:
             self.start_intake(probe_socket_path=os.path.join(link, "run", "latency.sock"))
         self.assertIn("%s is owned by uid 65534" % theirs, str(cm.exception))
+
+
+class ProbeSocketCheckTest(IntakeTestCase):
+    """``check_probe_socket_path`` (``--check``) refuses what the start does, creating nothing."""
+
+    def agree(self, path, fragment):
+        with self.assertRaises(exceptions.ConfigError) as checked:
+            intake_server.check_probe_socket_path(path)
+        self.assertIn(fragment, str(checked.exception))
+        created = sorted(os.listdir(self.dir))
+        with self.assertRaises(exceptions.ConfigError) as started:
+            self.start_intake(probe_socket_path=path)
+        self.assertIn(fragment, str(started.exception))
+        return created
+
+    def test_a_directory_others_can_write_is_refused_by_both(self):
+        run = os.path.dirname(self.probe_path)
+        os.makedirs(run)
+        os.chmod(run, 0o777)
+        self.agree(self.probe_path, "writable by its group and others (mode 0777)")
+
+    def test_a_missing_directory_under_one_others_can_write_is_refused_by_both(self):
+        grand = os.path.join(self.dir, "g")
+        os.makedirs(grand)
+        os.chmod(grand, 0o777)
+        path = os.path.join(grand, "run", "latency.sock")
+        self.assertEqual(["g"], self.agree(path, "%s is writable by its group and others"
+                                           % grand))
+
+    def test_a_file_where_the_socket_goes_is_refused_by_both(self):
+        os.makedirs(os.path.dirname(self.probe_path), mode=0o755)
+        with open(self.probe_path, "w"):
+            pass
+        self.agree(self.probe_path, "exists and is not a socket")
+
+    def test_a_running_agents_socket_and_a_directory_still_to_create_pass(self):
+        intake_server.check_probe_socket_path(self.probe_path)
+        self.assertEqual([], os.listdir(self.dir))
+        self.start_intake()
+        intake_server.check_probe_socket_path(self.probe_path)

@@ -17,8 +17,10 @@ The libvirt cases (libvirt's ``test:///`` driver) are in
 """
 
 import io
+import os
+import socket
+import tempfile
 import unittest
-
 
 from agent import check
 from resex_libvirt.sim import scenario as scenario_mod
@@ -82,3 +84,54 @@ class SimulatedHostCheckTest(unittest.TestCase):
         self.assertEqual("cpu_reservation_pct=20 io_class=bulk shares=200",
                          check.format_sla(sla_mod.SLA(reservation_pct=20.0, shares=200,
                                                       io_class="bulk")))
+
+
+class RefusalsTest(unittest.TestCase):
+    """What the agent would refuse at start fails the check, one line each."""
+
+    def test_a_metrics_port_another_process_listens_on_fails(self):
+        with socket.socket() as busy:
+            busy.bind(("127.0.0.1", 0))
+            busy.listen()
+            port = busy.getsockname()[1]
+            code, text = run("[metrics]\nenabled = true\nport = %d\n" % port)
+        self.assertEqual(1, code, text)
+        self.assertIn("ERROR: metrics: [metrics] cannot listen on 127.0.0.1 port %d: " % port,
+                      text)
+        self.assertIn("Address already in use", text)
+
+    def test_a_free_metrics_port_passes_and_stays_free(self):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        code, text = run("[metrics]\nenabled = true\nport = %d\n" % port)
+        self.assertEqual(0, code, text)
+        self.assertIn("metrics: ok (127.0.0.1 port %d is free)" % port, text)
+        with socket.socket() as after:
+            after.bind(("127.0.0.1", port))
+
+    def test_a_directory_on_a_kernel_filesystem_is_unusable(self):
+        self.assertIn("/proc is on proc, a kernel filesystem",
+                      check._unusable_directory("/proc/resex"))
+        self.assertIn("on sysfs", check._unusable_directory("/sys/resex/state"))
+        with tempfile.TemporaryDirectory() as tmp:
+            self.assertIsNone(check._unusable_directory(os.path.join(tmp, "a", "b")))
+            path = os.path.join(tmp, "file")
+            with open(path, "w"):
+                pass
+            self.assertEqual("%s is not a directory" % path,
+                             check._unusable_directory(os.path.join(path, "state")))
+
+    def test_the_filesystem_is_the_deepest_mount_the_last_on_top(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".mountinfo") as f:
+            f.write("22 1 8:1 / / rw - ext4 /dev/sda1 rw\n"
+                    "23 22 0:5 / /proc rw - proc proc rw\n"
+                    "24 22 0:6 / /var/lib rw - xfs /dev/sdb rw\n"
+                    "25 24 0:7 / /var/lib rw - tmpfs tmpfs rw\n"
+                    "26 22 0:8 / /mnt/with\\040space rw - nfs srv:/x rw\n")
+            f.flush()
+            self.assertEqual("proc", check._filesystem_of("/proc/self", f.name))
+            self.assertEqual("tmpfs", check._filesystem_of("/var/lib", f.name))
+            self.assertEqual("ext4", check._filesystem_of("/var/libx", f.name))
+            self.assertEqual("ext4", check._filesystem_of("/", f.name))
+            self.assertEqual("nfs", check._filesystem_of("/mnt/with space/x", f.name))

@@ -67,6 +67,16 @@ class LockTest(TmpDirCase):
         lock_mod.StateDirLock(self.dir).acquire().release()
         lock_mod.StateDirLock(self.dir).acquire().release()
 
+    def test_the_holder_is_read_from_the_kernels_table_without_taking_the_lock(self):
+        path = os.path.join(self.dir, lock_mod.LOCK_NAME)
+        self.assertIsNone(lock_mod.holder(path))            # no file
+        first = lock_mod.StateDirLock(self.dir).acquire()
+        self.assertEqual(os.getpid(), lock_mod.holder(path))
+        first.release()
+        self.assertIsNone(lock_mod.holder(path))            # the file stays, free
+        # Asking took nothing: the lock is free for an agent starting meanwhile.
+        lock_mod.StateDirLock(self.dir).acquire().release()
+
 
 class HostLockTest(TmpDirCase):
 
