@@ -33,6 +33,7 @@ from agent import watchdog
 from resex_libvirt import exceptions
 from resex_libvirt import market as market_mod
 from resex_libvirt.market import policy as policy_mod
+from resex_libvirt import sla as sla_mod
 
 LOG = logging.getLogger(__name__)
 
@@ -314,7 +315,8 @@ def _assemble(conf, parts, metrics):
     market = market_mod.Market(params, build_policy(conf))
     settings = loop.LoopSettings(
         host=conf.agent.host, interval_s=parts.interval_s, intervals_per_epoch=ipe,
-        max_epochs=conf.agent.max_epochs, background_publish=parts.background_publish)
+        max_epochs=conf.agent.max_epochs, background_publish=parts.background_publish,
+        observe_only=conf.agent.observe_only)
     publisher = None
     if parts.board is not None:
         # Its close sends what is pending; the board itself is closed after it.
@@ -326,7 +328,9 @@ def _assemble(conf, parts, metrics):
                       publisher=publisher, closing=parts.closing, watchdog=parts.watchdog,
                       reloader=functools.partial(reload_market, conf),
                       shutdown_timeout_s=conf.agent.shutdown_timeout,
-                      pressure=parts.pressure, deadband_pct=conf.agent.deadband_pct)
+                      pressure=parts.pressure, deadband_pct=conf.agent.deadband_pct,
+                      consent=functools.partial(sla_mod.under_consent,
+                                                rule=conf.agent.cap_consent))
 
 
 def reload_market(conf, agent):

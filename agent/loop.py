@@ -150,6 +150,8 @@ class LoopSettings:
     #: Write the board from a thread of its own (real time), or inline, every
     #: epoch's report in order (a simulated host running faster than real time).
     background_publish: bool = False
+    #: Run the market and publish, log the caps it would write, write none.
+    observe_only: bool = False
 
 
 class Agent:
@@ -167,13 +169,15 @@ class Agent:
     owner. ``watchdog`` (optional, :class:`agent.watchdog.Watchdog`) is the
     hypervisor calls' watchdog, read for the health counters; ``reloader``
     (optional) is called with the agent when a reload was requested
-    (SIGHUP), before the next interval.
+    (SIGHUP), before the next interval. ``consent`` (optional) maps a VM's
+    SLA to the one the market applies (:func:`resex_libvirt.sla.under_consent`).
     """
 
     def __init__(self, settings, market, hypervisor, fabric, latency_sources=(),
                  board=None, journal=None, clock=None, metrics=None, publish_policy=None,
                  watchdog=None, reloader=None, shutdown_timeout_s=SHUTDOWN_TIMEOUT_S,
-                 pressure=None, intake=None, publisher=None, closing=None, deadband_pct=1.0):
+                 pressure=None, intake=None, publisher=None, closing=None, deadband_pct=1.0,
+                 consent=None):
         self.settings = settings
         self.market = market
         self.hypervisor = hypervisor
@@ -198,7 +202,7 @@ class Agent:
         self._shut = False
         self.controller = control.Controller(
             market, hypervisor, fabric, self.latency_sources, journal=journal,
-            deadband_pct=deadband_pct)
+            deadband_pct=deadband_pct, consent=consent, observe_only=settings.observe_only)
         self._run_delay = (hypervisor is not None and
                            hyp_base.Capability.RUN_DELAY in hypervisor.capabilities)
         self.ticks = 0
@@ -292,8 +296,9 @@ class Agent:
         """
         self.start()
         s = self.settings
-        LOG.info("agent on %s: interval %.4f s, %d intervals per epoch, policy %s",
-                 s.host, s.interval_s, s.intervals_per_epoch, self.market.policy.name)
+        LOG.info("agent on %s: interval %.4f s, %d intervals per epoch, policy %s%s",
+                 s.host, s.interval_s, s.intervals_per_epoch, self.market.policy.name,
+                 ", observe-only (no knob is written)" if s.observe_only else "")
         self.controller.prime(self.clock.now())
         deadline = self.clock.now() + s.interval_s
         while not self._stop.is_set():

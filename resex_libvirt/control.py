@@ -89,12 +89,18 @@ class Controller:
     ``latency_sources`` have ``windows()`` and ``sync(vms)``;
     ``journal`` (optional) has ``remember(uuid, params)`` and is given a
     VM's original knobs before its first change. ``deadband_pct`` is the
-    deadband's one owner (a reload sets it here).
+    deadband's one owner (a reload sets it here). ``consent`` (optional)
+    maps a VM's SLA to the one the market applies
+    (:func:`resex_libvirt.sla.under_consent`). ``observe_only``: the market
+    runs and decides, and each cap it would write is logged instead
+    (nothing written, nothing journaled).
     """
 
     def __init__(self, market, hypervisor, fabric=None, latency_sources=(), journal=None,
-                 deadband_pct=0.0):
+                 deadband_pct=0.0, consent=None, observe_only=False):
         self.market = market
+        self.consent = consent
+        self.observe_only = observe_only
         self.hypervisor = hypervisor
         self.fabric = fabric
         self.latency_sources = list(latency_sources)
@@ -271,13 +277,13 @@ class Controller:
             if rec is None:
                 monitor_only = not (info.knobs.cap and self.actuates)
                 self.vms[uuid] = VMRecord(info=info, monitor_only=monitor_only)
-                self.market.add(records.VMSpec(vm=uuid, vcpus=info.vcpus, sla=info.sla))
+                self.market.add(self._spec(uuid, info))
                 LOG.info("adopted VM %s (%s): %d vCPU, SLA from %s, knobs %s%s",
                          info.name, uuid, info.vcpus, info.sla_source, info.knobs.driver,
                          " (monitor-only)" if monitor_only else "")
             elif rec.info is not info and rec.info != info:
                 if rec.info.sla != info.sla or rec.info.vcpus != info.vcpus:
-                    self.market.add(records.VMSpec(vm=uuid, vcpus=info.vcpus, sla=info.sla))
+                    self.market.add(self._spec(uuid, info))
                     LOG.info("VM %s: SLA now from %s", info.name, info.sla_source)
                 rec.info = info
         for source in self.latency_sources:
@@ -286,6 +292,11 @@ class Controller:
             except Exception:
                 LOG.exception("latency source %r failed to sync", source)
         return found
+
+    def _spec(self, uuid, info):
+        """The market's record of a VM: its SLA as the consent rule lets the market apply it."""
+        sla = info.sla if self.consent is None else self.consent(info.sla)
+        return records.VMSpec(vm=uuid, vcpus=info.vcpus, sla=sla)
 
     def _follow_originals(self):
         """Forget, refresh or re-adopt journal entries as the hypervisor reports."""
@@ -339,6 +350,14 @@ class Controller:
             cap = None if decision.cap_pct >= full - 1e-9 else round(decision.cap_pct, 2)
             wanted = (cap, decision.weight)
             if rec.applied is not None and not moved(rec.applied, wanted, deadband):
+                continue
+            if self.observe_only:
+                before = rec.applied[0] if rec.applied is not None else None
+                rec.applied = wanted
+                LOG.log(logging.INFO if cap != before else logging.DEBUG,
+                        "observe-only: VM %s would get cap %s, weight %d (not written)",
+                        rec.info.label, "none" if cap is None else "%.1f%%" % cap,
+                        decision.weight)
                 continue
             try:
                 if self.journal is not None and not rec.journaled:

@@ -231,6 +231,36 @@ def parse(specs, base=None, on_error=None):
         return SLA(**values)
 
 
+#: The operator's rules for who may be capped below the limit (``[agent] cap_consent``):
+#: every VM (the paper's market), or only the VMs that opted in.
+CONSENT_ALL = "all"
+CONSENT_OPTED_IN = "opted_in"
+CONSENTS = (CONSENT_ALL, CONSENT_OPTED_IN)
+
+
+def opted_in(sla):
+    """True when the VM agreed to be capped below its limit: ``resex:io_class=bulk``."""
+    return sla.io_class == "bulk"
+
+
+def under_consent(sla, rule):
+    """``sla`` as the market must apply it under the operator's consent ``rule``.
+
+    ``all``: unchanged, the VM may be capped down to its reservation.
+    ``opted_in``: a VM that did not opt in (:func:`opted_in`) is never
+    capped below its limit: its reservation is raised to the limit, so the
+    market measures it, charges it and publishes it, and its cap stays its
+    limit. The VM's own SLA (what the tenant asked) is not changed: this is
+    the copy the market is given.
+    """
+    if rule not in CONSENTS:
+        raise ValueError("unknown consent rule %r; known: %s" % (rule, ", ".join(CONSENTS)))
+    if rule == CONSENT_ALL or opted_in(sla):
+        return sla
+    return dataclasses.replace(
+        sla, reservation_pct=MAX_CPU_PCT if sla.limit_pct is None else sla.limit_pct)
+
+
 def to_specs(sla):
     """The ``resex:`` mapping of an :class:`SLA` (defaults omitted)."""
     out = {}

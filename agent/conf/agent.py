@@ -105,6 +105,49 @@ points (of one pCPU) since the last write, or moved to or from uncapped. A
 libvirt scheduler write costs milliseconds and emits an event.
 """),
     cfg.StrOpt(
+        "cap_consent",
+        default="all",
+        choices=[
+            ("all", "Every VM may be capped down to its reservation "
+                    "(``resex:cpu_reservation_pct``, default 0) or ``[market] "
+                    "min_cap_pct``: the paper's market (the default)."),
+            ("opted_in", "Only the VMs that opted in (``resex:io_class=bulk``) are capped "
+                         "below their limit; every other VM is measured, charged and "
+                         "published, and keeps its limit."),
+        ],
+        help="""
+Who may be capped below the limit of its flavor (or of its metadata).
+
+``opted_in`` gives every VM that did not opt in a reservation equal to its
+limit in the market's copy of its SLA, so the market never caps it; its
+traffic counts as load the host's market cannot tax in the report the
+scheduler reads. A latency-sensitive VM (``resex:latency_sla_us``) never
+opts in.
+
+Possible values:
+
+* ``all``: every VM (default)
+* ``opted_in``: only VMs with ``resex:io_class=bulk``
+
+Related options:
+
+* ``observe_only``: the first step of a rollout, before any cap
+"""),
+    cfg.BoolOpt(
+        "observe_only",
+        default=False,
+        help="""
+Run the whole market (VMs measured, caps decided, host reports published,
+metrics served) and log each cap it would write, at INFO when the cap
+changes (``observe-only: VM web-1 (...) would get cap 16.0%, weight 256
+(not written)``), without writing a knob or the journal. A journal left by
+an earlier run that wrote caps is still restored at start.
+
+Related options:
+
+* ``cap_consent``
+"""),
+    cfg.StrOpt(
         "state_dir",
         default="/var/lib/resex",
         help="""

@@ -67,6 +67,22 @@ class ParseTest(unittest.TestCase):
             sla.parse({"resex:cpu_limit_pct": "0"})
         self.assertNotIsInstance(ctx.exception, exceptions.SLAConflict)
 
+    def test_under_consent_all_every_vm_keeps_its_reservation(self):
+        plain = sla.SLA(reservation_pct=10.0)
+        self.assertIs(plain, sla.under_consent(plain, "all"))
+
+    def test_under_consent_opted_in_only_bulk_vms_may_go_below_their_limit(self):
+        bulk = sla.SLA(io_class="bulk", reservation_pct=5.0)
+        self.assertIs(bulk, sla.under_consent(bulk, "opted_in"))
+        for vm in (sla.SLA(), sla.SLA(latency_sla_us=200.0), sla.SLA(io_class="sensitive")):
+            held = sla.under_consent(vm, "opted_in")
+            self.assertEqual(200.0, held.effective_reservation(2))
+            self.assertEqual(held.effective_limit(2), held.effective_reservation(2))
+        limited = sla.under_consent(sla.SLA(limit_pct=150.0), "opted_in")
+        self.assertEqual(150.0, limited.effective_reservation(4))
+        with self.assertRaises(ValueError):
+            sla.under_consent(sla.SLA(), "nobody")
+
     def test_on_error_reports_and_keeps_the_default(self):
         errors = []
         got = sla.parse({"resex:shares": "0", "resex:latency_sla_us": "100"},

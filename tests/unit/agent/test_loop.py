@@ -86,9 +86,9 @@ class LateHost(CountingHost):
 
 
 def build(policy="io_shares", duration=3.0, host_cls=CountingHost, journal=None, metrics=None,
-          board=None, publish_policy=None, **host_kwargs):
-    scenario = scenario_mod.load("paper_64k_vs_2m").with_duration(duration)
-    conf = make_conf(market={"policy": policy})
+          board=None, publish_policy=None, agent_opts=None, scenario=None, **host_kwargs):
+    scenario = (scenario or scenario_mod.load("paper_64k_vs_2m")).with_duration(duration)
+    conf = make_conf(market={"policy": policy}, agent=agent_opts or {})
     parts = builder.Parts()
     sim = host_cls(scenario, **host_kwargs)
     parts.hypervisor = parts.fabric = sim
@@ -223,6 +223,61 @@ class LoopTest(unittest.TestCase):
         self.assertEqual(2.0, agent.market.params.cpu_price)
         self.assertEqual(5.0, agent.market.params.min_cap_pct)
         self.assertEqual(100.0, agent.market.decision(uuid).cap_pct)
+
+
+class ConsentAndObserveTest(unittest.TestCase):
+    """Who may be capped is the operator's rule; observe-only writes nothing."""
+
+    def caps_written(self, sim, name):
+        return [cap for vm, cap, _weight in sim.writes if vm == name and cap is not None]
+
+    def test_by_default_every_vm_may_be_capped(self):
+        agent, sim = build(duration=2.0)
+        agent.run()
+        self.assertTrue(self.caps_written(sim, "vm2m"))
+        self.assertLess(min(self.caps_written(sim, "vm2m")), 100.0)
+
+    def test_opted_in_caps_no_vm_that_did_not_opt_in(self):
+        agent, sim = build(duration=2.0, agent_opts={"cap_consent": "opted_in"})
+        agent.run()
+        self.assertEqual([], self.caps_written(sim, "vm2m"))
+        self.assertEqual(100.0, agent.market.decision(sim.uuid_of("vm2m")).cap_pct)
+        # Its own SLA is untouched: only the market's copy keeps it at its limit.
+        self.assertEqual(0.0, agent.vms[sim.uuid_of("vm2m")].info.sla.reservation_pct)
+        # Published, its load counted as what the host's market cannot tax.
+        report = agent.last_report
+        self.assertGreater(report.link_utilisation, 0.0)
+        self.assertAlmostEqual(report.link_utilisation, report.untaxable_utilisation, places=6)
+
+    def test_opted_in_caps_a_bulk_vm(self):
+        scenario = scenario_mod.load("paper_64k_vs_2m")
+        scenario = dataclasses.replace(scenario, vms=tuple(
+            dataclasses.replace(v, sla=dataclasses.replace(v.sla, io_class="bulk"))
+            if v.name == "vm2m" else v for v in scenario.vms))
+        agent, sim = build(duration=2.0, agent_opts={"cap_consent": "opted_in"},
+                           scenario=scenario)
+        agent.run()
+        self.assertLess(min(self.caps_written(sim, "vm2m")), 100.0)
+
+    def test_observe_only_runs_the_market_and_logs_the_caps_it_would_write(self):
+        agent, sim = build(duration=2.0, agent_opts={"observe_only": True})
+        with self.assertLogs("resex_libvirt.control", level=logging.INFO) as logs:
+            agent.run()
+        self.assertEqual([], sim.writes)
+        uuid = sim.uuid_of("vm2m")
+        self.assertLess(agent.market.decision(uuid).cap_pct, 100.0)
+        self.assertTrue(any("observe-only: VM vm2m would get cap" in m and "(not written)" in m
+                            for m in logs.output), logs.output)
+        self.assertIsNotNone(agent.last_report)
+
+    def test_observe_only_journals_nothing_and_restores_nothing(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            journal = journal_mod.Journal(os.path.join(tmp, "journal.json"))
+            agent, sim = build(duration=2.0, journal=journal, agent_opts={"observe_only": True})
+            agent.run()
+            agent.shutdown()
+            self.assertEqual({}, journal.originals())
+            self.assertEqual([], sim.writes)
 
 
 class IntervalsPerEpochTest(unittest.TestCase):
