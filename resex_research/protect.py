@@ -108,14 +108,20 @@ def time_to_protect(scenario, result, window_s=WINDOW_S):
 
 
 def cap_swing(scenario, result):
-    """The interferers' largest cap swing after the warm-up (percent); None without one."""
+    """The interferers' largest cap swing in steady state (percent); None without one.
+
+    Steady state is the second half of the run (after the warm-up if that
+    is longer): the swing a controller keeps once it has protected, not the
+    cut that protected.
+    """
     ts = result.series.get("t_s", ())
+    since = max(scenario.warmup_s, scenario.duration_s / 2.0)
     swings = []
     for vm in scenario.vms:
         if vm.sla.sensitive:
             continue
         caps = [c for t, c in zip(ts, result.series["cap_pct"].get(vm.name, ()))
-                if c is not None and t > scenario.warmup_s]
+                if c is not None and t > since]
         if caps:
             swings.append(max(caps) - min(caps))
     return max(swings) if swings else None

@@ -373,7 +373,7 @@ def build_parser():
                         "one per CPU); the tables are the same whatever the number")
     p.add_argument("--policy-arg", action="append", type=_policy_arg, metavar="KEY=VALUE",
                    help="without --peers: a parameter of every policy but none, e.g. "
-                        "onset_window=0 (repeatable)")
+                        "target=0.8 (repeatable)")
     p.add_argument("--statistic", default="mean,p99",
                    help="with --peers: the SLA statistics compared, comma-separated: the mean "
                         "(every policy), and p99 (the p99 static-cap frontier and the "

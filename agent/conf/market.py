@@ -45,9 +45,9 @@ can add its own):
 Related options:
 
 * ``[market_<policy>]``: each policy's own tunables (the credit rule's
-  ``low_balance``, ``epoch_left``, ``step``; ``io_shares``'
-  ``decay_half_life``, ``heavier``, ...; ``latency_target``'s ``gain``,
-  ``target``, ...), declared by the policy plugin itself. The paper's
+  ``low_balance``, ``epoch_left``, ``step``; ``io_shares``' ``heavier``
+  and both production policies' settling law, ``target``,
+  ``loop_delay_s``, ``gain``, ...), declared by the policy plugin itself. The paper's
   Algorithms 1 and 2 exactly as published (``free_market_paper``,
   ``io_shares_paper``) are research policies of ``resex-sim``, not
   plugins of the agent.

@@ -28,7 +28,7 @@ _CREDIT = ("low_balance", "epoch_left", "step")
 #: The tunables each built-in policy read from ``[market]`` before it had a
 #: group of its own: still read there (deprecated) when its group lacks them.
 _FROM_MARKET = {"free_market": _CREDIT, "latency_target": _CREDIT,
-                "io_shares": _CREDIT + ("decay_half_life", "heavier")}
+                "io_shares": _CREDIT + ("heavier",)}
 
 _TYPES = ((bool, cfg.BoolOpt), (int, cfg.IntOpt), (float, cfg.FloatOpt))
 

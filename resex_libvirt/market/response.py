@@ -120,3 +120,27 @@ def settled(own, rows):
     """``rows`` went back to their limit because their victims are fine: strikes forgiven."""
     forget(own, rows)
     own.rs_strikes[rows] = 0
+
+
+def check_plan(check, own, vms, plan, aim, held):
+    """Judge a settling law's plan (:func:`.settle.plan`): the caps with futile ones released.
+
+    ``aim``: per row, the inflation (%) each victim is aimed at; ``held``:
+    the caps the law held before the plan (NaN: not controlled). Returns
+    ``(caps, futile)`` aligned with ``plan.rows``: a futile row's cap is
+    its limit (the caller says ``no_response``), and rows back at their
+    limit for their victims' sake have their strikes forgiven.
+    """
+    rows, caps = plan.rows, plan.caps
+    limit = vms.limit_pct[rows]
+    futile = np.zeros(len(rows), dtype=bool)
+    cut = plan.cut
+    if cut.any():
+        cause = plan.cause[cut]
+        load = (1.0 + plan.inflation[cut] / 100.0) / (1.0 + aim[cause] / 100.0)
+        was = held[rows[cut]]
+        before = np.where(np.isnan(was), vms.cap_pct[rows[cut]], was)
+        futile[cut] = judge(check, own, rows[cut], np.isnan(was), load, before, caps[cut])
+        caps = np.where(futile, limit, caps)
+    settled(own, rows[(caps >= limit) & ~futile])
+    return caps, futile

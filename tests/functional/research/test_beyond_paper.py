@@ -100,9 +100,12 @@ class BelowThresholdTest(unittest.TestCase):
         name = "open_loop_below_threshold"
         uncontrolled = run(name, "none").vm("vm2m_open").latency_mean_us
         self.assertLess(run(name, "none").vm("vm64k").latency_mean_us, 1.10 * 209.0)
+        # The settling law cuts it now and then (a delay's evidence over the
+        # threshold, doc/source/market.rst "Control that settles"): its queue
+        # grows by a third (4.6 against 3.4 ms), and stays bounded.
         self.assertLess(run(name, "io_shares").vm("vm2m_open").latency_mean_us,
-                        1.10 * uncontrolled)
-        # The paper's rule taxes it on single windows and its queue grows.
+                        1.5 * uncontrolled)
+        # The paper's rule taxes it on single windows and its queue grows without bound.
         self.assertGreater(run(name, "io_shares_paper").vm("vm2m_open").latency_mean_us,
                            5.0 * uncontrolled)
 

@@ -20,6 +20,7 @@ failures that the loop must survive on a real host.
 import dataclasses
 import logging
 import os
+import re
 import tempfile
 import unittest
 
@@ -264,10 +265,14 @@ class ConsentAndObserveTest(unittest.TestCase):
         with self.assertLogs("resex_libvirt.control", level=logging.INFO) as logs:
             agent.run()
         self.assertEqual([], sim.writes)
-        uuid = sim.uuid_of("vm2m")
-        self.assertLess(agent.market.decision(uuid).cap_pct, 100.0)
-        self.assertTrue(any("observe-only: VM vm2m would get cap" in m and "(not written)" in m
-                            for m in logs.output), logs.output)
+        # The caps it would write are logged (the market's decisions: with
+        # none written the victim never responds, and its check that cutting
+        # helps releases the cap again after a while).
+        would = [float(found.group(1)) for found in (
+            re.search(r"observe-only: VM vm2m would get cap ([0-9.]+)%.*\(not written\)", m)
+            for m in logs.output) if found]
+        self.assertTrue(would, logs.output)
+        self.assertLess(min(would), 100.0)
         self.assertIsNotNone(agent.last_report)
 
     def test_observe_only_journals_nothing_and_restores_nothing(self):

@@ -12,6 +12,7 @@
 
 """The policies beyond the paper's two VMs: paper variants, io_shares rules, latency_target."""
 
+import math
 import unittest
 
 from resex_libvirt.market import free_market
@@ -70,38 +71,47 @@ class IOSharesRulesTest(unittest.TestCase):
                         [("victim", SENSITIVE), ("big", sla.SLA()), ("mid", sla.SLA())])
         d = m.step({"victim": sample("victim", 64), "big": sample("big", 2048),
                     "mid": sample("mid", 1024)}, {"victim": window(300.0)})
-        total = 64 + 2048 + 1024
-        for vm, mtus in (("big", 2048), ("mid", 1024)):
-            rate = 1.0 + mtus / total * 0.5
-            self.assertAlmostEqual(rate, d[vm].rate, places=6)
-            self.assertAlmostEqual(100.0 / rate, d[vm].cap_pct, places=6)
-        self.assertEqual(policy.TAX, m.reason("mid"))
+        # Both are taxed, from the CPU they use (50%), the larger sender the more:
+        # its log-cap step is twice the other's (twice the IOShare).
+        steps = {vm: math.log(d[vm].cap_pct / 50.0) for vm in ("big", "mid")}
+        self.assertLess(steps["big"], steps["mid"])
+        self.assertLess(steps["mid"], 0.0)
+        self.assertAlmostEqual(2.0, steps["big"] / steps["mid"], places=6)
+        for vm in ("big", "mid"):
+            self.assertAlmostEqual(100.0 / d[vm].cap_pct, d[vm].rate, places=6)
+            self.assertEqual(policy.TAX, m.reason(vm))
+        # The traffic left is the model's: 9% of inflation aimed at, 50% seen.
+        left = 2048 * d["big"].cap_pct / 50.0 + 1024 * d["mid"].cap_pct / 50.0
+        self.assertAlmostEqual((2048 + 1024) * 9.0 / 50.0, left, delta=1e-6 * left)
+        taxes = {t["interferer"]: t for t in m.end_epoch().taxes}
+        self.assertEqual({"big", "mid"}, set(taxes))
+        self.assertEqual("victim", taxes["mid"]["victim"])
+        self.assertAlmostEqual(1024 / (64 + 2048 + 1024), taxes["mid"]["io_share"], places=6)
 
     def test_an_sla_vm_over_its_own_sla_is_never_taxed(self):
         m = make_market(io_shares.IOShares(use_balance=False),
                         [("victim", SENSITIVE), ("big_sla", SENSITIVE)])
-        for _ in range(50):
+        for i in range(50):
             d = m.step({"victim": sample("victim", 64), "big_sla": sample("big_sla", 2048)},
-                       {"victim": window(300.0), "big_sla": window(260.0)})
+                       {"victim": window(300.0 + i), "big_sla": window(260.0 + i)})
         self.assertEqual(100.0, d["big_sla"].cap_pct)
         self.assertEqual(1.0, d["big_sla"].rate)
 
-    def test_an_sla_vm_within_its_sla_pays_for_the_excess_over_its_own(self):
+    def test_an_sla_vm_within_its_sla_is_taxed_like_any_interferer(self):
         m = make_market(io_shares.IOShares(use_balance=False),
                         [("victim", SENSITIVE), ("big_sla", SENSITIVE)])
         d = m.step({"victim": sample("victim", 64), "big_sla": sample("big_sla", 2048)},
                    {"victim": window(300.0), "big_sla": window(210.0)})
-        ioshare = 2048 / (2048 + 64)
-        self.assertAlmostEqual(1.0 + ioshare * (50.0 - 5.0) / 100.0, d["big_sla"].rate,
-                               places=6)
+        self.assertLess(d["big_sla"].cap_pct, 50.0)
+        self.assertEqual(policy.TAX, m.reason("big_sla"))
 
     def test_below_the_threshold_on_average_no_tax(self):
-        # One window over the threshold among calm ones: the smoothed
-        # interference stays below it, so the interferer is not taxed.
+        # One window over the threshold among calm ones: the evidence stays
+        # below it, so the interferer is not taxed.
         m = make_market(io_shares.IOShares(use_balance=False),
                         [("victim", SENSITIVE), ("bulk", sla.SLA())])
         for i in range(200):
-            mean = 240.0 if i == 100 else 204.0
+            mean = 240.0 if i == 100 else 204.0 + (i % 2)
             d = m.step({"victim": sample("victim", 64), "bulk": sample("bulk", 2048)},
                        {"victim": window(mean)})
             self.assertEqual(100.0, d["bulk"].cap_pct)
@@ -113,23 +123,24 @@ class IOSharesRulesTest(unittest.TestCase):
         self.assertLess(m.decision("bulk").cap_pct, 100.0)
 
     def test_bad_parameters_are_refused(self):
-        for kwargs in ({"decay_half_life": 0.0}, {"heavier": 0.9}, {"smoothing": 1.5},
-                       {"protect": 0.0}, {"protect_speedup": 0.5}, {"max_rate": 0.5}):
+        for kwargs in ({"heavier": 0.9}, {"protect": 0.0}, {"max_rate": 0.5},
+                       {"gain": 0.0}, {"hold_below": 1.5}):
             with self.assertRaises(ValueError, msg=kwargs):
                 io_shares.IOShares(**kwargs)
 
     def test_the_credit_floor_never_stacks_on_a_tax(self):
         # The interferer runs out of Resos while taxed: its cap is the tax cap alone.
+        # (The victim's latency here ignores the cap: no check that the tax helps.)
         ipe = 100
-        m = make_market(io_shares.IOShares(use_balance=True),
+        m = make_market(io_shares.IOShares(use_balance=True, check_response=False),
                         [("victim", SENSITIVE), ("bulk", sla.SLA())],
                         ipe=ipe)
         alloc = m.ledger.allocation("bulk")
         per = int(alloc / ipe * 4)     # spends its epoch's Resos in a quarter of it
-        for _ in range(ipe // 2):
+        for i in range(ipe // 2):
             d = m.step({"victim": sample("victim", 64, cpu=10.0),
-                        "bulk": sample("bulk", per, cpu=0.0)},
-                       {"victim": window(260.0)})
+                        "bulk": sample("bulk", per, cpu=100.0)},
+                       {"victim": window(260.0 + i % 2)})
         self.assertEqual(0.0, m.ledger.balance("bulk"))
         rate = d["bulk"].rate
         self.assertGreater(rate, 1.0)
@@ -159,56 +170,24 @@ class FreeMarketProtectsTest(unittest.TestCase):
             self.assertEqual(protected, d["heavy_sla"].cap_pct == 100.0, cls.name)
 
 
-def plant(cap_pct):
-    """A victim's latency (us) against the interferer's cap: 200 us alone, +30% uncapped."""
-    return 200.0 * (1.0 + 0.3 * cap_pct / 100.0)
-
-
 class LatencyTargetTest(unittest.TestCase):
-
-    def run_loop(self, intervals=3000, **kwargs):
-        pol = latency_target.LatencyTarget(**kwargs)
-        m = make_market(pol, [("victim", SENSITIVE), ("bulk", sla.SLA())])
-        caps = []
-        for _ in range(intervals):
-            cap = m.decision("bulk").cap_pct
-            m.step({"victim": sample("victim", 64), "bulk": sample("bulk", 2048)},
-                   {"victim": window(plant(cap))})
-            caps.append(m.decision("bulk").cap_pct)
-        self.reasons = m.reasons()
-        return pol, caps
-
-    def test_the_cap_settles_where_the_latency_meets_its_target(self):
-        pol, caps = self.run_loop()
-        goal = 200.0 * (1.0 + pol.opts.target * 0.10)
-        settled = (goal / 200.0 - 1.0) / 0.3 * 100.0     # the cap where plant() = goal
-        late = caps[len(caps) // 2:]
-        self.assertLess(max(late) - min(late), 5.0)        # swing after settling
-        self.assertAlmostEqual(settled, sum(late) / len(late), delta=2.0)
-        self.assertLessEqual(plant(late[-1]), 200.0 * 1.10)
-
-    def test_every_step_of_the_controller_is_bounded(self):
-        # (The onset rule's one cut is not a step of the law: tests/unit/market/test_onset.py.)
-        pol, caps = self.run_loop(intervals=400, onset_window=0.0)
-        for before, after in zip([100.0] + caps, caps):
-            self.assertLessEqual(after, before * (1.0 + pol.opts.max_step) + 1e-9)
-            self.assertGreaterEqual(after, before * (1.0 - pol.opts.max_step) - 1e-9)
+    """The law's behaviour on the agent's plant is in test_settle.py; these are the rules."""
 
     def test_no_victim_over_its_target_no_cap(self):
         pol = latency_target.LatencyTarget()
         m = make_market(pol, [("victim", SENSITIVE), ("bulk", sla.SLA())])
-        for _ in range(500):     # (500 MTUs per interval: its Resos last the epoch)
+        for i in range(500):     # (500 MTUs per interval: its Resos last the epoch)
             d = m.step({"victim": sample("victim", 64), "bulk": sample("bulk", 500)},
-                       {"victim": window(205.0)})
+                       {"victim": window(205.0 + i % 2)})
         self.assertEqual(100.0, d["bulk"].cap_pct)
         self.assertEqual(policy.UNCAPPED, m.reason("bulk"))
 
     def test_an_sla_vm_over_its_target_is_never_lowered(self):
         pol = latency_target.LatencyTarget()
         m = make_market(pol, [("victim", SENSITIVE), ("big_sla", SENSITIVE)])
-        for _ in range(500):
+        for i in range(500):
             d = m.step({"victim": sample("victim", 64), "big_sla": sample("big_sla", 2048)},
-                       {"victim": window(300.0), "big_sla": window(260.0)})
+                       {"victim": window(300.0 + i % 2), "big_sla": window(260.0 + i % 2)})
         self.assertEqual(100.0, d["big_sla"].cap_pct)
 
     def test_the_weight_boost_goes_to_communicating_sensitive_vms_only(self):
@@ -223,30 +202,14 @@ class LatencyTargetTest(unittest.TestCase):
         m.step({"victim": sample("victim", 0), "bulk": sample("bulk", 2048)}, {})
         self.assertEqual(256, m.decision("victim").weight)
 
-    def test_a_breached_sla_is_cut_at_full_step_when_asked(self):
-        # plant(): 1.3x the SLA uncapped, within its bound (1.1x) below a 33 % cap.
-        _pol, slow = self.run_loop(intervals=3000, onset_window=0.0)
-        pol, fast = self.run_loop(intervals=3000, breach_step=1.0, onset_window=0.0)
-        within = 100.0 * 0.1 / 0.3
-        first = [next(i for i, c in enumerate(caps) if c <= within) for caps in (slow, fast)]
-        self.assertLess(first[1], 80)                 # 8 updates of 10 ms
-        self.assertGreater(first[0], 2 * first[1])
-        # Every cut is a full step while the SLA is breached, and the steps stay bounded.
-        for before, after in zip([100.0] + fast, fast):
-            self.assertGreaterEqual(after, before * (1.0 - pol.opts.max_step) - 1e-9)
-        # It settles where the proportional law does.
-        late = fast[len(fast) // 2:]
-        self.assertAlmostEqual(sum(slow[len(slow) // 2:]) / len(late), sum(late) / len(late),
-                               delta=2.0)
-
-    def run_deaf(self, intervals=4000, **kwargs):
+    def run_deaf(self, intervals=6000, **kwargs):
         """A victim at 2x its SLA whatever the interferer's cap (its base is over its SLA)."""
         pol = latency_target.LatencyTarget(**kwargs)
         m = make_market(pol, [("victim", SENSITIVE), ("bulk", sla.SLA())])
         caps, reasons = [], []
-        for _ in range(intervals):
+        for i in range(intervals):
             m.step({"victim": sample("victim", 64), "bulk": sample("bulk", 2048)},
-                   {"victim": window(400.0)})
+                   {"victim": window(400.0 + i % 2)})
             caps.append(m.decision("bulk").cap_pct)
             reasons.append(m.reason("bulk"))
         return caps, reasons
@@ -259,21 +222,15 @@ class LatencyTargetTest(unittest.TestCase):
         self.assertEqual(100.0, caps[first])            # ... then released
         # Most of the time it is left alone: tries get rarer (backoff doubles).
         self.assertGreater(sum(c == 100.0 for c in caps) / len(caps), 0.6)
-        self.assertGreater(sum(caps[-300:]) / 300, 80.0)
 
     def test_without_the_check_a_deaf_victim_holds_its_neighbour_at_the_floor(self):
         caps, reasons = self.run_deaf(check_response=False)
         self.assertNotIn(policy.NO_RESPONSE, set(reasons))
         self.assertLess(max(caps[-300:]), 5.0)
 
-    def test_a_victim_that_responds_keeps_its_interferer_controlled(self):
-        pol, caps = self.run_loop()
-        self.assertNotIn(policy.NO_RESPONSE, self.reasons.values())
-        self.assertLess(max(caps[len(caps) // 2:]), 50.0)
-
     def test_bad_parameters_are_refused(self):
-        for kwargs in ({"gain": 0.0}, {"target": 1.5}, {"max_step": 0.0}, {"boost": 0.5},
-                       {"additive": -1.0}):
+        for kwargs in ({"gain": 0.0}, {"target": 1.5}, {"deepest_cut": 0.0}, {"boost": 0.5},
+                       {"release_gain": 0.0}):
             with self.assertRaises(ValueError):
                 latency_target.LatencyTarget(**kwargs)
 

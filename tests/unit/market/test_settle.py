@@ -1,0 +1,307 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""The settling law (resex_libvirt.market.settle) under both production policies.
+
+The plant here is the libvirt host's as the agent sees it: an interval of
+0.1 s, one latency report every 0.5 s, a window of the last 4 reports, and
+a latency that follows the interferer's cap 0.2 s late (a CFS period and a
+queue, and the cap written at the interval's end).
+"""
+
+import collections
+import types
+import unittest
+
+import hypothesis
+from hypothesis import strategies as st
+
+from resex_libvirt.market import io_shares
+from resex_libvirt.market import latency_target
+from resex_libvirt.market import market as market_mod
+from resex_libvirt.market import policy
+from resex_libvirt.market import records
+from resex_libvirt.market import settle
+from resex_libvirt import sla
+
+SENSITIVE = sla.SLA(latency_sla_us=200.0, interference_threshold_pct=10.0)
+POLICIES = (io_shares.IOShares, latency_target.LatencyTarget)
+
+INTERVAL_S = 0.1
+REPORT_EVERY = 5        # intervals: a report each 0.5 s
+WINDOW_REPORTS = 4      # the window: the last 4 reports
+PER_REPORT = 5          # requests in a report
+LAG = 2                 # intervals from a cap to the latency it causes
+
+
+def make_market(pol, bulk_sla=None, epoch_intervals=100):
+    params = market_mod.MarketParams(interval_s=INTERVAL_S,
+                                     intervals_per_epoch=epoch_intervals, pcpus=4)
+    m = market_mod.Market(params, pol, mtu_ewma_intervals=1)
+    m.add(records.VMSpec("victim", sla=SENSITIVE))
+    m.add(records.VMSpec("bulk", sla=bulk_sla or sla.SLA()))
+    return m
+
+
+def latency(cap_pct, slope=0.3):
+    """The victim's latency (us) against the bulk VM's cap: 200 alone, +30% uncapped."""
+    return 200.0 * (1.0 + slope * cap_pct / 100.0)
+
+
+def steep(cap_pct):
+    """A plant the linear model misjudges: inflation grows with the cap's square."""
+    return 200.0 * (1.0 + 0.3 * (cap_pct / 100.0) ** 2)
+
+
+class Loop:
+    """The market against a plant with the agent's cadence, dead time and window."""
+
+    def __init__(self, pol, plant=latency, bulk_cpu=100.0, bulk_sla=None):
+        self.m = make_market(pol, bulk_sla=bulk_sla)
+        self.plant = plant
+        self.bulk_cpu = bulk_cpu
+        self.caps = collections.deque([100.0] * (LAG + 1), maxlen=LAG + 1)
+        self.reports = collections.deque(maxlen=WINDOW_REPORTS)
+        self.t = 0
+        self.history = []       # the bulk VM's cap after each interval
+        self.latencies = []     # each report's mean
+
+    def step(self, victim_on=True, bulk_mtus=2048):
+        cap = self.m.decision("bulk").cap_pct
+        self.caps.append(cap)
+        windows = {}
+        if victim_on and self.t % REPORT_EVERY == 0:
+            mean = self.plant(self.caps[0])
+            self.reports.append(mean)
+            self.latencies.append(mean)
+            window_mean = sum(self.reports) / len(self.reports)
+            windows["victim"] = records.LatencyWindow(
+                count=PER_REPORT * len(self.reports), mean_us=window_mean, std_us=4.0,
+                p99_us=window_mean + 12.0, new=PER_REPORT)
+        elif not victim_on:
+            self.reports.clear()
+        samples = {"victim": records.Sample("victim", 0, 30.0, tx_mtus=64 if victim_on else 0),
+                   "bulk": records.Sample("bulk", 0, min(self.bulk_cpu, cap),
+                                          tx_mtus=bulk_mtus)}
+        self.m.step(samples, windows)
+        self.t += 1
+        self.history.append(self.m.decision("bulk").cap_pct)
+
+    def run(self, intervals, **kwargs):
+        for _ in range(intervals):
+            self.step(**kwargs)
+        return self.history
+
+    def changes(self):
+        """The intervals at which the bulk VM's cap changed."""
+        caps = [100.0] + self.history
+        return [t for t in range(1, len(caps)) if abs(caps[t] - caps[t - 1]) > 1e-9]
+
+
+class SettleTest(unittest.TestCase):
+
+    def test_the_cap_settles_and_holds_inside_the_band(self):
+        for factory in POLICIES:
+            with self.subTest(policy=factory.name):
+                loop = Loop(factory())
+                caps = loop.run(1200)            # 120 s
+                late = caps[len(caps) // 2:]
+                self.assertLess(max(late) - min(late), 1.0)
+                # Settled where the victim's inflation is inside the hold band.
+                inflation = loop.plant(late[-1]) / 200.0 - 1.0
+                self.assertLessEqual(inflation, 0.10)
+                self.assertGreaterEqual(inflation, 0.10 * factory().opts.hold_below - 1e-9)
+
+    def test_it_protects_within_three_loop_delays(self):
+        for factory in POLICIES:
+            with self.subTest(policy=factory.name):
+                loop = Loop(factory())
+                loop.run(300)
+                reported = loop.latencies
+                delay_reports = 6          # 2.6 s of 0.5 s reports
+                first_ok = next(i for i, lat in enumerate(reported) if lat <= 220.0)
+                self.assertLessEqual(first_ok, 3 * delay_reports)
+                self.assertTrue(all(lat <= 220.0 + 1e-9 for lat in reported[first_ok + 8:]))
+
+    def test_at_most_one_correction_per_loop_delay(self):
+        for factory in POLICIES:
+            with self.subTest(policy=factory.name):
+                loop = Loop(factory(), plant=steep)
+                loop.run(600)
+                changes = loop.changes()
+                self.assertGreater(len(changes), 1)
+                gaps = [b - a for a, b in zip(changes, changes[1:])]
+                # The measured delay: 4 reports' span, one report, an interval (2.6 s).
+                self.assertGreaterEqual(min(gaps), 25)
+
+    def test_a_window_handed_again_is_no_evidence(self):
+        for factory in POLICIES:
+            with self.subTest(policy=factory.name):
+                m = make_market(factory())
+                stale = records.LatencyWindow(count=20, mean_us=400.0, std_us=4.0,
+                                              p99_us=412.0, new=0)
+                for _ in range(100):
+                    d = m.step({"victim": records.Sample("victim", 0, 30.0, tx_mtus=64),
+                                "bulk": records.Sample("bulk", 0, 100.0, tx_mtus=2048)},
+                               {"victim": stale})
+                self.assertEqual(100.0, d["bulk"].cap_pct)
+
+    def test_the_first_cut_starts_from_the_cpu_the_sender_uses(self):
+        for factory in POLICIES:
+            with self.subTest(policy=factory.name):
+                loop = Loop(factory(), bulk_cpu=30.0)
+                while not loop.changes():
+                    loop.step()
+                first = loop.history[-1]
+                # 30% CPU, inflation 30% against an aim of 9%: 30 x 9 / 30.
+                self.assertLessEqual(first, 30.0 * 0.09 / 0.30 + 1e-6)
+                self.assertEqual(policy.TAX if factory is io_shares.IOShares else policy.TARGET,
+                                 loop.m.reason("bulk"))
+
+    def test_a_quiet_interferer_keeps_its_cap_for_a_few_delays(self):
+        for factory in POLICIES:
+            with self.subTest(policy=factory.name):
+                loop = Loop(factory())
+                loop.run(600)
+                held = loop.history[-1]
+                self.assertLess(held, 100.0)
+                # Quiet for 2 s (perftest restarting): not released.
+                loop.run(20, bulk_mtus=0)
+                self.assertLessEqual(loop.history[-1], held + 1e-9)
+
+    def test_a_victim_gone_idle_releases_its_interferer_within_two_delays(self):
+        for factory in POLICIES:
+            with self.subTest(policy=factory.name):
+                loop = Loop(factory())
+                loop.run(600)
+                self.assertLess(loop.history[-1], 100.0)
+                loop.run(50, victim_on=False)        # 2 loop delays: 5 s
+                self.assertEqual(100.0, loop.history[-1])
+                self.assertEqual(policy.UNCAPPED, loop.m.reason("bulk"))
+
+    def test_on_off_the_bulk_tenant_gets_its_rate_back_in_the_off_phases(self):
+        for factory in POLICIES:
+            with self.subTest(policy=factory.name):
+                loop = Loop(factory())
+                for _ in range(3):
+                    loop.run(200)                    # 20 s on
+                    on = loop.history[-1]
+                    loop.run(200, victim_on=False)   # 20 s off
+                    self.assertEqual(100.0, loop.history[-1])
+                self.assertLess(on, 40.0)
+
+    def test_the_delay_is_measured_from_the_windows(self):
+        pol = latency_target.LatencyTarget()
+        loop = Loop(pol)
+        loop.run(200)
+        own = loop.m.state
+        row = list(loop.m.table.names).index("victim")
+        self.assertAlmostEqual(0.5, own.st_gap[row], places=6)
+        self.assertAlmostEqual(2.0, own.st_span[row], delta=0.01)
+        step = types.SimpleNamespace(vms=loop.m.table.names, interval_s=INTERVAL_S)
+        delay = settle.delays(step, pol.opts, own)[row]
+        self.assertAlmostEqual(2.0 + 0.5 + INTERVAL_S + pol.opts.plant_lag_s, delay, delta=0.01)
+
+    def test_a_set_delay_is_the_delay(self):
+        loop = Loop(latency_target.LatencyTarget(loop_delay_s=6.0), plant=steep)
+        loop.run(600)
+        changes = loop.changes()
+        self.assertGreaterEqual(min(b - a for a, b in zip(changes, changes[1:])), 60)
+
+    def test_bad_parameters_are_refused(self):
+        for factory in POLICIES:
+            for kwargs in ({"gain": 0.0}, {"release_gain": 1.5}, {"target": 0.0},
+                           {"loop_delay_s": -1.0}, {"deepest_cut": 0.0},
+                           {"largest_release": 0.0}, {"deadband_z": -1.0}):
+                with self.subTest(policy=factory.name, **kwargs):
+                    with self.assertRaises(ValueError):
+                        factory(**kwargs)
+
+
+WINDOWS = st.lists(
+    st.tuples(st.floats(min_value=150.0, max_value=2000.0),     # mean (us)
+              st.floats(min_value=0.0, max_value=500.0),        # std (us)
+              st.integers(min_value=1, max_value=64),           # count
+              st.integers(min_value=0, max_value=64),           # new
+              st.integers(min_value=0, max_value=5000),         # the bulk VM's MTUs
+              st.floats(min_value=0.0, max_value=100.0)),       # its CPU
+    min_size=1, max_size=120)
+
+
+class SettleProperties(unittest.TestCase):
+
+    def drive(self, factory, windows, bulk_sla=None):
+        m = make_market(factory(), bulk_sla=bulk_sla)
+        caps = []
+        for mean, std, count, new, mtus, cpu in windows:
+            window = records.LatencyWindow(count=count, mean_us=mean, std_us=std,
+                                           p99_us=mean + 3 * std, new=min(new, count))
+            d = m.step({"victim": records.Sample("victim", 0, 30.0, tx_mtus=64),
+                        "bulk": records.Sample("bulk", 0, cpu, tx_mtus=mtus)},
+                       {"victim": window})
+            caps.append(d["bulk"].cap_pct)
+        return m, caps
+
+    @hypothesis.settings(max_examples=60, deadline=None)
+    @hypothesis.given(WINDOWS, st.floats(min_value=0.0, max_value=60.0))
+    def test_never_below_the_reservation_never_above_the_limit(self, windows, reservation):
+        bulk = sla.SLA(reservation_pct=reservation, limit_pct=80.0)
+        for factory in POLICIES:
+            _m, caps = self.drive(factory, windows, bulk_sla=bulk)
+            for cap in caps:
+                self.assertGreaterEqual(cap, max(reservation, 1.0) - 1e-9)
+                self.assertLessEqual(cap, 80.0 + 1e-9)
+
+    @hypothesis.settings(max_examples=60, deadline=None)
+    @hypothesis.given(WINDOWS)
+    def test_no_cut_without_a_victim_over_its_bound(self, windows):
+        # Every window at or under the bound (220 us): nobody is ever cut.
+        calm = [(min(mean, 220.0),) + tuple(rest) for mean, *rest in windows]
+        for factory in POLICIES:
+            m, caps = self.drive(factory, calm)
+            self.assertEqual([100.0] * len(caps), caps)
+            self.assertFalse(m.end_epoch().taxes)
+
+    @hypothesis.settings(max_examples=60, deadline=None)
+    @hypothesis.given(WINDOWS, st.data())
+    def test_no_cap_change_inside_the_deadband(self, windows, data):
+        # Cut first; then every window inside the hold band: the cap never moves.
+        for factory in POLICIES:
+            loop = Loop(factory())
+            loop.run(300)
+            held = loop.history[-1]
+            self.assertLess(held, 100.0)
+            for mean, std, count, new, mtus, cpu in windows:
+                inside = data.draw(st.floats(min_value=200.0 * 1.09, max_value=200.0 * 1.10))
+                window = records.LatencyWindow(count=count, mean_us=inside, std_us=std,
+                                               p99_us=inside, new=min(new, count))
+                d = loop.m.step({"victim": records.Sample("victim", 0, 30.0, tx_mtus=64),
+                                 "bulk": records.Sample("bulk", 0, cpu, tx_mtus=mtus or 1)},
+                                {"victim": window})
+                self.assertEqual(held, d["bulk"].cap_pct)
+
+
+class DecideTest(unittest.TestCase):
+
+    def test_the_standard_error_widens_the_hold_band(self):
+        import numpy as np
+        band = settle.Band(np.array([9.0]), np.array([10.0]), np.array([7.0]))
+        cut = settle.decide(np.array([12.0]), np.array([0.5]), band, 2.0)
+        noisy = settle.decide(np.array([12.0]), np.array([2.0]), band, 2.0)
+        self.assertEqual([settle.CUT], cut.tolist())
+        self.assertEqual([settle.HOLD], noisy.tolist())
+        self.assertEqual([settle.RELEASE],
+                         settle.decide(np.array([2.0]), np.array([0.5]), band, 2.0).tolist())
+
+
+if __name__ == "__main__":
+    unittest.main()
