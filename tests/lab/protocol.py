@@ -428,7 +428,8 @@ def record(name, kind, result, interferer, cap_pct=None, offset_s=0.0):
             "p99_us": lat["p99_us"], "n": lat["n"], "mbit_s": result["interferer_mbit_s"],
             "series": [list(w) for w in result.get("latency_series") or []] or None,
             "offset_s": offset_s, "caps": [c for _t, c in polls],
-            "cap_times": [t for t, _c in polls], "phases": result.get("phases")}
+            "cap_times": [t for t, _c in polls], "phases": result.get("phases"),
+            "quiesce_s": result.get("quiesce_s"), "drained": result.get("drained", True)}
 
 
 def pin(names_by_cpu):
@@ -631,8 +632,10 @@ def run_rounds(lab, args, loud, bound=None):
             else:
                 rec = lab.policy(name, kind, arg)
             rnd["runs"][name] = rec
-            print("round %d %s: mean %.0f us p99 %.0f us, interferer %.2f Mbit/s" % (
-                i + 1, name, rec["mean_us"], rec["p99_us"], rec["mbit_s"]), flush=True)
+            drain = ("" if rec.get("quiesce_s") is None else ", after %.0f s to drain%s" % (
+                rec["quiesce_s"], "" if rec["drained"] else " (NOT drained)"))
+            print("round %d %s: mean %.0f us p99 %.0f us, interferer %.2f Mbit/s%s" % (
+                i + 1, name, rec["mean_us"], rec["p99_us"], rec["mbit_s"], drain), flush=True)
         rounds.append(rnd)
     return rounds
 

@@ -64,6 +64,8 @@ SERVER = "resex-rsrv"
 SENSITIVE = experiment.SENSITIVE
 INTERFERER = experiment.INTERFERER
 TAPS = {SERVER: "rvtap-srv", SENSITIVE: "rvtap-lat", INTERFERER: "rvtap-bulk"}
+#: Bytes the interferer's tap may carry in half a second and count as idle (0.5 Mbit/s).
+QUIET_BYTES = 32 * 1024
 GATE_PORT = 5002
 
 
@@ -312,6 +314,8 @@ class VerbsLab(harness.SetUpTearDown):
         self.originals = {}
         self.image = None
         self.runs = []
+        # The first base run's mean latency (us): what a drained victim looks like.
+        self.calm_us = None
 
     # -- setup/teardown ------------------------------------------------------
     def setup(self, sla_us=1000.0, threshold_pct=10.0, boot_timeout=300.0, wait_s=0.0):
@@ -448,6 +452,7 @@ class VerbsLab(harness.SetUpTearDown):
         ``sla`` (``(sla_us, threshold_pct)``) adds the time the sensitive
         guest took to be back within it (three windows in a row).
         """
+        quiesce_s, drained = self.quiesce()
         taps0 = {n: tap_tx_bytes(t) for n, t in TAPS.items()}
         t0 = time.monotonic()
         if interfere:
@@ -475,10 +480,46 @@ class VerbsLab(harness.SetUpTearDown):
                "tap_mbit_s": tap_mbit,
                "interferer_mbit_s": tap_mbit[INTERFERER] or 0.0,
                "bottleneck": self.net.stats(),
-               "load_avg": load_average()}
+               "load_avg": load_average(),
+               "quiesce_s": round(quiesce_s, 1), "drained": drained}
+        if not interfere and self.calm_us is None and samples:
+            self.calm_us = sum(samples) / len(samples)
         if sla is not None:
             out["sla_restored_s"] = sla_restored(out["latency_series"], *sla)
         return out
+
+    def quiesce(self, idle_s=2.0, factor=1.5, timeout_s=None):
+        """Wait until the last run is gone; returns ``(seconds waited, drained)``.
+
+        A burst the gate let start runs to its end after the run (``burst_s``),
+        uncapped once the agent has restored the knobs, and the sensitive
+        guest's open-loop client queues every request it cannot send: a run
+        that starts then measures the last one's backlog (seconds of latency
+        after an uncontrolled run). So: the interferer's tap idle for
+        ``idle_s``, then every console window of the last 2 s within
+        ``factor`` times the first base run's mean. ``drained`` is False when
+        ``timeout_s`` (``burst_s`` + 90 s) passed first.
+        """
+        timeout_s = timeout_s if timeout_s is not None else self.burst_s + 90.0
+        start = time.monotonic()
+        last = tap_tx_bytes(TAPS[INTERFERER])
+        idle_since = start
+        while True:
+            time.sleep(0.5)
+            now = time.monotonic()
+            cur = tap_tx_bytes(TAPS[INTERFERER])
+            if cur is None or last is None or cur - last > QUIET_BYTES:
+                idle_since = now
+            last = cur
+            if now - idle_since >= idle_s:
+                if self.calm_us is None:
+                    return now - start, True
+                _samples, series = self.latencies(now - 2.0, now)
+                if series and all(m <= factor * self.calm_us for _t, _n, m, _p in series):
+                    return now - start, True
+            if now - start > timeout_s:
+                LOG.warning("the last run's backlog did not drain in %.0f s", timeout_s)
+                return now - start, False
 
     def run(self, name, policy, seconds, interfere=True, warmup_s=5.0, sla=None,
             window_reports=4, decay_half_life=0.05, link_gbps=None):
