@@ -77,13 +77,7 @@ OK = 0
 FAILED = 1
 
 
-class _Failed(Exception):
-    """One check step failed; the message is what the operator reads."""
-
-    def __init__(self, part, message):
-        super().__init__("%s: %s" % (part, message))
-        self.part = part
-        self.message = message
+_Failed = exceptions.CheckFailed
 
 
 def _validate_options(conf):

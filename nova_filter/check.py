@@ -56,11 +56,7 @@ OK = 0
 FAILED = 1
 
 
-class _Failed(Exception):
-    def __init__(self, part, message):
-        super().__init__("%s: %s" % (part, message))
-        self.part = part
-        self.message = message
+_Failed = exceptions.CheckFailed
 
 
 def make_conf(config_files):

@@ -72,3 +72,15 @@ class FabricError(ResexError):
 
 class BoardUnavailable(ResexError):
     """The price board's backend cannot be reached or answered badly."""
+
+
+class CheckFailed(Exception):
+    """One step of an operator's check failed; the message is what the operator reads.
+
+    Raised inside ``resex-agent --check`` and ``python -m nova_filter.check``.
+    """
+
+    def __init__(self, part, message):
+        super().__init__("%s: %s" % (part, message))
+        self.part = part
+        self.message = message

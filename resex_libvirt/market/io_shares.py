@@ -169,18 +169,13 @@ class IOShares(policy.Policy):
             return ioshare
 
         band = settle.band(step, self.opts)
-        held = own.st_cap.copy()
-        plan = settle.plan(step, self.opts, band, interferes, weight, spared)
-        if plan.judged and self.check is not None:
-            response.tick(own)
-        rows, caps = plan.rows, plan.caps
-        if not len(rows):
+        checked = response.checked_plan(self.check, step, band.aim, lambda: settle.plan(
+            step, self.opts, band, interferes, weight, spared))
+        if checked is None:
             return
+        plan, caps, futile = checked
+        rows = plan.rows
         limit = vms.limit_pct[rows]
-        futile = np.zeros(len(rows), dtype=bool)
-        if self.check is not None:
-            caps, futile = response.check_plan(self.check, own, vms, plan, band.aim, held)
-            settle.release(own, rows[futile])
         # max_rate bounds the tax: the cap never goes under limit / max_rate.
         caps = np.maximum(caps, limit / self.opts.max_rate)
         settle.hold(own, rows, caps, limit)

@@ -100,18 +100,13 @@ class LatencyTarget(policy.Policy):
             hit &= ~settle.not_for(vms, v, demands)
             hit[v] = False
             return hit
-        held = own.st_cap.copy()
-        plan = settle.plan(step, self.opts, band, interferes, spared=spared)
-        if plan.judged and self.check is not None:
-            response.tick(own)
-        rows, caps = plan.rows, plan.caps
-        if not len(rows):
+        checked = response.checked_plan(self.check, step, band.aim, lambda: settle.plan(
+            step, self.opts, band, interferes, spared=spared))
+        if checked is None:
             return
+        plan, caps, futile = checked
+        rows = plan.rows
         limit = vms.limit_pct[rows]
-        futile = np.zeros(len(rows), dtype=bool)
-        if self.check is not None:
-            caps, futile = response.check_plan(self.check, own, vms, plan, band.aim, held)
-            settle.release(own, rows[futile])
         free = caps >= limit
         answer.cap(rows[free], limit[free], 1.0)
         kept = rows[~free]

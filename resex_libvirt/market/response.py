@@ -144,3 +144,28 @@ def check_plan(check, own, vms, plan, aim, held):
         caps = np.where(futile, limit, caps)
     settled(own, rows[(caps >= limit) & ~futile])
     return caps, futile
+
+
+def checked_plan(check, step, aim, plan_of):
+    """A settling law's plan, judged: ``(plan, caps, futile)``, or None with no row.
+
+    ``plan_of()`` makes the plan (:func:`.settle.plan`) from ``step``;
+    ``aim``: per row, the inflation (%) the victims are aimed at. With
+    ``check`` (None: no check) the interval ticks when the plan judged a
+    victim, and futile rows go back to their limit and leave the law's
+    control (:func:`check_plan`).
+    """
+    from resex_libvirt.market import settle
+    own = step.state
+    held = own.st_cap.copy()
+    plan = plan_of()
+    if plan.judged and check is not None:
+        tick(own)
+    rows, caps = plan.rows, plan.caps
+    if not len(rows):
+        return None
+    futile = np.zeros(len(rows), dtype=bool)
+    if check is not None:
+        caps, futile = check_plan(check, own, step.vms, plan, aim, held)
+        settle.release(own, rows[futile])
+    return plan, caps, futile
