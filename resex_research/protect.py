@@ -26,8 +26,9 @@ request (about 0 ms); one whose SLA is not met on average until then has
 none (``None``: never). A run's figure is its slowest sensitive VM's.
 
 **Cap swing**: the interferers' CPU cap, its largest minus its smallest
-value after the warm-up (percent of one CPU), as the lab reports it: how
-much a policy moves the cap it holds.
+value in the second half of the run (percent of one CPU), as the lab
+reports it: how much a policy moves the cap it holds once it has
+protected.
 """
 
 import numpy as np
