@@ -135,7 +135,6 @@ class IOShares(policy.Policy):
 
     def decide(self, step):
         answer = policy.Answer()
-        settle.observe(step, step.state)
         self._tax(step, answer)
         if self.opts.use_balance:
             own = step.state
@@ -159,11 +158,7 @@ class IOShares(policy.Policy):
         e = settle.inflation(vms)
         spared = vms.sensitive & vms.reported & (e > self.opts.protect * vms.threshold_pct)
 
-        def interferes(v):
-            hit = (demands > 0.0) & (demands >= self.opts.heavier * demands[v])
-            hit &= ~settle.not_for(vms, v, demands)
-            hit[v] = False
-            return hit
+        interferes = settle.naming(vms, demands, self.opts.heavier, demands > 0.0)
 
         def weight(v, hit):
             return ioshare

@@ -94,12 +94,7 @@ class LatencyTarget(policy.Policy):
         e = settle.inflation(vms)
         # A sensitive VM whose own latency is over its target is never lowered.
         spared = vms.sensitive & vms.reported & (e > band.aim)
-
-        def interferes(v):
-            hit = eligible & (demands >= self.opts.heavier * demands[v])
-            hit &= ~settle.not_for(vms, v, demands)
-            hit[v] = False
-            return hit
+        interferes = settle.naming(vms, demands, self.opts.heavier, eligible)
         checked = response.checked_plan(self.check, step, band.aim, lambda: settle.plan(
             step, self.opts, band, interferes, spared=spared))
         if checked is None:
@@ -122,7 +117,6 @@ class LatencyTarget(policy.Policy):
     # -- the policy contract ----------------------------------------------------
     def decide(self, step):
         answer = policy.Answer()
-        settle.observe(step, step.state)
         self._update(step, answer)
         if self.opts.use_balance:
             self._credit(step, answer)

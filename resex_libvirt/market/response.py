@@ -34,6 +34,8 @@ import dataclasses
 
 import numpy as np
 
+from resex_libvirt.market import settle
+
 #: Backoff doubles at most this many times (x64).
 MAX_BACKOFF_DOUBLINGS = 6
 
@@ -155,7 +157,6 @@ def checked_plan(check, step, aim, plan_of):
     victim, and futile rows go back to their limit and leave the law's
     control (:func:`check_plan`).
     """
-    from resex_libvirt.market import settle
     own = step.state
     held = own.st_cap.copy()
     plan = plan_of()

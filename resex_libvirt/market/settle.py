@@ -392,7 +392,9 @@ def split(d, traffic, hit, opts):
 
 
 def plan(step, opts, band, interferes, weight=None, spared=None):
-    """The corrections of this interval (a :class:`Plan`); call after :func:`observe`.
+    """The corrections of this interval (a :class:`Plan`); call every interval.
+
+    Notes the interval's new windows and senders first (:func:`observe`).
 
     ``band``: a :class:`Band`; ``interferes(v)``: mask of the VMs that
     interfere with victim ``v`` (never ``v``); ``weight(v, mask)``: per
@@ -401,10 +403,11 @@ def plan(step, opts, band, interferes, weight=None, spared=None):
     VMs never cut (a policy's protected VMs; they may still be released).
     """
     vms, own, t = step.vms, step.state, now_s(step)
+    fresh = observe(step, own)
     delay = delays(step, opts, own)
     active = victims(vms) & (t - own.st_seen <= opts.idle_delays * delay)
     e_all = inflation(vms)
-    decisions = _judge(step, opts, band, delay, e_all)
+    decisions = _judge(step, opts, band, delay, e_all, fresh)
     asks = _Asks(len(vms))
     controlled = ~np.isnan(own.st_cap)
     # Naming decides who comes under control; once there, a VM stays while it
@@ -438,14 +441,14 @@ class _Asks:
         self.judged = {}
 
 
-def _judge(step, opts, band, delay, e_all):
+def _judge(step, opts, band, delay, e_all, fresh):
     """Each victim due to be judged, on its evidence: ``{row: decision}``.
 
-    Due: a fresh window and one delay since its interferers were last
-    corrected. ``e_all`` gets each judged victim's evidence mean.
+    Due: a fresh window (``fresh``, :func:`observe`'s mask) and one delay
+    since its interferers were last corrected. ``e_all`` gets each judged
+    victim's evidence mean.
     """
     vms, own, t = step.vms, step.state, now_s(step)
-    fresh = vms.reported & (vms.window_new > 0) & victims(vms)
     due_rows = (fresh & (t - own.st_last >= delay)).nonzero()[0]
     if not len(due_rows):
         return {}
@@ -565,6 +568,21 @@ def _apply(step, opts, asks, controlled, gone, up, spared, e_all):
     why = cause[rows]
     return Plan(rows, new[rows], why, cutting[rows],
                 np.where(why >= 0, e_all[np.maximum(why, 0)], 0.0), asks.judged)
+
+
+def naming(vms, demands, heavier, eligible):
+    """The ``interferes(v)`` of :func:`plan` both production policies use.
+
+    The VMs of ``eligible`` whose demand is at least ``heavier`` times
+    ``v``'s own, less the latency-sensitive VMs never cut for ``v``
+    (:func:`not_for`), never ``v``.
+    """
+    def interferes(v):
+        hit = eligible & (demands >= heavier * demands[v])
+        hit &= ~not_for(vms, v, demands)
+        hit[v] = False
+        return hit
+    return interferes
 
 
 def not_for(vms, v, demands):
