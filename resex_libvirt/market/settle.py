@@ -577,27 +577,32 @@ def naming(vms, demands, heavier, eligible):
     ``v``'s own, less the latency-sensitive VMs never cut for ``v``
     (:func:`not_for`), never ``v``.
     """
+    load = loads(vms)
+
     def interferes(v):
         hit = eligible & (demands >= heavier * demands[v])
-        hit &= ~not_for(vms, v, demands)
+        hit &= ~not_for(vms, v, demands, load)
         hit[v] = False
         return hit
     return interferes
 
 
-def not_for(vms, v, demands):
+def loads(vms):
+    """Per row, its inflation against its threshold (-inf: no window or no threshold)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        load = np.where(vms.reported & (vms.threshold_pct > 0.0),
+                        inflation(vms) / vms.threshold_pct, -np.inf)
+    return np.nan_to_num(load, nan=-np.inf)
+
+
+def not_for(vms, v, demands, load):
     """Mask of the latency-sensitive VMs never cut for victim ``v``.
 
     A sensitive VM is cut for ``v`` only when it demands more I/O than ``v``
     (:data:`SENSITIVE_HEAVIER` times: a cap on a sensitive VM adds to its own
     latency at once, and two of them would cut each other in turn) and
-    suffers less than ``v`` (its inflation against its threshold below
-    ``v``'s).
+    suffers less than ``v`` (its ``load``, :func:`loads`, below ``v``'s).
     """
-    with np.errstate(divide="ignore", invalid="ignore"):
-        load = np.where(vms.reported & (vms.threshold_pct > 0.0),
-                        inflation(vms) / vms.threshold_pct, -np.inf)
-    load = np.nan_to_num(load, nan=-np.inf)
     lighter = demands < SENSITIVE_HEAVIER * demands[v]
     return vms.sensitive & (lighter | (load >= load[v]))
 
