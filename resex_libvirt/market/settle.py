@@ -32,7 +32,9 @@ delay rather than in fractions of an epoch:
 * **A hold band instead of a relay.** A victim whose latency inflation
   (``mean / latency_sla_us - 1``) is inside ``[low, high]`` of its
   threshold, or within ``z`` standard errors of the aim, holds every cap:
-  no change inside the deadband.
+  no change inside the deadband. Over the threshold for a whole evidence
+  span (:data:`EVIDENCE` windows), it is cut whatever the error: the
+  deadband never holds a victim over its bound for long.
 * **Log-cap steps from a model.** Inflation over the base is taken to
   scale as ``cap ** slope`` (a linear plant at ``slope = 1``: traffic in
   proportion to the cap, queueing in proportion to the traffic). A cut is
@@ -264,14 +266,19 @@ def standard_error(vms):
     return np.where(np.isfinite(se) & (vms.window_count > 1), se, 0.0)
 
 
-def decide(e, se, band, z):
+def decide(e, se, band, z, full=False):
     """Per row, ``HOLD``, ``CUT``, ``RELEASE`` or ``CREEP`` for inflations ``e`` (%).
 
     ``CUT`` over the band's top, ``RELEASE`` under its bottom, ``CREEP``
     between the bottom and the aim; each only when ``e`` is more than ``z``
     standard errors (``se``) from the aim. ``HOLD`` otherwise: the deadband.
+    ``full``: per row (or for all), the evidence spans :data:`EVIDENCE`
+    windows; its mean over the band's top is then cut however wide its
+    error (the SLA is a mean over time: a victim over its bound for that
+    long is missing it, and a deadband that reaches over the bound would
+    hold it there).
     """
-    cut = (e > band.high) & (e - z * se > band.aim)
+    cut = (e > band.high) & ((e - z * se > band.aim) | full)
     under = e + z * se < band.aim
     release = (e < band.low) & under
     creep = (e >= band.low) & under
@@ -391,6 +398,22 @@ def split(d, traffic, hit, opts):
     return np.maximum(hi * w * d, math.log(opts.deepest_cut))
 
 
+def grow(d, traffic, hit):
+    """Per row, its log-cap step when the release ``d`` is shared by ``traffic`` among ``hit``.
+
+    The mirror of :func:`split`: the largest sender grows by ``d``, one
+    with half its traffic by half that. Cuts shared by traffic and releases
+    shared equally would ratchet: each cut-and-release cycle would move the
+    cap from the larger sender to the smaller until their traffic is equal,
+    whatever the naming rule said.
+    """
+    x = np.where(hit, traffic, 0.0)
+    top = x.max(initial=0.0)
+    if top <= 0.0:
+        return np.full(len(x), d)
+    return d * x / top
+
+
 def plan(step, opts, band, interferes, weight=None, spared=None):
     """The corrections of this interval (a :class:`Plan`); call every interval.
 
@@ -461,7 +484,8 @@ def _judge(step, opts, band, delay, e_all, fresh):
                           width, opts.deadband_z)
     e_all[due_rows] = mean
     learn(own, due_rows, mean / 100.0)
-    decided = decide(mean, se, Band(*(b[due_rows] for b in band)), opts.deadband_z)
+    full = own.st_an[due_rows] >= EVIDENCE - 0.5
+    decided = decide(mean, se, Band(*(b[due_rows] for b in band)), opts.deadband_z, full)
     own.st_want[due_rows] = decided
     return dict(zip(due_rows.tolist(), decided.tolist()))
 
@@ -498,8 +522,10 @@ def _ask(step, opts, band, asks, v, decision, e_all, delay, interferes, weight, 
         asks.cut[deeper] = want[deeper]
         asks.cause[deeper] = v
     else:
-        lesser = hit & (d < asks.release)
-        asks.release[lesser] = d
+        steps = np.full(n, d) if weight is None else grow(d, weight(v, hit), hit)
+        want = np.where(hit, steps, np.inf)
+        lesser = hit & (want < asks.release)
+        asks.release[lesser] = want[lesser]
         asks.cause[lesser & (asks.cut == np.inf)] = v
 
 

@@ -138,6 +138,25 @@ class TestMeasures(unittest.TestCase):
         self.assertIsNone(protocol.time_to_protect(series, 1100.0))
         self.assertIsNone(protocol.time_to_protect([], 1100.0))
 
+    def test_a_longer_window_averages_its_seconds_by_requests(self):
+        series = [(0, 10, 3000.0, 0), (1, 10, 900.0, 0), (2, 30, 1200.0, 0),
+                  (3, 10, 900.0, 0), (4, 10, 1000.0, 0)]
+        self.assertEqual(protocol.time_to_protect(series, 1100.0), 3.0)
+        # second 2's 1200 with 30 requests beside 900 with 10 weighs 1125, twice
+        self.assertEqual(protocol.time_to_protect(series, 1100.0, window_s=2), 4.0)
+        self.assertEqual(protocol.time_to_protect(series, 1130.0, window_s=2), 2.0)
+
+    def test_the_protect_window_is_the_shortest_the_base_and_best_static_hold(self):
+        noisy = [(s, 20, 1080.0 if s % 2 else 1020.0, 0) for s in range(10)]
+        calm = [(s, 20, 1030.0, 0) for s in range(10)]
+        rnd = round_(1)
+        rnd["runs"]["base"]["series"] = noisy
+        rnd["runs"]["static 5%"]["series"] = calm
+        self.assertEqual(protocol.protect_window([rnd], 5.0, "static 5%"), (2, True))
+        self.assertEqual(protocol.protect_window([rnd], 9.0, "static 5%"), (1, True))
+        rnd["runs"]["static 5%"]["series"] = [(s, 20, 1100.0, 0) for s in range(10)]
+        self.assertEqual(protocol.protect_window([rnd], 5.0, "static 5%"), (30, False))
+
     def test_spread_is_median_min_max_and_missing(self):
         self.assertEqual(protocol.spread([3.0, None, 1.0, 2.0]), (2.0, 1.0, 3.0, 1))
         self.assertEqual(protocol.spread([None]), (None, None, None, 1))
@@ -185,6 +204,7 @@ class TestJudge(unittest.TestCase):
         self.assertIn("2 never", never)
         self.assertIn("round 1: load 0.30", text)
         self.assertIn("pinned", text)
+        self.assertIn("protect: seconds until every 1 s window meets the SLA", text)
 
 
 class TestRecord(unittest.TestCase):
