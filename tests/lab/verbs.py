@@ -568,12 +568,15 @@ class VerbsLab(harness.SetUpTearDown):
                                              qemu_period_us=period_us)
         uuid = self.interferer.uuid
         original = None
+        # Drained before the cap is set, as before a policy's agent starts: the
+        # last run's burst, held at a low cap, would outlast any wait.
+        quiesced = self.quiesce()
         try:
             hyp.vms()
             original = hyp.get_knobs(uuid)
             hyp.set_knobs(uuid, cap_pct, None)
             time.sleep(settle_s)
-            result = self.measure(seconds, True, warmup_s)
+            result = self.measure(seconds, True, warmup_s, quiesced=quiesced)
         finally:
             if original is not None:
                 hyp.restore_knobs(uuid, original)
