@@ -21,8 +21,11 @@ over HTTP on a daemon thread (``prometheus_client.start_http_server``).
 Names follow the Prometheus conventions (https://prometheus.io/docs/practices/naming/):
 ``resex_`` prefix, base units (seconds, bytes), ``_ratio`` for fractions
 (so a CPU cap of 50 % of one pCPU is ``0.5``, and 1.5 for a 2-vCPU VM allowed
-150 %), ``_total`` for counters, labels ``vm`` (the domain's name) and
-``uuid`` (the domain's UUID: the Nova instance UUID on OpenStack).
+150 %), ``_total`` for counters, labels ``vm`` (the domain's name), ``uuid`` (the
+domain's UUID: the Nova instance UUID on OpenStack) and ``project`` (the
+Keystone project that owns the instance, from Nova's ``<nova:owner>``; empty
+for a VM Nova did not define). A VM's project never changes while it lives,
+so the label adds no series: it only lets a query select or sum by tenant.
 
 Per VM, from the last control interval (the balance as the ledger holds it at scrape time):
 
@@ -110,7 +113,7 @@ from resex_libvirt import exceptions
 
 LOG = logging.getLogger(__name__)
 
-_VM_LABELS = ("vm", "uuid")
+_VM_LABELS = ("vm", "uuid", "project")
 _INFO_LABELS = _VM_LABELS + ("sla_source", "knobs", "io_class", "monitor_only")
 
 #: Per-VM gauges: (name, help).
@@ -175,13 +178,14 @@ class _VMCollector:
             for uuid, rec in list(last.vms.items()):
                 problem = rec.info.latency_problem
                 if problem:
-                    blind.add_metric([rec.info.name, uuid, problem], 1.0)
+                    blind.add_metric([rec.info.name, uuid, rec.info.project or "", problem], 1.0)
             samples, decisions, windows = last.samples, last.decisions, last.windows
             interference, interval_s = last.interference, last.interval_s
             balance, vms = last.balance, last.vms
             for uuid, d in list(decisions.items()):
                 rec = vms.get(uuid)
-                key = [rec.info.name if rec is not None else uuid, uuid]
+                key = ([rec.info.name, uuid, rec.info.project or ""] if rec is not None
+                       else [uuid, uuid, ""])
                 gauges["resex_vm_cpu_cap_ratio"].add_metric(key, d.cap_pct / 100.0)
                 gauges["resex_vm_weight"].add_metric(key, d.weight)
                 gauges["resex_vm_charge_rate"].add_metric(key, d.rate)
