@@ -367,7 +367,9 @@ class Agent:
             report = report_mod.HostReport.from_summary(
                 self.settings.host, now, summary, self.link().capacity_bytes_per_s,
                 self.version, taxes_interferers=self.market.policy.taxes_interferers,
-                run_delays=self._epoch_run_delays(), state=state)
+                run_delays=self._epoch_run_delays(), state=state,
+                projects={uuid: rec.info.project for uuid, rec in self.vms.items()
+                          if rec.info.project})
         except Exception:
             LOG.exception("could not build the host report of epoch %d", summary.epoch)
             report = None
