@@ -86,8 +86,11 @@ What went wrong, from the :class:`agent.loop.Health` of the last epoch:
 ``resex_loop_lateness_seconds``, ``resex_loop_held_intervals_total``,
 ``resex_board_publish_attempts_total``, ``resex_board_publish_failures_total``,
 ``resex_board_reports_superseded_total``, ``resex_journal_write_errors_total``,
-``resex_journal_unsaved_vms``, ``resex_hypervisor_call_timeouts_total`` and
-``resex_hypervisor_available``.
+``resex_journal_unsaved_vms``, ``resex_hypervisor_call_timeouts_total``,
+``resex_hypervisor_available``, and ``resex_latency_status_sent_total`` /
+``resex_latency_status_dropped_total``: the status lines written back down
+the VMs' latency channels, and those dropped because the channel was full
+(a guest that does not read its port; doc/source/latency.rst).
 
 The sink never reaches into the agent: the loop hands it one
 :class:`agent.loop.IntervalRecord` per interval and one
@@ -273,6 +276,11 @@ class _HealthCollector:
                 value=h.journal_unsaved)
         yield C("resex_hypervisor_call_timeouts",
                 "Hypervisor calls that overran the watchdog's bound", value=h.hypervisor_timeouts)
+        yield C("resex_latency_status_sent",
+                "Status lines written down the VMs' latency channels", value=h.status_sent)
+        yield C("resex_latency_status_dropped",
+                "Status lines dropped because the VM's channel was full (the guest does not "
+                "read)", value=h.status_dropped)
         yield G("resex_hypervisor_available",
                 "1 when hypervisor calls return within the watchdog's bound",
                 value=1 if h.hypervisor_available else 0)
