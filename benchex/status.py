@@ -193,6 +193,11 @@ class StatusReader:
         self.received = 0
         self.skipped = 0
 
+    def restart(self):
+        """A new stream (the port was reopened): forget a half line, keep :attr:`latest`."""
+        self._buf.clear()
+        self._discarding = False
+
     def feed(self, data):
         """Read ``data``; returns the latest valid status (``None`` until one came)."""
         start = 0
@@ -225,3 +230,33 @@ class StatusReader:
             return
         self.received += 1
         self.latest = status
+
+
+def _pct(value):
+    return "%g%%" % value
+
+
+def render(status):
+    """``status`` (:func:`parse`) as a few lines of text for a person."""
+    sla, win, cap = status["sla"], status["window"], status["cap"]
+    lines = ["state: %s" % {MET: "SLA met", MISSED: "SLA missed", NO_WINDOW:
+                            "no recent latency window", NO_SLA: "no latency SLA"}.get(
+                                status["state"], status["state"])]
+    if sla is not None:
+        lines.append("SLA: %s us %s, threshold %s" % (
+            "%g" % sla["latency_us"], sla["statistic"], _pct(sla["threshold_pct"])))
+    if win is not None:
+        extra = ""
+        if win["p99_us"] is not None:
+            extra += ", p99 %g us" % win["p99_us"]
+        if win["interference_pct"] is not None:
+            extra += ", interference %+g%%" % win["interference_pct"]
+        lines.append("window: %d requests, mean %g us%s" % (win["requests"], win["mean_us"],
+                                                            extra))
+    if cap is None:
+        lines.append("cap: none")
+    else:
+        lines.append("cap: %s of one CPU (limit %s), reason %s%s" % (
+            _pct(cap["pct"]), _pct(cap["limit_pct"]), cap["reason"],
+            "" if cap["enforced"] else " (not enforced: the agent only observes)"))
+    return "\n".join(lines)
