@@ -46,6 +46,7 @@ import time
 import numpy as np
 
 from agent import publisher as publisher_mod
+from agent import status as status_mod
 import resex_libvirt
 from resex_libvirt.board import evidence as evidence_mod
 from resex_libvirt.board import report as report_mod
@@ -122,6 +123,8 @@ class Health:
     hypervisor_timeouts: int = 0
     hypervisor_available: bool = True
     intake_rejected: dict = dataclasses.field(default_factory=dict)
+    status_sent: int = 0
+    status_dropped: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -159,7 +162,10 @@ class Agent:
 
     ``intake`` (optional) is the latency source with work of its own (a
     socket to bind, a thread): started by :meth:`start`, its rejections
-    counted in :meth:`health`; it is one of ``latency_sources`` too.
+    counted in :meth:`health`; it is one of ``latency_sources`` too. It
+    also carries each VM's status back down its channel: every
+    ``[latency] status_interval_s`` at most, the loop hands it the statuses
+    of the VMs whose channel is connected (:mod:`agent.status`).
     ``publisher`` (optional, :class:`agent.publisher.Publisher`) writes the
     host reports; without one, a ``board`` is given a publisher of the
     agent's own. ``closing`` (optional, a :class:`contextlib.ExitStack`)
@@ -225,6 +231,9 @@ class Agent:
         self.pressure = pressure
         self.pressure_meter = evidence_mod.PressureMeter()
         self._pressure_said = set()
+        status_s = getattr(getattr(intake, "params", None), "status_interval_s", 0.0)
+        #: When the VMs' statuses are due (:mod:`agent.status`), or None: none are written.
+        self._status = status_mod.Throttle(status_s) if intake is not None and status_s else None
 
     @property
     def vms(self):
@@ -337,6 +346,13 @@ class Agent:
         if interval is None:
             self.held_intervals += 1    # knobs held
             return
+        if self._status is not None and self._status.due(self.clock.now()):
+            try:
+                channels = self.intake.channels()
+                if channels:
+                    self.intake.post_status(self.statuses(channels))
+            except Exception:
+                LOG.exception("could not hand the VMs' statuses to the latency intake")
         if self.metrics is None:
             return
         try:
@@ -367,7 +383,9 @@ class Agent:
             report = report_mod.HostReport.from_summary(
                 self.settings.host, now, summary, self.link().capacity_bytes_per_s,
                 self.version, taxes_interferers=self.market.policy.taxes_interferers,
-                run_delays=self._epoch_run_delays(), state=state)
+                run_delays=self._epoch_run_delays(), state=state,
+                projects={uuid: rec.info.project for uuid, rec in self.vms.items()
+                          if rec.info.project})
         except Exception:
             LOG.exception("could not build the host report of epoch %d", summary.epoch)
             report = None
@@ -428,11 +446,14 @@ class Agent:
         journal = self.journal
         watchdog = self.watchdog
         rejected = {}
+        status = (0, 0)
         if self.intake is not None:
             try:
                 for counters in self.intake.stats().values():
                     for reason, n in counters["rejected"].items():
                         rejected[reason] = rejected.get(reason, 0) + n
+                if self._status is not None:
+                    status = self.intake.status_counts()
             except Exception:
                 LOG.debug("latency intake %r has no usable stats", self.intake, exc_info=True)
         return Health(
@@ -446,7 +467,30 @@ class Agent:
             journal_unsaved=len(journal.unsaved) if journal is not None else 0,
             hypervisor_timeouts=watchdog.timeouts if watchdog is not None else 0,
             hypervisor_available=watchdog.available if watchdog is not None else True,
-            intake_rejected=rejected)
+            intake_rejected=rejected, status_sent=status[0], status_dropped=status[1])
+
+    def statuses(self, uuids):
+        """``{uuid: status line}`` of the VMs ``uuids`` under control (:mod:`agent.status`).
+
+        Each line is built from that VM's own record, window, interference
+        and decision only. Once per ``[latency] status_interval_s``, for the
+        VMs whose channel is connected: a few dictionary reads and one small
+        JSON encoding per VM.
+        """
+        last = self.controller.last
+        interference = self.market.last_interference
+        observe_only = self.settings.observe_only
+        out = {}
+        for uuid in uuids:
+            rec = self.vms.get(uuid)
+            if rec is None:
+                continue
+            decision = last.decisions.get(uuid)
+            cap = decision.cap_pct if decision is not None and not rec.monitor_only else None
+            out[uuid] = status_mod.encode(status_mod.vm_status(
+                rec.info, last.windows.get(uuid), interference.get(uuid), cap,
+                self.reason(uuid), observe_only))
+        return out
 
     def _name(self, uuid):
         rec = self.controller.vms.get(uuid)

@@ -21,8 +21,11 @@ over HTTP on a daemon thread (``prometheus_client.start_http_server``).
 Names follow the Prometheus conventions (https://prometheus.io/docs/practices/naming/):
 ``resex_`` prefix, base units (seconds, bytes), ``_ratio`` for fractions
 (so a CPU cap of 50 % of one pCPU is ``0.5``, and 1.5 for a 2-vCPU VM allowed
-150 %), ``_total`` for counters, labels ``vm`` (the domain's name) and
-``uuid`` (the domain's UUID: the Nova instance UUID on OpenStack).
+150 %), ``_total`` for counters, labels ``vm`` (the domain's name), ``uuid`` (the
+domain's UUID: the Nova instance UUID on OpenStack) and ``project`` (the
+Keystone project that owns the instance, from Nova's ``<nova:owner>``; empty
+for a VM Nova did not define). A VM's project never changes while it lives,
+so the label adds no series: it only lets a query select or sum by tenant.
 
 Per VM, from the last control interval (the balance as the ledger holds it at scrape time):
 
@@ -83,8 +86,11 @@ What went wrong, from the :class:`agent.loop.Health` of the last epoch:
 ``resex_loop_lateness_seconds``, ``resex_loop_held_intervals_total``,
 ``resex_board_publish_attempts_total``, ``resex_board_publish_failures_total``,
 ``resex_board_reports_superseded_total``, ``resex_journal_write_errors_total``,
-``resex_journal_unsaved_vms``, ``resex_hypervisor_call_timeouts_total`` and
-``resex_hypervisor_available``.
+``resex_journal_unsaved_vms``, ``resex_hypervisor_call_timeouts_total``,
+``resex_hypervisor_available``, and ``resex_latency_status_sent_total`` /
+``resex_latency_status_dropped_total``: the status lines written back down
+the VMs' latency channels, and those dropped because the channel was full
+(a guest that does not read its port; doc/source/latency.rst).
 
 The sink never reaches into the agent: the loop hands it one
 :class:`agent.loop.IntervalRecord` per interval and one
@@ -110,7 +116,7 @@ from resex_libvirt import exceptions
 
 LOG = logging.getLogger(__name__)
 
-_VM_LABELS = ("vm", "uuid")
+_VM_LABELS = ("vm", "uuid", "project")
 _INFO_LABELS = _VM_LABELS + ("sla_source", "knobs", "io_class", "monitor_only")
 
 #: Per-VM gauges: (name, help).
@@ -175,13 +181,14 @@ class _VMCollector:
             for uuid, rec in list(last.vms.items()):
                 problem = rec.info.latency_problem
                 if problem:
-                    blind.add_metric([rec.info.name, uuid, problem], 1.0)
+                    blind.add_metric([rec.info.name, uuid, rec.info.project or "", problem], 1.0)
             samples, decisions, windows = last.samples, last.decisions, last.windows
             interference, interval_s = last.interference, last.interval_s
             balance, vms = last.balance, last.vms
             for uuid, d in list(decisions.items()):
                 rec = vms.get(uuid)
-                key = [rec.info.name if rec is not None else uuid, uuid]
+                key = ([rec.info.name, uuid, rec.info.project or ""] if rec is not None
+                       else [uuid, uuid, ""])
                 gauges["resex_vm_cpu_cap_ratio"].add_metric(key, d.cap_pct / 100.0)
                 gauges["resex_vm_weight"].add_metric(key, d.weight)
                 gauges["resex_vm_charge_rate"].add_metric(key, d.rate)
@@ -269,6 +276,11 @@ class _HealthCollector:
                 value=h.journal_unsaved)
         yield C("resex_hypervisor_call_timeouts",
                 "Hypervisor calls that overran the watchdog's bound", value=h.hypervisor_timeouts)
+        yield C("resex_latency_status_sent",
+                "Status lines written down the VMs' latency channels", value=h.status_sent)
+        yield C("resex_latency_status_dropped",
+                "Status lines dropped because the VM's channel was full (the guest does not "
+                "read)", value=h.status_dropped)
         yield G("resex_hypervisor_available",
                 "1 when hypervisor calls return within the watchdog's bound",
                 value=1 if h.hypervisor_available else 0)

@@ -17,9 +17,10 @@
     benchex server [--bind ADDR] [--port N] [--compute-us US] [--reply-bytes N] [REPORT]
     benchex client [--host H] [--port N] (--rate R | --concurrency C) [--requests N]
                    [--request-bytes N] [--json] [REPORT]
+    benchex status [--file PATH | --port PATH] [--wait S] [--json]
 
-    REPORT: --report-channel PATH                  (in a guest: the virtio-serial port)
-          | --report-socket PATH --vm UUID         (on the host: the agent's probe socket)
+    REPORT: --report-channel PATH [--status-file PATH]  (in a guest: the virtio-serial port)
+          | --report-socket PATH --vm UUID              (on the host: the agent's probe socket)
             [--report-interval S]
 
 The server prints ``benchex server listening on HOST:PORT`` once it
@@ -28,17 +29,33 @@ latency summary (text, or one JSON object with ``--json``). The static C
 program ``benchex.c`` takes the same arguments and speaks the same protocol.
 RDMA verbs (the paper's transport) are the C program's alone
 (``benchex-verbs ... --transport verbs``); this one speaks TCP.
+
+``benchex status`` prints the status the agent sends back down the latency
+channel (:mod:`benchex.status`): whether the VM's SLA is met, its window,
+and its CPU cap and why. A virtio port opens once, so while a server or
+client reports on the channel it is their reporter that reads the status:
+give them ``--status-file PATH`` and read it with ``benchex status --file
+PATH``. Otherwise ``benchex status`` opens the port itself and waits up to
+``--wait`` seconds for a line. Exit status: 0, or 3 when no status came.
 """
 
 import argparse
+import functools
+import json
+import os
+import select
 import signal
+import socket
+import stat
 import sys
 import threading
+import time
 
 from benchex import client as client_mod
 from benchex import reporter as reporter_mod
 from benchex import server as server_mod
 from benchex import stats
+from benchex import status as status_mod
 from benchex import wire
 
 DEFAULT_PORT = 7788
@@ -76,6 +93,9 @@ def _add_report_args(parser):
                        help="the measured VM (with --report-socket)")
     group.add_argument("--report-interval", type=_positive_float, default=0.1, metavar="S",
                        help="seconds per reported window (default 0.1)")
+    group.add_argument("--status-file", metavar="PATH",
+                       help="with --report-channel: write each status the agent sends back "
+                            "to PATH (JSON), for benchex status --file")
 
 
 def build_parser():
@@ -101,7 +121,82 @@ def build_parser():
     cli.add_argument("--request-bytes", type=_non_negative_int, default=64)
     cli.add_argument("--json", action="store_true", help="print one JSON object")
     _add_report_args(cli)
+    sts = sub.add_parser("status", help="print the VM's status the agent sends on the channel")
+    where = sts.add_mutually_exclusive_group()
+    where.add_argument("--file", metavar="PATH",
+                       help="the --status-file of a running benchex server or client")
+    where.add_argument("--port", metavar="PATH", default=wire.GUEST_DEVICE,
+                       help="the latency port, read directly (default %(default)s)")
+    sts.add_argument("--wait", type=_positive_float, default=6.0, metavar="S",
+                     help="seconds to wait for a status on the port (default 6: the agent "
+                          "repeats an unchanged status every 5 s)")
+    sts.add_argument("--json", action="store_true", help="print the status as JSON")
     return parser
+
+
+def _open_port(path):
+    """``(fd, close)`` of the port (or a Unix socket standing in for it), non-blocking."""
+    if stat.S_ISSOCK(os.stat(path).st_mode):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(path)
+        except OSError:
+            sock.close()
+            raise
+        sock.setblocking(False)
+        return sock.fileno(), sock.close
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    return fd, functools.partial(os.close, fd)
+
+
+def read_port(path, wait_s, clock=time.monotonic):
+    """The latest valid status read from the port within ``wait_s`` seconds, or None.
+
+    Returns as soon as a status came and nothing more is waiting.
+    """
+    reader = status_mod.StatusReader()
+    fd, close = _open_port(path)
+    deadline = clock() + wait_s
+    try:
+        while True:
+            left = deadline - clock()
+            if left <= 0:
+                return reader.latest
+            ready, _, _ = select.select([fd], [], [], min(left, 0.5))
+            if not ready:
+                if reader.latest is not None:
+                    return reader.latest
+                continue
+            try:
+                data = os.read(fd, status_mod.MAX_BYTES * 4)
+            except (BlockingIOError, InterruptedError):
+                continue
+            if not data:
+                return reader.latest
+            reader.feed(data)
+    finally:
+        close()
+
+
+def status_main(args):
+    try:
+        if args.file:
+            with open(args.file, "rb") as f:
+                found = status_mod.parse(f.read(status_mod.MAX_BYTES + 1).rstrip(b"\n"))
+        else:
+            found = read_port(args.port, args.wait)
+    except OSError as exc:
+        print("benchex status: %s" % exc, file=sys.stderr)
+        return 2
+    if found is None:
+        print("benchex status: no status %s" % (
+            "in %s" % args.file if args.file else
+            "from %s within %g s (is the agent's status on? [latency] status_interval_s)"
+            % (args.port, args.wait)), file=sys.stderr)
+        return 3
+    print(json.dumps(found, sort_keys=True) if args.json else status_mod.render(found),
+          flush=True)
+    return 0
 
 
 def _reporter(args, parser):
@@ -117,13 +212,20 @@ def _reporter(args, parser):
             parser.error("--vm is not allowed with --report-channel: the channel is the identity")
         sink = reporter_mod.ChannelSink(args.report_channel)
     else:
+        if args.status_file:
+            parser.error("--status-file needs --report-channel")
         return None
-    return reporter_mod.LatencyReporter(sink, interval_s=args.report_interval)
+    if args.status_file and not args.report_channel:
+        parser.error("--status-file needs --report-channel: the status comes down the channel")
+    return reporter_mod.LatencyReporter(sink, interval_s=args.report_interval,
+                                        status_file=args.status_file)
 
 
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command == "status":
+        return status_main(args)
     reporter = _reporter(args, parser)
     if args.command == "server":
         if args.compute_us < 0:

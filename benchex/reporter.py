@@ -26,23 +26,38 @@ server-side latencies." Two sinks, one per intake (``doc/source/latency.rst``):
 
 A sink that fails drops the report, counts it, and tries again at the next
 window: the benchmark never stalls on its reporting.
+
+The channel is also where the agent writes the VM's status back
+(:mod:`benchex.status`). A virtio port opens once (a second open is
+refused), so the reporter, which holds it, is its reader: after each report
+it reads what arrived, non-blocking and bounded (:data:`STATUS_READS` reads
+of :data:`STATUS_READ_BYTES`), keeps the latest valid status
+(:attr:`LatencyReporter.status`) and, with ``status_file``, writes it there
+for ``benchex status --file`` to print.
 """
 
 import errno
+import json
 import logging
 import os
+import select
 import socket
 import stat
 import threading
 import time
 
 from benchex import stats
+from benchex import status as status_mod
 from benchex import wire
 
 LOG = logging.getLogger(__name__)
 
 #: Flush a window early at this many samples (keeps ``n`` far below the intake's bound).
 MAX_SAMPLES = 100_000
+
+#: What one look at the status costs at most: this many non-blocking reads of this many bytes.
+STATUS_READS = 8
+STATUS_READ_BYTES = 4096
 
 
 class _SocketSink:
@@ -69,6 +84,17 @@ class _SocketSink:
             self.close()
             raise
 
+    def recv(self):
+        """What the other end wrote, without waiting: bytes, ``b""`` if none, ``None`` at EOF."""
+        if self._sock is None or not select.select([self._sock], [], [], 0)[0]:
+            return b""
+        try:
+            return self._sock.recv(STATUS_READ_BYTES) or None
+        except (BlockingIOError, InterruptedError, TimeoutError):
+            return b""
+        except OSError:
+            return None
+
     def close(self):
         if self._sock is not None:
             self._sock.close()
@@ -86,7 +112,12 @@ class ProbeSocketSink(_SocketSink):
 
 
 class ChannelSink:
-    """The guest's virtio-serial port (or a Unix socket standing in for it)."""
+    """The guest's virtio-serial port (or a Unix socket standing in for it).
+
+    The port is opened for reading too, so the agent's status lines can be
+    read from it (:meth:`read_status`); where only writing is allowed, it is
+    opened write-only and no status is read.
+    """
 
     vm = None
 
@@ -94,17 +125,36 @@ class ChannelSink:
         self.path = path
         self._fd = None
         self._socket = None
+        self._readable = False
+        self.status = status_mod.StatusReader()
+
+    def _open(self, is_device):
+        # A virtio port is a character device, and reads what the host
+        # writes; anything else (a FIFO standing in for it) is only written:
+        # read-write, a FIFO would give back our own reports.
+        flags = os.O_NONBLOCK | os.O_CLOEXEC
+        self._readable = False
+        if is_device:
+            try:
+                self._fd = os.open(self.path, os.O_RDWR | flags)
+                self._readable = True
+            except PermissionError:
+                pass
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_WRONLY | flags)
+        self.status.restart()
 
     def send(self, line):
         if self._socket is None and self._fd is None:
             try:
-                is_socket = stat.S_ISSOCK(os.stat(self.path).st_mode)
+                mode = os.stat(self.path).st_mode
             except OSError:
-                is_socket = False
-            if is_socket:
+                mode = 0
+            if stat.S_ISSOCK(mode):
                 self._socket = _SocketSink(self.path)
+                self.status.restart()
             else:
-                self._fd = os.open(self.path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+                self._open(stat.S_ISCHR(mode))
         if self._socket is not None:
             self._socket.send(line)
             return
@@ -119,6 +169,32 @@ class ChannelSink:
             self.close()
             raise OSError(errno.EAGAIN, "short write to %s" % self.path)
 
+    def read_status(self):
+        """Read the status lines that arrived, without waiting; the latest valid one or None.
+
+        At most :data:`STATUS_READS` reads: a host end that writes without
+        pause costs the benchmark a bounded time per report.
+        """
+        for _ in range(STATUS_READS):
+            if self._socket is not None:
+                data = self._socket.recv()
+            elif self._fd is not None and self._readable:
+                try:
+                    data = os.read(self._fd, STATUS_READ_BYTES) or None
+                except (BlockingIOError, InterruptedError):
+                    data = b""
+                except OSError:
+                    data = None
+            else:
+                break
+            if data is None:        # the other end closed: reopen at the next report
+                self.close()
+                break
+            if not data:
+                break
+            self.status.feed(data)
+        return self.status.latest
+
     def close(self):
         if self._fd is not None:
             os.close(self._fd)
@@ -128,13 +204,31 @@ class ChannelSink:
             self._socket = None
 
 
-class LatencyReporter:
-    """Collect latencies and send one summary every ``interval_s`` (thread-safe)."""
+def write_status_file(path, status):
+    """Write ``status`` (a dict) to ``path`` as JSON, atomically (a reader never sees half)."""
+    tmp = "%s.%d.tmp" % (path, os.getpid())
+    with open(tmp, "w", encoding="utf-8") as out:
+        json.dump(status, out, sort_keys=True)
+        out.write("\n")
+    os.replace(tmp, path)
 
-    def __init__(self, sink, interval_s=0.1, clock=time.monotonic):
+
+class LatencyReporter:
+    """Collect latencies and send one summary every ``interval_s`` (thread-safe).
+
+    With a sink that reads the agent's status (:class:`ChannelSink`), each
+    flush also reads it: :attr:`status` is the latest, and ``status_file``
+    (optional) gets each new one.
+    """
+
+    def __init__(self, sink, interval_s=0.1, clock=time.monotonic, status_file=None):
         if not interval_s > 0:
             raise ValueError("interval_s must be > 0")
         self.sink = sink
+        self.status_file = status_file
+        #: The latest status the agent sent (:func:`benchex.status.parse`), or None.
+        self.status = None
+        self._status_file_failed = False
         self.interval_s = interval_s
         self._clock = clock
         self._lock = threading.Lock()
@@ -171,6 +265,24 @@ class LatencyReporter:
                 if self.dropped == 1 or self.dropped % 100 == 0:
                     LOG.warning("latency report to %s dropped (%d so far): %s",
                                 self.sink.path, self.dropped, exc)
+            self._read_status()
+
+    def _read_status(self):
+        read = getattr(self.sink, "read_status", None)
+        if read is None:
+            return
+        status = read()
+        if status is None or status == self.status:
+            return
+        self.status = status
+        if self.status_file:
+            try:
+                write_status_file(self.status_file, status)
+            except OSError as exc:
+                if not self._status_file_failed:
+                    LOG.warning("cannot write the status to %s: %s (said once)",
+                                self.status_file, exc)
+                self._status_file_failed = True
 
     def close(self):
         self.flush()

@@ -163,6 +163,24 @@ Related options:
 
 * ``probe_idle_timeout_s``, ``max_probe_clients``
 """),
+    cfg.FloatOpt(
+        "status_interval_s", default=1.0, min=0.0, max=3600.0,
+        help="""
+Shortest time in seconds between two status lines the agent writes back down
+a VM's latency channel: whether its last latency window met its SLA, the
+window, the SLA and, for a capped VM, its cap, limit and a reason category.
+A line is written when the VM's status changed (and every few seconds
+anyway, for a guest that starts reading late), never more often than this.
+The line names no other VM, host or project. A guest that does not read
+costs nothing: a line that would block is dropped and counted
+(``resex_latency_status_dropped_total``).
+
+Possible values:
+
+* 0: write no status (the channel is read only, as before)
+* A positive number of seconds; the default, 1, is about one line per
+  second per VM with a channel
+"""),
 ]
 
 

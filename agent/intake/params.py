@@ -34,6 +34,7 @@ class IntakeParams:
     max_probe_clients: int = 32
     probe_idle_timeout_s: float = 60.0
     probe_line_timeout_s: float = 5.0
+    status_interval_s: float = 1.0
 
     def __post_init__(self):
         if self.max_message_bytes < 64:
@@ -48,6 +49,8 @@ class IntakeParams:
             raise ValueError("channel_retry_s must be > 0 and max_probe_clients >= 1")
         if not self.probe_idle_timeout_s > 0 or not self.probe_line_timeout_s > 0:
             raise ValueError("probe_idle_timeout_s and probe_line_timeout_s must be > 0")
+        if not self.status_interval_s >= 0:
+            raise ValueError("status_interval_s must be >= 0 (0: no status)")
 
     @property
     def limits(self):
@@ -73,4 +76,5 @@ class IntakeParams:
             max_probe_clients=grp.max_probe_clients,
             probe_idle_timeout_s=grp.probe_idle_timeout_s,
             probe_line_timeout_s=grp.probe_line_timeout_s,
+            status_interval_s=grp.status_interval_s,
         )

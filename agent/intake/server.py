@@ -48,6 +48,17 @@ observed server-side latencies" to an agent that forwards them to ResEx):
   has gone longest without a complete report (so slow-loris connections can
   never lock an honest probe out).
 
+Status back to the guest: the channel is bidirectional, and the agent
+writes each VM's own status into it (:mod:`agent.status`, format
+:mod:`benchex.status`). The loop hands the lines over with
+:meth:`LatencyIntake.post_status`; this thread, the one owner of the channel
+sockets, writes them, so no second writer races the reader. A write never
+blocks: a line the socket cannot take whole is completed, in order, before
+the next one, and a line that finds the socket full (the guest is not
+reading) is dropped and counted, never queued; the socket's send buffer is
+kept small (:data:`STATUS_SNDBUF`), so a guest that starts reading late finds
+a few stale lines, not hours of them. Reading reports goes on regardless.
+
 One native thread multiplexes every socket with :mod:`selectors` (no
 eventlet). It reads at most ``_READ_BYTES`` per readable socket per round,
 so one flooding tenant cannot starve the others, and frames lines with a
@@ -77,6 +88,13 @@ _READ_BYTES = 4096
 _UCRED = struct.Struct("3i")
 _CONNECT_RETRY_ERRNOS = (errno.ENOENT, errno.ECONNREFUSED, errno.EAGAIN, errno.EACCES,
                          errno.ENOTSOCK, errno.ENOTDIR, errno.EPERM)
+
+#: Bytes of status a channel's socket may hold for a guest that does not read
+#: (the kernel doubles it): a few dozen lines.
+STATUS_SNDBUF = 8192
+#: A VM's status is written again, unchanged, after this many seconds (a guest
+#: that opens its port late learns its status without waiting for a change).
+STATUS_REFRESH_S = 5.0
 
 #: Probe connections closed by the intake, counted as rejections of these reasons.
 IDLE_TIMEOUT = "idle_timeout"
@@ -133,6 +151,10 @@ class LatencyIntake:
         self._waker_r = self._waker_w = None
         self._listener = None
         self._probe_inode = None
+        self._outbox = {}           # uuid -> the latest status line not yet written
+        self._tails = set()         # channels with the rest of a status line to write
+        self._status_sent = 0
+        self._status_dropped = 0
 
     # -- the interface the agent loop calls ------------------------------------------
     def start(self):
@@ -186,6 +208,23 @@ class LatencyIntake:
         """UUIDs of the VMs whose channel is connected now."""
         with self._lock:
             return set(self._channels)
+
+    def post_status(self, lines):
+        """Have each VM's status line written down its channel: ``{uuid: bytes}``.
+
+        Returns at once: the intake's thread writes them, without blocking
+        (the module docstring). A line replaces the VM's line not yet
+        written, so at most one waits per VM; a line equal to the last one
+        written is written again only after :data:`STATUS_REFRESH_S`.
+        """
+        with self._lock:
+            self._outbox.update(lines)
+        self._wake()
+
+    def status_counts(self):
+        """``(sent, dropped)``: status lines written, and dropped because the socket was full."""
+        with self._lock:
+            return self._status_sent, self._status_dropped
 
     def close(self):
         """Stop the thread, close every socket, remove the probe socket we created."""
@@ -322,6 +361,10 @@ class LatencyIntake:
             self._retry_at[vm] = now + self.params.channel_retry_s
             self._retry_path[vm] = path
             return
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, STATUS_SNDBUF)
+        except OSError:
+            pass
         conn = _ChannelConn(sock, vm, path, framing.LineFramer(self.params.max_message_bytes))
         self._selector.register(sock, selectors.EVENT_READ, conn)
         with self._lock:
@@ -334,6 +377,7 @@ class LatencyIntake:
             conn = self._channels.pop(vm, None)
         if conn is None:
             return
+        self._tails.discard(conn)
         self._selector.unregister(conn.sock)
         conn.sock.close()
         self._retry_at[vm] = time.monotonic() + self.params.channel_retry_s
@@ -380,6 +424,63 @@ class LatencyIntake:
                 self._accept()
             else:
                 self._read(conn)
+        if self._outbox or self._tails:
+            self._write_statuses(time.monotonic())
+
+    # -- status back to the guests ------------------------------------------------------
+    def _write_statuses(self, now):
+        """Finish the lines half written, then write the posted ones (never blocks)."""
+        for conn in list(self._tails):
+            self._send_tail(conn)
+        with self._lock:
+            outbox, self._outbox = self._outbox, {}
+        for vm, line in outbox.items():
+            conn = self._channels.get(vm)
+            if conn is None:
+                continue        # not connected (any more): no one to tell
+            if line == conn.last_status and now - conn.last_status_at < STATUS_REFRESH_S:
+                continue
+            self._write_status(conn, line, now)
+
+    def _write_status(self, conn, line, now):
+        if conn.tail and not self._send_tail(conn):
+            self._count_status(dropped=True)    # the line before is not out yet
+            return
+        try:
+            n = conn.sock.send(line)
+        except (BlockingIOError, InterruptedError):
+            self._count_status(dropped=True)    # full: the guest is not reading
+            return
+        except OSError as exc:
+            self._count_status(dropped=True)    # the reader sees the end of stream
+            LOG.debug("status to VM %s not written: %s", conn.vm, exc)
+            return
+        conn.last_status, conn.last_status_at = line, now
+        self._count_status(dropped=False)
+        if n < len(line):
+            conn.tail = line[n:]
+            self._tails.add(conn)
+
+    def _send_tail(self, conn):
+        """Write what is left of a status line; True once nothing is left."""
+        try:
+            n = conn.sock.send(conn.tail)
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError:
+            n = len(conn.tail)
+        conn.tail = conn.tail[n:]
+        if conn.tail:
+            return False
+        self._tails.discard(conn)
+        return True
+
+    def _count_status(self, dropped):
+        with self._lock:
+            if dropped:
+                self._status_dropped += 1
+            else:
+                self._status_sent += 1
 
     def _read(self, conn):
         try:
@@ -528,8 +629,11 @@ def check_probe_socket_path(path):
 
 
 class _ChannelConn(_Conn):
-    __slots__ = ("framer_path",)
+    __slots__ = ("framer_path", "tail", "last_status", "last_status_at")
 
     def __init__(self, sock, vm, path, framer):
         super().__init__("channel", sock, vm=vm, framer=framer)
         self.framer_path = path
+        self.tail = b""             # the rest of a status line the socket did not take
+        self.last_status = None     # the last status line written, and when
+        self.last_status_at = 0.0

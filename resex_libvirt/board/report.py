@@ -23,7 +23,7 @@ a scheduler of different releases can share a board (a rolling upgrade):
 * a reader rejects another major (:class:`InvalidReport`) and the board drops
   the record: a major changes only when a field changes meaning.
 
-Fields (version 1.2)
+Fields (version 1.3)
 --------------------
 ``version``
     ``"major.minor"`` (:data:`VERSION`); version 1.0 wrote the integer ``1``.
@@ -85,6 +85,18 @@ Fields (version 1.2)
     so a reader treats the host as if it had no report (the scheduler's
     ``unknown_host_policy``), never as clean. A reader treats any value it
     does not know as ``"blind"``.
+``projects`` (1.3; default ``[]``)
+    The VMs counted above, broken down by the Keystone project that owns them
+    (Nova's ``<nova:owner>``, :attr:`~resex_libvirt.hypervisor.base.VMInfo.project`):
+    a list of ``{"project": ID, "vms": n, "sensitive_vms": n,
+    "heavy_io_vms": n}``, most VMs first, at most :data:`MAX_PROJECTS`
+    entries. VMs without a known project, and those of projects past the
+    bound, are in no entry (``vms`` minus the entries' sum). The board is the
+    operators' and the scheduler's, never a tenant's: no tenant reads another
+    tenant's project from it. The bound keeps the record under
+    :data:`MAX_RECORD_BYTES`, the size every reader since 1.0 accepts, so a
+    scheduler of an older release still reads a 1.3 record (and ignores the
+    field).
 
 The congestion index
 --------------------
@@ -127,6 +139,7 @@ is capped), while the index must predict the *outcome* a newcomer sees.
 import dataclasses
 import json
 import math
+import typing
 
 import numpy as np
 
@@ -134,14 +147,15 @@ from resex_libvirt.board import evidence as evidence_mod
 from resex_libvirt import exceptions
 
 #: The schema version this module writes: ``"major.minor"``.
-VERSION = "1.2"
+VERSION = "1.3"
 
 #: The major version this module reads (any minor of it).
 MAJOR = 1
 
 #: Fields added after 1.0, and the value a reader gives them when an older
 #: agent's record lacks them (``None``: derived, see :meth:`HostReport.__post_init__`).
-DEFAULTS = {"untaxable_utilisation": None, "inflation_reporters": 0, "state": "controlling"}
+DEFAULTS = {"untaxable_utilisation": None, "inflation_reporters": 0, "state": "controlling",
+            "projects": ()}
 
 #: ``state``: the agent saw the hypervisor for the epoch / it could not.
 CONTROLLING, BLIND = "controlling", "blind"
@@ -172,8 +186,25 @@ HEAVY_IO_MIN_LINK_FRACTION = 0.05
 #: Utilisation at which the queueing term saturates (keeps the index finite).
 RHO_MAX = 0.99
 
-#: Longest accepted record (bytes of JSON): a report is about 400 bytes.
+#: Longest accepted record (bytes of JSON): a report is about 600 bytes without
+#: projects, and under 5000 with :data:`MAX_PROJECTS` of the longest IDs.
 MAX_RECORD_BYTES = 8192
+
+#: Most projects a report lists (``projects``), and the longest project ID.
+MAX_PROJECTS = 32
+MAX_PROJECT_CHARS = 64
+
+
+class ProjectCount(typing.NamedTuple):
+    """One entry of a report's ``projects``: a project's VMs on the host."""
+
+    project: str
+    vms: int
+    sensitive_vms: int = 0
+    heavy_io_vms: int = 0
+
+    def to_dict(self):
+        return self._asdict()
 
 
 class InvalidReport(exceptions.ResexError, ValueError):
@@ -220,6 +251,57 @@ def _text(name, value, allow_empty=False):
     if len(value) > 255:
         raise InvalidReport("%s is longer than 255 characters" % name)
     return value
+
+
+def _project_count(entry):
+    if isinstance(entry, ProjectCount):
+        return entry
+    if not isinstance(entry, dict):
+        raise InvalidReport("a projects entry must be an object, got %r" % (entry,))
+    project = entry.get("project")
+    if not isinstance(project, str) or not project or len(project) > MAX_PROJECT_CHARS:
+        raise InvalidReport("a projects entry needs a project ID of 1 to %d characters"
+                            % MAX_PROJECT_CHARS)
+    # Keys a newer minor version adds to an entry are ignored, as a record's are.
+    counts = [_count(name, entry.get(name, 0)) for name in ProjectCount._fields[1:]]
+    return ProjectCount(project, *counts)
+
+
+def _projects(value, vms):
+    """A report's ``projects`` as a tuple of :class:`ProjectCount`, validated."""
+    if not isinstance(value, (list, tuple)):
+        raise InvalidReport("projects must be a list, got %r" % (value,))
+    if len(value) > MAX_PROJECTS:
+        raise InvalidReport("projects lists more than %d projects" % MAX_PROJECTS)
+    out = tuple(_project_count(entry) for entry in value)
+    if len({p.project for p in out}) != len(out):
+        raise InvalidReport("projects names a project twice")
+    if any(p.sensitive_vms > p.vms or p.heavy_io_vms > p.vms for p in out):
+        raise InvalidReport("a project's sensitive_vms and heavy_io_vms must be <= its vms")
+    if sum(p.vms for p in out) > vms:
+        raise InvalidReport("projects count more VMs than the report's vms")
+    return out
+
+
+def project_counts(names, projects, sensitive, heavy):
+    """The ``projects`` of an epoch: rows ``names``, ``projects`` ``{vm: project ID}``.
+
+    ``sensitive`` and ``heavy`` are the rows' flags. VMs without a project
+    are left out; the :data:`MAX_PROJECTS` projects with the most VMs are
+    kept (ties by ID), most first.
+    """
+    counts = {}
+    for k, vm in enumerate(names):
+        project = projects.get(vm)
+        if not project:
+            continue
+        c = counts.setdefault(project, [0, 0, 0])
+        c[0] += 1
+        c[1] += bool(sensitive[k])
+        c[2] += bool(heavy[k])
+    ranked = sorted(counts.items(), key=lambda item: (-item[1][0], item[0]))
+    return tuple(ProjectCount(p, *c) for p, c in ranked[:MAX_PROJECTS]
+                 if len(p) <= MAX_PROJECT_CHARS)
 
 
 def heavy_io(columns, host_mtus, link_utilisation):
@@ -361,6 +443,7 @@ class HostReport:
     untaxable_utilisation: float | None = None
     inflation_reporters: int = 0
     state: str = CONTROLLING
+    projects: tuple = ()
     congestion_index: float = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -380,6 +463,8 @@ class HostReport:
                 _count(name, value)
         if self.sensitive_vms > self.vms or self.heavy_io_vms > self.vms:
             raise InvalidReport("sensitive_vms and heavy_io_vms must be <= vms")
+        if type(self.projects) is not tuple or self.projects:
+            object.__setattr__(self, "projects", _projects(self.projects, self.vms))
         for name, lo, hi in _FLOATS:
             value = getattr(self, name)
             # Fast path (a snapshot validates every host's record): a float in
@@ -396,7 +481,8 @@ class HostReport:
     # -- building ---------------------------------------------------------------
     @classmethod
     def from_summary(cls, host, ts, summary, link_capacity_bytes_per_s, agent_version,
-                     taxes_interferers=True, run_delays=None, state=CONTROLLING):
+                     taxes_interferers=True, run_delays=None, state=CONTROLLING,
+                     projects=None):
         """Build the report of ``summary`` (a market ``EpochSummary``) closed at ``ts``.
 
         ``taxes_interferers`` says whether the host's policy taxes
@@ -405,7 +491,8 @@ class HostReport:
         RunDelay}`` of the epoch, :class:`~resex_libvirt.board.evidence.RunDelayMeter`)
         is the host's evidence of CPU contention (:func:`claim_evidence_pct`).
         ``state``: :data:`BLIND` when the agent could not see the hypervisor
-        for the epoch.
+        for the epoch. ``projects`` (``{vm: project ID}``) gives the report's
+        ``projects`` (:func:`project_counts`).
         """
         columns = summary.columns
         mtus = np.maximum(columns["tx_mtus"], 0)
@@ -451,6 +538,7 @@ class HostReport:
             heavy_io_share=min(1.0, share(heavy)),
             agent_version=str(agent_version),
             state=state,
+            projects=project_counts(columns["vm"], projects or {}, sensitive, heavy),
         )
 
     # -- derived ------------------------------------------------------------------
@@ -465,7 +553,9 @@ class HostReport:
 
     # -- wire format ----------------------------------------------------------------
     def to_dict(self):
-        return {name: getattr(self, name) for name in _FIELD_ORDER}
+        out = {name: getattr(self, name) for name in _FIELD_ORDER}
+        out["projects"] = [p.to_dict() for p in self.projects]
+        return out
 
     def to_json(self):
         """Compact JSON text, keys sorted (the board stores this)."""

@@ -32,7 +32,8 @@ by congestion, until interrupted (or ``--count`` frames); the admission
 state follows each host's reports as the scheduler's does (smoothed over
 ``--time-constant`` seconds, with ``--hysteresis``), and a board that
 cannot be read is said on the frame while the last table stays. ``--host
-NAME`` shows one host's report in full. Exit status: 0, or 1 when the board
+NAME`` shows one host's report in full, with its VMs counted by the project
+that owns them (report 1.3; an older agent's report has none). Exit status: 0, or 1 when the board
 cannot be read (or ``--host`` names a host with no report).
 """
 
@@ -160,8 +161,22 @@ DETAIL = (
 )
 
 
+def _project_lines(row):
+    """``(label, text)`` of the report's VMs by project (``projects``, report 1.3)."""
+    projects = row.get("projects") or []
+    if not projects:
+        return [("projects", "none known (VMs without a Nova project, or an agent older "
+                             "than report 1.3)")]
+    lines = [("project %s" % p["project"], "%d VMs, %d latency-sensitive, %d heavy I/O" % (
+        p["vms"], p["sensitive_vms"], p["heavy_io_vms"])) for p in projects]
+    rest = row["vms"] - sum(p["vms"] for p in projects)
+    if rest:
+        lines.append(("no listed project", "%d VMs" % rest))
+    return lines
+
+
 def detail(row, threshold, max_age):
-    """One host's report in full, one ``name: value`` line per field."""
+    """One host's report in full, one ``name: value`` line per field, then its projects."""
     lines = []
     for key, label, fmt in DETAIL:
         value = row.get(key)
@@ -175,6 +190,7 @@ def detail(row, threshold, max_age):
         else:
             text = fmt % value
         lines.append((label, text))
+    lines.extend(_project_lines(row))
     width = max(len(label) for label, _ in lines)
     return "\n".join("%-*s  %s" % (width + 1, label + ":", text) for label, text in lines)
 

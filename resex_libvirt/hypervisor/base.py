@@ -73,7 +73,11 @@ class VMInfo:
     addresses of devices passed through to it (for the fabric monitors).
     ``latency_problem`` says why a VM that should report latency cannot
     (e.g. no virtio-serial controller for the channel), ``None`` otherwise.
-    ``nova_name`` is the instance's name in Nova (``<nova:name>``), if any.
+    ``nova_name`` is the instance's name in Nova (``<nova:name>``), if any;
+    ``project`` the ID of the Keystone project that owns it (``<nova:owner>``)
+    and ``project_name`` that project's name, if Nova wrote them. The project
+    labels the VM's metrics and board entry for operators; it is never told
+    to another tenant (:mod:`agent.status`).
     """
 
     uuid: str
@@ -87,6 +91,8 @@ class VMInfo:
     hostdevs: tuple = ()
     latency_problem: str | None = None
     nova_name: str | None = None
+    project: str | None = None
+    project_name: str | None = None
 
     @property
     def label(self):

@@ -37,9 +37,10 @@ Latency channel
     name='org.resex.latency.0'/>`` carries the VM's latency reports; its
     ``<source mode='bind' path='...'/>`` is the host socket.
 
-Nova's flavor
+Nova's flavor and owner
     ``<nova:instance>/<nova:flavor>`` (:mod:`~resex_libvirt.hypervisor.nova_metadata`):
-    the flavor's extra specs, read from the same XML.
+    the flavor's extra specs, read from the same XML; ``<nova:owner>/<nova:project>``:
+    the project that owns the instance.
 
 Persistent scheduler settings
     ``<cputune>`` of the *inactive* definition (``XMLDesc(VIR_DOMAIN_XML_INACTIVE)``),
@@ -75,7 +76,9 @@ class DomainFacts:
     ``nova`` is the :class:`~resex_libvirt.hypervisor.nova_metadata.NovaFlavor`
     of a Nova guest (``None`` otherwise); ``virtio_serial`` says whether the
     domain has a virtio-serial controller, without which no channel can be
-    hot-plugged.
+    hot-plugged. ``project`` is the
+    :class:`~resex_libvirt.hypervisor.nova_metadata.NovaProject` that owns a
+    Nova guest (``None`` otherwise or when Nova wrote none).
     """
 
     uuid: str
@@ -88,6 +91,7 @@ class DomainFacts:
     nova: nova_metadata.NovaFlavor | None = None
     virtio_serial: bool = False
     nova_name: str | None = None
+    project: nova_metadata.NovaProject | None = None
 
 
 def _local(tag):
@@ -186,6 +190,7 @@ def parse_domain_xml(text):
                 hostdevs.append(pci)
     return DomainFacts(
         nova=nova_metadata.flavor_of(root), nova_name=nova_metadata.instance_name(root),
+        project=nova_metadata.owner_project(root),
         virtio_serial=devices is not None and any(
             c.get("type") == "virtio-serial" for c in devices.findall("controller")),
         uuid=(root.findtext("uuid") or "").strip(),

@@ -38,8 +38,17 @@ reboot, cold migration, unshelve, evacuation and rescue), so reading the
 domain XML again after its define/start event gives the flavor in force: no
 compute API call is needed.
 
-Two things come out of it:
+It also records who owns the instance (``LibvirtConfigGuestMetaNovaOwner``)::
 
+      <nova:owner>
+        <nova:user uuid="...">alice</nova:user>
+        <nova:project uuid="8d6f...">web-team</nova:project>
+      </nova:owner>
+
+Three things come out of it:
+
+* the project that owns the instance (:func:`owner_project`): the label that
+  lets an operator tell whose VM a metric or a board entry is about;
 * the ``resex:*`` extra specs: the VM's SLA (:func:`resex_libvirt.sla.parse`);
 * the ``quota:cpu_*`` extra specs: what Nova itself wrote into ``<cputune>``
   (``LibvirtDriver._update_guest_cputune``: ``quota:cpu_shares`` to
@@ -50,6 +59,8 @@ Two things come out of it:
 
 import dataclasses
 import logging
+import re
+import typing
 
 LOG = logging.getLogger(__name__)
 
@@ -110,6 +121,37 @@ def instance_name(root):
     """The instance's name in Nova (``<nova:name>``) of a parsed domain XML, or ``None``."""
     name = (root.findtext("metadata/%s/%s" % (_q("instance"), _q("name"))) or "").strip()
     return name or None
+
+
+#: Longest project ID or name kept (Keystone's own column bounds: 64 and 64 characters).
+MAX_PROJECT_CHARS = 64
+_PROJECT_ID = re.compile(r"[A-Za-z0-9_-]+")
+
+
+class NovaProject(typing.NamedTuple):
+    """The project that owns a Nova instance: Keystone's ID and, if Nova wrote it, its name."""
+
+    uuid: str
+    name: str | None = None
+
+
+def owner_project(root):
+    """The :class:`NovaProject` of ``<nova:owner>/<nova:project>`` in a parsed domain, or ``None``.
+
+    ``None`` when the domain has no owner, or a project ID that is empty,
+    too long or not made of letters, digits, ``-`` and ``_`` (Keystone IDs
+    are 32 hexadecimal digits, some deployments write UUIDs): the ID becomes
+    a Prometheus label and a board field, so anything else in it is refused
+    rather than carried. A name that is blank or too long is left out.
+    """
+    project = root.find("metadata/%s/%s/%s" % (_q("instance"), _q("owner"), _q("project")))
+    if project is None:
+        return None
+    uuid = (project.get("uuid") or "").strip()
+    if not uuid or len(uuid) > MAX_PROJECT_CHARS or not _PROJECT_ID.fullmatch(uuid):
+        return None
+    name = (project.text or "").strip()
+    return NovaProject(uuid, name if name and len(name) <= MAX_PROJECT_CHARS else None)
 
 
 def flavor_knobs(extra_specs):

@@ -26,6 +26,7 @@ import unittest
 
 from agent.intake import IntakeParams
 from agent.intake import LatencyIntake
+from agent import status as status_mod
 from benchex import client as client_mod
 from benchex import protocol
 from benchex import reporter as reporter_mod
@@ -150,6 +151,42 @@ class TestPythonBenchex(LoopbackTestCase):
                        intake.windows()[VM].count == 300 else None)
         self.assertIsNotNone(win, intake.stats())
         self.assertGreaterEqual(win.mean_us, COMPUTE_US)
+
+
+class TestStatusLoopback(LoopbackTestCase):
+    """The status the agent writes reaches a BenchEx server reporting on the guest's port."""
+
+    def test_the_server_reads_its_status_and_benchex_status_prints_it(self):
+        qemu = FakeQemuChannel(os.path.join(self.dir, "vm.chan"))
+        self.addCleanup(qemu.close)
+        intake = self.intake(probe_socket_path=None)
+        info = base.VMInfo(uuid=VM, name="vm", sla=sla_mod.SLA(latency_sla_us=300),
+                           latency_channel=qemu.path)
+        intake.sync({VM: info})
+        qemu.accept()
+        port_path = os.path.join(self.dir, "org.resex.latency.0")
+        qemu.relay_to_guest(port_path)
+        status_file = os.path.join(self.dir, "status.json")
+        rep = reporter_mod.LatencyReporter(reporter_mod.ChannelSink(port_path),
+                                           interval_s=0.02, status_file=status_file)
+        port = self.python_server(reporter=rep)
+        client_mod.closed_loop("127.0.0.1", port, 100, concurrency=1)
+        win = wait_for(lambda: intake.windows().get(VM))
+        self.assertIsNotNone(win, intake.stats())
+        intf = 100.0 * (win.mean_us - 300.0) / 300.0
+        intake.post_status({VM: status_mod.encode(status_mod.vm_status(info, win, intf))})
+
+        def told():
+            client_mod.closed_loop("127.0.0.1", port, 20, concurrency=1)
+            return rep.status
+        status = wait_for(told)
+        self.assertEqual(300.0, status["sla"]["latency_us"])
+        self.assertEqual(round(win.mean_us, 3), status["window"]["mean_us"])
+        res = subprocess.run([sys.executable, "-m", "benchex.cli", "status", "--file",
+                              status_file, "--json"], capture_output=True, text=True,
+                             timeout=60, check=False)
+        self.assertEqual(0, res.returncode, res.stderr)
+        self.assertEqual(status, json.loads(res.stdout))
 
 
 def _is_static(path):

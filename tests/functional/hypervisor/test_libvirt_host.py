@@ -91,6 +91,10 @@ NOVA_SENSITIVE = """
           <nova:extraSpec name="quota:cpu_shares">2048</nova:extraSpec>
         </nova:extraSpecs>
       </nova:flavor>
+      <nova:owner>
+        <nova:user uuid="5a4b3c2d1e0f">alice</nova:user>
+        <nova:project uuid="8d6f2c0b9e1a4f3d">web-team</nova:project>
+      </nova:owner>
     </nova:instance>
   </metadata>
   <memory>65536</memory>
@@ -421,6 +425,8 @@ class EventDrivenListTest(TestDriverCase):
         self.assertEqual(channel.NO_CONTROLLER, info.latency_problem)
         # Logs name it by Nova's instance name and UUID, then the domain's name.
         self.assertEqual("web-noqga-1 (%s, noqga-1)" % uuid, info.label)
+        # The project that owns it labels its metrics and board entry.
+        self.assertEqual(("8d6f2c0b9e1a4f3d", "web-team"), (info.project, info.project_name))
 
 
 class ControllerOnEventsTest(TestDriverCase):

@@ -18,10 +18,15 @@ connection. :class:`FakeQemuChannel` binds the path, accepts the agent and
 forwards what the "guest" writes, either directly (:meth:`guest_write`) or
 from a FIFO standing in for ``/dev/virtio-ports/org.resex.latency.0``
 (:meth:`forward_from_fifo`), which is how a guest program's writes look.
+The channel carries the agent's status the other way: :meth:`guest_read`
+reads it as the guest would, and :meth:`relay_to_guest` gives the guest a
+Unix socket standing in for its port, both ways (BenchEx's ``ChannelSink``
+connects to a socket path as it opens a port).
 """
 
 import functools
 import os
+import selectors
 import socket
 import threading
 
@@ -51,6 +56,60 @@ class FakeQemuChannel:
 
     def guest_write(self, data):
         self.conn.sendall(data)
+
+    def guest_read(self, timeout=0.2):
+        """What the agent wrote that the guest reads now (waits ``timeout`` for the first)."""
+        self.conn.settimeout(timeout)
+        chunks = []
+        try:
+            while True:
+                data = self.conn.recv(65536)
+                if not data:
+                    break
+                chunks.append(data)
+                self.conn.settimeout(0.05)
+        except (TimeoutError, BlockingIOError):
+            pass
+        finally:
+            self.conn.settimeout(None)
+        return b"".join(chunks)
+
+    def relay_to_guest(self, guest_path):
+        """Make the Unix socket ``guest_path`` the guest's port, both ways (after :meth:`accept`).
+
+        Like QEMU, a guest that does not read leaves the agent's bytes in
+        the agent's socket: the relay only reads them once the guest is there.
+        """
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(guest_path)
+        listener.listen(1)
+        listener.settimeout(20.0)
+
+        def pump():
+            try:
+                guest, _ = listener.accept()
+            except OSError:
+                return
+            finally:
+                listener.close()
+            sel = selectors.DefaultSelector()
+            sel.register(guest, selectors.EVENT_READ, self.conn)
+            sel.register(self.conn, selectors.EVENT_READ, guest)
+            try:
+                while not self._stop.is_set():
+                    for key, _ in sel.select(0.05):
+                        data = key.fileobj.recv(65536)
+                        if not data:
+                            return
+                        key.data.sendall(data)
+            except OSError:
+                pass
+            finally:
+                sel.close()
+                guest.close()
+
+        self._fifo_thread = threading.Thread(target=pump, name="fake-qemu-relay")
+        self._fifo_thread.start()
 
     def forward_from_fifo(self, fifo_path):
         """Make ``fifo_path`` the guest's port: bytes written into it reach the agent."""

@@ -431,6 +431,14 @@ class NovaNamedHost(CountingHost):
                 for uuid, info in super().vms().items()}
 
 
+class ProjectOwnedHost(CountingHost):
+    """The simulated host, vm2m owned by a Nova project, the other VMs by none."""
+
+    def vms(self):
+        return {uuid: dataclasses.replace(info, project="p-" + info.name)
+                if info.name == "vm2m" else info for uuid, info in super().vms().items()}
+
+
 class NovaNamesInLogsTest(unittest.TestCase):
     """An operator greps the log by Nova's instance name or UUID."""
 
@@ -450,6 +458,13 @@ class NovaNamesInLogsTest(unittest.TestCase):
         self.assertTrue(all(m.startswith("DEBUG:resex_libvirt.control:VM web-vm")
                             for m in caps), caps[:3])
         self.assertTrue(any(label in m for m in caps))
+
+    def test_the_host_report_counts_the_vms_by_their_nova_project(self):
+        agent, sim = build(duration=1.0, host_cls=ProjectOwnedHost)
+        agent.run()
+        projects = agent.last_report.projects
+        self.assertEqual(1, len(projects), projects)
+        self.assertEqual(("p-vm2m", 1), (projects[0].project, projects[0].vms))
 
     def test_a_vm_nova_did_not_name_keeps_its_domain_name(self):
         agent, _sim = build(duration=1.0)

@@ -223,6 +223,28 @@ class OneMoreIntervalTest(unittest.TestCase):
         self.assertEqual([], [s for s in families["resex_vm_latency_unreportable"].samples
                               if s.labels["uuid"] == fine])
 
+    def test_every_per_vm_series_carries_the_project_empty_when_unknown(self):
+        (owned, owned_name), (plain, plain_name) = sorted(self.names.items())
+        rec = self.agent.vms[owned]
+        rec.info = dataclasses.replace(rec.info, project="8d6f2c0b9e1a4f3d",
+                                       project_name="web-team",
+                                       latency_problem="no virtio-serial controller")
+        decisions = {u: self.agent.market.decision(u) for u in self.names}
+        self.metrics.observe_interval(self.record({}, decisions))
+        families = scrape(self.metrics)
+        per_vm = [fam for name, fam in families.items() if name.startswith("resex_vm_")]
+        self.assertGreater(len(per_vm), 5)
+        for fam in per_vm:
+            for s in fam.samples:
+                want = "8d6f2c0b9e1a4f3d" if s.labels["uuid"] == owned else ""
+                self.assertEqual(want, s.labels.get("project"), (s.name, s.labels))
+        self.assertEqual(1, value(families, "resex_vm_info", vm=owned_name, uuid=owned,
+                                  project="8d6f2c0b9e1a4f3d"))
+        self.assertEqual(1, value(families, "resex_vm_info", vm=plain_name, uuid=plain,
+                                  project=""))
+        self.assertEqual(1, value(families, "resex_vm_latency_unreportable", uuid=owned,
+                                  project="8d6f2c0b9e1a4f3d"))
+
     def test_what_each_vm_sent_is_the_controllers_run_tally(self):
         families = scrape(self.metrics)
         uuids, mtus, sent = self.agent.controller.sent()

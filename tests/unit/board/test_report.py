@@ -200,7 +200,7 @@ class RollingUpgradeTest(unittest.TestCase):
     """Readers accept any minor version of their major, in both directions."""
 
     def test_the_report_carries_a_major_minor_version(self):
-        self.assertEqual("1.2", json.loads(reports.make().to_json())["version"])
+        self.assertEqual("1.3", json.loads(reports.make().to_json())["version"])
 
     def test_a_reader_ignores_the_fields_of_a_newer_minor_version(self):
         # A 1.7 agent adds fields this reader has never heard of.
@@ -251,6 +251,69 @@ class RollingUpgradeTest(unittest.TestCase):
         self.assertEqual(("c1", 0.4), (old_view.host, old_view.link_utilisation))
         # ... and it errs on the safe side: all load untaxable.
         self.assertEqual(0.4, old_view.untaxable_utilisation)
+
+
+class ProjectsTest(unittest.TestCase):
+    """Report 1.3: the VMs counted by the project that owns them."""
+
+    def test_an_epochs_vms_are_counted_by_project_most_first(self):
+        vms = [vm_epoch("a", sensitive=True), vm_epoch("b"), vm_epoch("c", io_class="bulk"),
+               vm_epoch("d"), vm_epoch("e")]
+        rec = report_mod.HostReport.from_summary(
+            "c1", 1.0, summary(vms, 0.1), 1e9, "test",
+            projects={"a": "p-web", "b": "p-web", "c": "p-batch", "e": ""})
+        self.assertEqual((report_mod.ProjectCount("p-web", 2, 1, 0),
+                          report_mod.ProjectCount("p-batch", 1, 0, 1)), rec.projects)
+        self.assertEqual([{"project": "p-web", "vms": 2, "sensitive_vms": 1, "heavy_io_vms": 0},
+                          {"project": "p-batch", "vms": 1, "sensitive_vms": 0,
+                           "heavy_io_vms": 1}], json.loads(rec.to_json())["projects"])
+        self.assertEqual(rec, report_mod.HostReport.from_json(rec.to_json()))
+
+    def test_without_projects_the_list_is_empty(self):
+        rec = report_mod.HostReport.from_summary("c1", 1.0, summary([vm_epoch("a")], 0.0),
+                                                 1e9, "test")
+        self.assertEqual((), rec.projects)
+        self.assertEqual([], rec.to_dict()["projects"])
+
+    def test_the_longest_report_stays_within_what_every_reader_accepts(self):
+        # Readers since 1.0 refuse records over MAX_RECORD_BYTES: 1.3's worst
+        # case (a project per VM, the longest IDs, every count large) fits.
+        n = 5000
+        vms = [vm_epoch("vm-%05d" % k, sensitive=k % 2 == 0, io_class="bulk")
+               for k in range(n)]
+        projects = {"vm-%05d" % k: ("%05d" % k).rjust(report_mod.MAX_PROJECT_CHARS, "f")
+                    for k in range(n)}
+        rec = report_mod.HostReport.from_summary(
+            "h" * 255, 1.7e9, summary(vms, 0.123456789, 12.3456789), 1.23456789e10,
+            "x" * 255, projects=projects)
+        self.assertEqual(report_mod.MAX_PROJECTS, len(rec.projects))
+        self.assertLess(len(rec.to_json().encode()), report_mod.MAX_RECORD_BYTES)
+        # The same, with every project owning as many VMs as the others.
+        many = {vm: "p%02d" % (k % 40) for k, vm in enumerate(sorted(projects))}
+        rec = report_mod.HostReport.from_summary("c1", 1.0, summary(vms, 0.1), 1e9, "t",
+                                                 projects=many)
+        self.assertEqual(["p%02d" % k for k in range(32)], [p.project for p in rec.projects])
+        self.assertEqual(125, rec.projects[0].vms)
+
+    def test_bad_projects_are_rejected(self):
+        good = {"project": "p1", "vms": 1, "sensitive_vms": 0, "heavy_io_vms": 0}
+        for bad in (None, "p1", [good, good], [dict(good, vms=5)], [dict(good, project="")],
+                    [dict(good, sensitive_vms=2)], [dict(good, vms=-1)], ["p1"],
+                    [dict(good, project="p%d" % k) for k in range(33)],
+                    [dict(good, project="x" * 65)]):
+            data = reports.make("c1", vms=4).to_dict()
+            data["projects"] = bad
+            self.assertRaises(report_mod.InvalidReport, report_mod.HostReport.from_dict, data)
+
+    def test_an_older_report_has_no_projects_and_a_newer_entrys_fields_are_ignored(self):
+        data = reports.make("c1").to_dict()
+        del data["projects"]
+        data["version"] = "1.2"
+        self.assertEqual((), report_mod.HostReport.from_dict(data).projects)
+        data.update(version="1.9", projects=[{"project": "p1", "vms": 2, "sensitive_vms": 1,
+                                              "heavy_io_vms": 0, "colour": "red"}])
+        self.assertEqual((report_mod.ProjectCount("p1", 2, 1, 0),),
+                         report_mod.HostReport.from_dict(data).projects)
 
 
 class AdmissionRuleTest(unittest.TestCase):

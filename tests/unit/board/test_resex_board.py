@@ -132,13 +132,28 @@ class BoardCLIViewsTest(unittest.TestCase):
         self.assertEqual(0, code)
         fields = dict(line.split(":  ", 1) for line in out.splitlines())
         fields = {k.strip(): v.strip() for k, v in fields.items()}
-        self.assertEqual(len(resex_board.DETAIL), len(fields))
+        self.assertEqual(len(resex_board.DETAIL) + 1, len(fields))
+        self.assertIn("none known", fields["projects"])
         self.assertEqual("c-mid", fields["host"])
         self.assertEqual("12.00", fields["congestion index, %"])
         self.assertEqual("no, closed (threshold 10%)", fields["admits latency-sensitive VMs"])
         self.assertEqual("9", fields["VMs"])
         self.assertEqual("7", fields["epoch"])
         self.assertEqual("test", fields["agent version"])
+
+    def test_host_shows_the_vms_of_each_project(self):
+        projects = [{"project": "8d6f2c0b", "vms": 3, "sensitive_vms": 1, "heavy_io_vms": 0},
+                    {"project": "a1b2c3d4", "vms": 1, "sensitive_vms": 0, "heavy_io_vms": 1}]
+        self.publish(reports.make("d-owned", vms=6, projects=projects))
+        code, out, _ = self.run_cli("--url", self.url, "--host", "d-owned")
+        self.assertEqual(0, code)
+        fields = {k.strip(): v.strip() for k, v in
+                  (line.split(":  ", 1) for line in out.splitlines())}
+        self.assertEqual("3 VMs, 1 latency-sensitive, 0 heavy I/O", fields["project 8d6f2c0b"])
+        self.assertEqual("1 VMs, 0 latency-sensitive, 1 heavy I/O", fields["project a1b2c3d4"])
+        self.assertEqual("2 VMs", fields["no listed project"])
+        code, out, _ = self.run_cli("--url", self.url, "--host", "d-owned", "--json")
+        self.assertEqual(projects, json.loads(out)["projects"])
 
     def test_host_as_json_is_the_report_with_its_age_and_admission(self):
         code, out, _ = self.run_cli("--url", self.url, "--host", "a-quiet", "--json")

@@ -25,8 +25,11 @@ from resex_libvirt.hypervisor import nova_metadata
 UUID = "0b8f7a3c-1111-4222-8333-444455556666"
 
 
-def nova_domain(extra_specs, qga=True, vcpus=2):
-    """Domain XML as Nova's LibvirtDriver assembles it (metadata, cputune, qga channel)."""
+PROJECT = "8d6f2c0b9e1a4f3d8c7b6a5e4d3c2b1a"
+
+
+def nova_domain(extra_specs, qga=True, vcpus=2, project=(PROJECT, "web-team")):
+    """Domain XML as Nova's LibvirtDriver assembles it (metadata, owner, cputune, qga channel)."""
     guest = vconfig.LibvirtConfigGuest()
     guest.virt_type = "kvm"
     guest.name = "instance-00000001"
@@ -42,6 +45,11 @@ def nova_domain(extra_specs, qga=True, vcpus=2):
     flavor.vcpus = vcpus
     flavor.extra_specs = dict(extra_specs)
     meta.flavor = flavor
+    if project is not None:
+        owner = vconfig.LibvirtConfigGuestMetaNovaOwner()
+        owner.userid, owner.username = "5a4b3c2d1e0f", "alice"
+        owner.projectid, owner.projectname = project
+        meta.owner = owner
     guest.metadata.append(meta)
     if qga:
         channel = vconfig.LibvirtConfigGuestChannel()
@@ -91,6 +99,34 @@ class NovaFlavorTest(unittest.TestCase):
     def test_any_extra_specs_nova_writes_come_back_unchanged(self, specs):
         facts = metadata.parse_domain_xml(nova_domain(specs))
         self.assertEqual(specs, facts.nova.extra_specs)
+
+
+class OwnerProjectTest(unittest.TestCase):
+
+    def test_the_owning_project_is_read_from_novas_own_xml(self):
+        facts = metadata.parse_domain_xml(nova_domain({}))
+        self.assertEqual(nova_metadata.NovaProject(PROJECT, "web-team"), facts.project)
+
+    def test_no_owner_or_a_plain_domain_has_no_project(self):
+        self.assertIsNone(metadata.parse_domain_xml(nova_domain({}, project=None)).project)
+        plain = "<domain><name>x</name><uuid>u</uuid></domain>"
+        self.assertIsNone(metadata.parse_domain_xml(plain).project)
+
+    def test_a_project_id_unfit_for_a_label_is_refused_and_a_long_name_left_out(self):
+        for bad in ("", "a b", 'x"y', "p" * 65, "proj\nect"):
+            xml = nova_domain({}, project=(bad, "team"))
+            self.assertIsNone(metadata.parse_domain_xml(xml).project, bad)
+        xml = nova_domain({}, project=(PROJECT, "n" * 65))
+        self.assertEqual(nova_metadata.NovaProject(PROJECT, None),
+                         metadata.parse_domain_xml(xml).project)
+
+    @given(st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=80))
+    def test_any_project_id_either_comes_back_unchanged_or_not_at_all(self, project):
+        root = ET.fromstring(nova_domain({}, qga=False, project=(project, "team")))
+        got = nova_metadata.owner_project(root)
+        if got is not None:
+            self.assertEqual(project.strip(), got.uuid)
+            self.assertRegex(got.uuid, r"^[A-Za-z0-9_-]{1,64}$")
 
 
 class CputuneTest(unittest.TestCase):
