@@ -319,7 +319,8 @@ class ServiceTest(SyncTestBase):
         self.addCleanup(thread.join, 10)
         self.addCleanup(service.stop)
         self.board.publish(index_report("node2", 40.0))
-        deadline = time.monotonic() + 15
+        # Seconds when the machine is quiet; a loaded machine was seen to need more than 15.
+        deadline = time.monotonic() + 60
         while CLOSED not in self.placement.traits_of("node2") and time.monotonic() < deadline:
             time.sleep(0.05)
         self.assertIn(CLOSED, self.placement.traits_of("node2"))
