@@ -105,6 +105,8 @@ build/benchex/benchex: benchex/benchex.c benchex/build.sh
 genconfig: bootstrap
 	$(BIN)/oslo-config-generator --config-file etc/resex/resex-agent-config-generator.conf
 	$(BIN)/oslo-config-generator --config-file etc/resex/resex-nova-config-generator.conf
+	$(BIN)/oslo-config-generator --config-file \
+		etc/resex/resex-placement-sync-config-generator.conf
 
 clean:
 	rm -rf $(VENV) .tox build *.egg-info

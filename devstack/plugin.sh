@@ -18,12 +18,17 @@
 #                      extra into devstack's Python environment
 #   stack post-config  nova.conf (where n-sch runs): the ResEx filter and
 #                      weigher appended to the scheduler's lists, [resex];
-#                      /etc/resex/resex-agent.conf (where resex-agent runs)
+#                      /etc/resex/resex-agent.conf and nova-compute's
+#                      provider config file (CUSTOM_RESEX_MANAGED) where
+#                      resex-agent runs; resex-placement-sync.conf where
+#                      resex-placement-sync runs
 #   stack extra        "resex-agent --check" (the stack stops, saying why,
 #                      when the agent could not run), then run_process, then
-#                      a wait for its loop that stops the stack if it exits
-#   unstack            stop resex-agent
-#   clean              remove its configuration and state
+#                      a wait for its loop that stops the stack if it exits;
+#                      run_process resex-placement-sync
+#   unstack            stop resex-agent and resex-placement-sync
+#   clean              remove their configuration, state and the provider
+#                      config file
 #
 # Packages (libvirt's headers for libvirt-python) are in devstack/files/
 # bindep.txt, which stack.sh installs for every enabled plugin.
@@ -186,8 +191,9 @@ function _resex_compute_host {
     hostname
 }
 
-# The agent's own service user, only for the optional compute API lookup
-# (the SLA comes from each domain's Nova metadata: no credentials needed).
+# The plugin's own service user: for resex-placement-sync's Placement
+# writes, and the agent's optional compute API lookup (the SLA comes from
+# each domain's Nova metadata: the agent needs no credentials).
 function create_resex_accounts {
     create_service_user "$RESEX_SERVICE_USER" "admin"
 }
@@ -217,6 +223,63 @@ function configure_resex_agent {
         configure_keystoneauth "$conf" "$RESEX_SERVICE_USER" nova
         iniset "$conf" nova region_name "$REGION_NAME"
     fi
+}
+
+# The nova.conf nova-compute reads on this node.
+function _resex_compute_conf {
+    if [[ -n "${NOVA_CPU_CONF:-}" && -f "${NOVA_CPU_CONF:-}" ]]; then
+        echo "$NOVA_CPU_CONF"
+    else
+        echo "$NOVA_CONF"
+    fi
+}
+
+# Where nova-compute reads provider config files: nova.conf's [compute]
+# provider_config_location, else nova's default.
+function _resex_provider_config_dir {
+    local dir
+    dir=$(iniget "$(_resex_compute_conf)" compute provider_config_location)
+    echo "${dir:-/etc/nova/provider_config}"
+}
+
+# nova-compute's provider config (nova's schema 1.0): CUSTOM_RESEX_MANAGED
+# on this node's compute node provider, read when nova-compute starts.
+function configure_resex_provider_config {
+    local dir
+    dir=$(_resex_provider_config_dir)
+    local id="uuid: '\$COMPUTE_NODE'"
+    if [[ -n "$RESEX_PROVIDER_NAME" ]]; then
+        id="name: '$RESEX_PROVIDER_NAME'"
+    fi
+    sudo install -d -m 0755 "$dir"
+    sudo tee "$dir/$RESEX_PROVIDER_CONFIG_FILE" > /dev/null <<EOF
+# Written by the resex-libvirt devstack plugin: resex-agent runs on this
+# node. Flavors may require the trait (trait:CUSTOM_RESEX_MANAGED=required).
+meta:
+  schema_version: '1.0'
+providers:
+  - identification:
+      $id
+    traits:
+      additional:
+        - CUSTOM_RESEX_MANAGED
+EOF
+}
+
+# resex-placement-sync's configuration: the scheduler's board and its own
+# Placement credentials.
+function configure_resex_placement_sync {
+    sudo install -d -o "$STACK_USER" -m 0755 "$RESEX_CONF_DIR"
+    local conf=$RESEX_PLACEMENT_SYNC_CONF
+    iniset "$conf" resex board_url "$(resex_board_url)"
+    configure_keystoneauth "$conf" "$RESEX_SERVICE_USER" placement_sync
+    iniset "$conf" placement_sync region_name "$REGION_NAME"
+}
+
+function _resex_placement_sync_command {
+    local bin
+    bin=$(get_python_exec_prefix)
+    echo "$bin/resex-placement-sync --config-file $RESEX_PLACEMENT_SYNC_CONF"
 }
 
 # The agent's command line.
@@ -276,6 +339,9 @@ function stop_resex_agent {
 
 function cleanup_resex {
     sudo rm -rf "$RESEX_CONF_DIR" "$RESEX_STATE_DIR" "$RESEX_RUN_DIR"
+    if is_service_enabled resex-agent; then
+        sudo rm -f "$(_resex_provider_config_dir)/$RESEX_PROVIDER_CONFIG_FILE"
+    fi
 }
 
 if [[ "$1" == "stack" && "$2" == "install" ]]; then
@@ -289,9 +355,14 @@ elif [[ "$1" == "stack" && "$2" == "post-config" ]]; then
     fi
     if is_service_enabled resex-agent; then
         configure_resex_agent
+        configure_resex_provider_config
+    fi
+    if is_service_enabled resex-placement-sync; then
+        configure_resex_placement_sync
     fi
     if is_service_enabled keystone \
-            && [[ "$RESEX_NOVA_SLA_LOOKUP" == "True" ]]; then
+            && { [[ "$RESEX_NOVA_SLA_LOOKUP" == "True" ]] \
+            || is_service_enabled resex-placement-sync; }; then
         create_resex_accounts
     fi
 elif [[ "$1" == "stack" && "$2" == "extra" ]]; then
@@ -299,11 +370,18 @@ elif [[ "$1" == "stack" && "$2" == "extra" ]]; then
         echo_summary "Starting resex-agent"
         start_resex_agent
     fi
+    if is_service_enabled resex-placement-sync; then
+        echo_summary "Starting resex-placement-sync"
+        run_process resex-placement-sync "$(_resex_placement_sync_command)"
+    fi
 fi
 
 if [[ "$1" == "unstack" ]]; then
     if is_service_enabled resex-agent; then
         stop_resex_agent
+    fi
+    if is_service_enabled resex-placement-sync; then
+        stop_process resex-placement-sync
     fi
 fi
 

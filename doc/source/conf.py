@@ -14,8 +14,9 @@
 
 Built by ``tox -e docs`` (``sphinx-build -W -b html doc/source
 doc/build/html``): every warning is an error. Options are documented from
-the code by ``oslo_config.sphinxext`` (the ``resex.agent`` and
-``resex.nova`` namespaces of the ``oslo.config.opts`` entry points).
+the code by ``oslo_config.sphinxext`` (the ``resex.agent``, ``resex.nova``
+and ``resex.placement_sync`` namespaces of the ``oslo.config.opts`` entry
+points).
 """
 
 import os

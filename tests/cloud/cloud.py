@@ -783,6 +783,9 @@ class Cloud:
             "host": node, "my_ip": NODE_IPS[node], "state_path": os.path.join(ndir, "nova"),
             "instances_path": self.instances_path})
         common["oslo_concurrency"]["lock_path"] = os.path.join(ndir, "nova", "locks")
+        # The node's own provider config directory: the plugin writes its
+        # CUSTOM_RESEX_MANAGED file there (the host's /etc/nova stays alone).
+        common["compute"] = {"provider_config_location": os.path.join(ndir, "provider_config")}
         # Live migrations go from libvirtd to libvirtd over the guests' network:
         # qemu+tcp://<the target's address>/system.
         common["libvirt"].update({"live_migration_scheme": "tcp",
@@ -885,6 +888,40 @@ class Cloud:
 
     def stop_agent(self, node):
         return self.table.stop("%s-resex-agent" % node, timeout=30)
+
+    # resex-placement-sync -----------------------------------------------------------
+
+    def placement_sync_conf(self):
+        return os.path.join(self.etc, "resex", "resex-placement-sync.conf")
+
+    def start_placement_sync(self, reconcile_interval=10.0):
+        """resex-placement-sync on the cloud's board and Placement (its own credentials).
+
+        Not part of the bring-up: the rows of ``tests/cloud/scenarios.py``
+        that use it start it. A short reconciliation interval, so that a row
+        sees a removed trait come back within seconds.
+        """
+        _write(self.placement_sync_conf(), _ini({
+            "DEFAULT": {"use_stderr": "true", "debug": "true",
+                        "default_log_levels": "keystoneauth=WARN,urllib3=WARN"},
+            "resex": {"board_url": self.board_url},
+            "placement_sync": dict(self._service_auth("placement"),
+                                   reconcile_interval=str(reconcile_interval)),
+        }))
+        return self._start("resex-placement-sync", [
+            os.path.join(VENV_BIN, "resex-placement-sync"), "--config-file",
+            self.placement_sync_conf()])
+
+    def stop_placement_sync(self):
+        return self.table.stop("resex-placement-sync", timeout=20)
+
+    def restart_scheduler(self):
+        """nova-scheduler again, reading nova.conf anew (a filter list changed)."""
+        self.table.stop("nova-scheduler", timeout=30)
+        conf = self.nova_conf()
+        return self._start("nova-scheduler", [os.path.join(VENV_BIN, "nova-scheduler"),
+                                              "--config-file", conf],
+                           env=self.env(OS_NOVA_CONFIG_DIR=os.path.dirname(conf)))
 
     def wait_for_computes(self, timeout=240.0):
         """Until every node is an enabled, up hypervisor mapped to the cell."""

@@ -33,7 +33,12 @@ Each scenario is a method of :class:`Scenarios` that raises
   restarts of nova-compute, libvirtd and etcd; control resumes, nothing
   stays capped;
 * ``rdma_guests``: Soft-RoCE guests booted through Nova, heard and
-  controlled by node1's agent.
+  controlled by node1's agent;
+* (f) Placement traits (:data:`PLACEMENT`): resex-placement-sync keeps
+  ``CUSTOM_RESEX_CLOSED`` on congested node1; with the filter disabled a
+  flavor forbidding the trait is kept off node1 by Placement itself;
+  nova-compute's own trait updates against it (how long it is missing);
+  the service killed and restarted; Placement down for a while.
 
 ``python -m tests.cloud test`` (``make cloud-test``) brings the cloud up,
 runs them all, tears it down, and prints ``scenario | result | time``.
@@ -44,6 +49,7 @@ import os
 import re
 import signal
 import sys
+import threading
 import time
 import traceback
 
@@ -59,6 +65,17 @@ libvirt.registerErrorHandler(lambda ctx, err: None, None)
 
 #: nova.conf's [resex] congestion_threshold (the filter's default).
 THRESHOLD_PCT = 10.0
+
+#: The traits (nova_filter.traits), spelled out: the rows check the names
+#: operators write into flavors.
+CLOSED = "CUSTOM_RESEX_CLOSED"
+MANAGED = "CUSTOM_RESEX_MANAGED"
+#: A latency-sensitive flavor that leaves the choice to Placement.
+TRAITS_FLAVOR = "resex.sensitive.traits"
+#: resex-placement-sync's reconciliation interval in the rows (Cloud.start_placement_sync).
+RECONCILE_S = 10.0
+#: [resex] max_age: a stopped agent's node is unknown (closed) after it.
+MAX_AGE_S = 60.0
 
 
 class Scenarios:
@@ -519,6 +536,195 @@ class Scenarios:
             self._wait_compute_up("node1")
             return moved
         self._move("bulk-evacuation", evacuation)
+    # -- (f) Placement traits ----------------------------------------------------------------
+
+    def _placement_get(self, url):
+        resp = self.conn.placement.get(url, microversion="1.22", raise_exc=False)
+        assert resp.status_code == 200, "GET %s: %d %s" % (url, resp.status_code, resp.text)
+        return resp.json()
+
+    def provider_uuid(self, node):
+        found = self._placement_get("/resource_providers?name=%s" % node)["resource_providers"]
+        assert found, "no resource provider named %s" % node
+        return found[0]["uuid"]
+
+    def provider_traits(self, node):
+        return set(self._placement_get("/resource_providers/%s/traits"
+                                       % self.provider_uuid(node))["traits"])
+
+    def _sync_running(self):
+        entry = self.cloud.table.get("resex-placement-sync")
+        return bool(entry) and machine.alive(entry["pid"], entry["started"])
+
+    def _placement_setup(self):
+        """resex-placement-sync running, node1 congested on the board and closed in Placement."""
+        for node in self.cloud.nodes:
+            assert MANAGED in self.provider_traits(node), (
+                "%s's provider lacks %s (the plugin's provider config file)" % (node, MANAGED))
+        if not self._sync_running():
+            self.cloud.start_placement_sync(reconcile_interval=RECONCILE_S)
+        if "bulk-p" not in self.servers:
+            self.boot("bulk-p", "resex.bulk", "resex-bulk", node="node1", nic=True)
+        t0 = time.monotonic()
+        self.wait_for("node1 closed in Placement (%s)" % CLOSED,
+                      lambda: CLOSED in self.provider_traits("node1"), timeout=240,
+                      interval=1.0)
+        self.figures.setdefault("placement_node1_closed_s", time.monotonic() - t0)
+        if TRAITS_FLAVOR not in (f.name for f in self.conn.compute.flavors()):
+            base = self.flavor("resex.sensitive")
+            flavor = self.conn.compute.create_flavor(name=TRAITS_FLAVOR, ram=base.ram,
+                                                     vcpus=base.vcpus, disk=base.disk)
+            specs = dict(self.conn.compute.fetch_flavor_extra_specs(base).extra_specs or {})
+            specs.update({"trait:%s" % CLOSED: "forbidden", "trait:%s" % MANAGED: "required"})
+            self.conn.compute.create_flavor_extra_specs(flavor, specs)
+
+    @contextlib.contextmanager
+    def _filter_disabled(self):
+        """nova-scheduler without ResExCongestionFilter (the weigher stays), then with it again."""
+        conf = self.cloud.nova_conf()
+        with open(conf) as f:
+            before = parse_ini(f.read())["filter_scheduler"]["enabled_filters"][0]
+        without = ",".join(n for n in before.split(",") if n.strip() != "ResExCongestionFilter")
+        try:
+            self.cloud.iniset(conf, "filter_scheduler", "enabled_filters", without)
+            self._restart_scheduler()
+            yield
+        finally:
+            self.cloud.iniset(conf, "filter_scheduler", "enabled_filters", before)
+            self._restart_scheduler()
+
+    def _restart_scheduler(self):
+        mark = time.time()
+        self.cloud.restart_scheduler()
+        self.wait_for("nova-scheduler up again", lambda: any(
+            s.state == "up" and s.updated_at and _iso(s.updated_at) > mark
+            for s in self.conn.compute.services(binary="nova-scheduler")),
+            timeout=120, interval=1.0)
+
+    def placement_filter_off(self):
+        """Filter disabled, flavor forbidding CUSTOM_RESEX_CLOSED: Placement keeps it off node1."""
+        self._placement_setup()
+        with self._filter_disabled():
+            # Placement's own answer, before any filter: node1 is no candidate.
+            found = self._placement_get(
+                "/allocation_candidates?resources=VCPU:1,MEMORY_MB:64"
+                "&required=!%s,%s" % (CLOSED, MANAGED))["provider_summaries"]
+            names = {n for n in self.cloud.nodes if self.provider_uuid(n) in found}
+            assert names == {"node2"}, "Placement's candidates: %s" % sorted(names)
+            mark = self.log_size("nova-scheduler")
+            server = self.boot("sensitive-p", TRAITS_FLAVOR, "resex-report")
+            assert server.compute_host == "node2", "went to %s" % server.compute_host
+            log = self.log_lines("nova-scheduler", mark)
+            assert "ResEx: host node1 fails" not in log, "the filter ran: it was to be off"
+        self.conn.compute.delete_server(self.servers.pop("sensitive-p"))
+        self._wait_deleted("sensitive-p")
+
+    def _watch_trait(self, node, stop):
+        """``[(monotonic time, CLOSED present)]`` sampled every 0.5 s until ``stop`` is set."""
+        samples = []
+
+        def sample():
+            while not stop.is_set():
+                with contextlib.suppress(Exception):
+                    samples.append((time.monotonic(), CLOSED in self.provider_traits(node)))
+                stop.wait(0.5)
+        thread = threading.Thread(target=sample, daemon=True)
+        thread.start()
+        return samples, thread
+
+    def placement_compute_update(self):
+        """nova-compute's own trait writes (service disabled, enabled, restarted) vs the trait.
+
+        The trait may be dropped by nova-compute (it writes a provider's
+        whole trait set); resex-placement-sync must have it back within a
+        reconciliation. Figure: the longest time it was seen missing.
+        """
+        self._placement_setup()
+        mark = self.log_size("resex-placement-sync")
+        stop = threading.Event()
+        samples, thread = self._watch_trait("node1", stop)
+        try:
+            service = next(iter(self.conn.compute.services(
+                host="node1", binary="nova-compute")))
+            self.conn.compute.disable_service(service, "node1", "nova-compute")
+            self.wait_for("COMPUTE_STATUS_DISABLED on node1", lambda: (
+                "COMPUTE_STATUS_DISABLED" in self.provider_traits("node1")), timeout=120)
+            self.conn.compute.enable_service(service, "node1", "nova-compute")
+            self.cloud.stop_compute("node1")
+            self.cloud.start_compute("node1")
+            self._wait_compute_up("node1")
+            time.sleep(2 * RECONCILE_S + 65.0)   # a periodic update and two reconciliations
+        finally:
+            stop.set()
+            thread.join(10)
+        gaps = _gaps(samples)
+        self.figures["placement_trait_missing_max_s"] = max(gaps, default=0.0)
+        self.figures["placement_trait_missing_times"] = len(gaps)
+        said = re.findall(r"missing for at most ([\d.]+) s",
+                          self.log_lines("resex-placement-sync", mark))
+        self.figures["placement_sync_said_missing_s"] = ",".join(said) or "-"
+        assert samples and samples[-1][1], "node1's %s is not back" % CLOSED
+        assert all(g <= RECONCILE_S + 15.0 for g in gaps), "missing for %s s" % gaps
+
+    def placement_sync_restarted(self):
+        """kill -9 of resex-placement-sync, started again: no flip; later changes still land."""
+        self._placement_setup()
+        stop = threading.Event()
+        samples, thread = self._watch_trait("node1", stop)
+        try:
+            entry = self.cloud.table.get("resex-placement-sync")
+            os.kill(entry["pid"], signal.SIGKILL)
+            self.wait_for("resex-placement-sync dead",
+                          lambda: not machine.alive(entry["pid"], entry["started"]), timeout=10)
+            self.cloud.table.remove("resex-placement-sync")
+            mark = self.log_size("resex-placement-sync")
+            self.cloud.start_placement_sync(reconcile_interval=RECONCILE_S)
+            self.wait_for("the restarted service's first reconciliation", lambda: re.search(
+                r"reconciled \d+ hosts", self.log_lines("resex-placement-sync", mark)),
+                timeout=60)
+            time.sleep(2 * RECONCILE_S)
+        finally:
+            stop.set()
+            thread.join(10)
+        assert samples and all(present for _, present in samples), (
+            "node1's %s flipped across the restart" % CLOSED)
+        self._node2_unknown_then_back("placement_sync_restarted")
+
+    def _node2_unknown_then_back(self, what, while_stopped=None):
+        """node2's agent stopped: node2 closed (unknown_host_policy closed), then open again."""
+        t0 = time.monotonic()
+        self.cloud.stop_agent("node2")
+        try:
+            if while_stopped is not None:
+                while_stopped()
+            self.wait_for("node2 closed once its report is stale", lambda: (
+                CLOSED in self.provider_traits("node2")), timeout=MAX_AGE_S + 180, interval=1.0)
+            self.figures["%s_node2_closed_s" % what] = time.monotonic() - t0
+        finally:
+            self.cloud.start_agent("node2")
+        t1 = time.monotonic()
+        self.wait_for("node2 open again", lambda: CLOSED not in self.provider_traits("node2"),
+                      timeout=180, interval=1.0)
+        self.figures["%s_node2_open_s" % what] = time.monotonic() - t1
+
+    def placement_down(self):
+        """Placement down 90 s while node2 goes silent: one WARNING, no exit, the trait lands."""
+        self._placement_setup()
+        mark = self.log_size("resex-placement-sync")
+
+        def outage():
+            self.cloud.table.stop("placement", timeout=20)
+            time.sleep(MAX_AGE_S + 30.0)   # node2's report goes stale meanwhile
+            assert self._sync_running(), "resex-placement-sync exited while Placement was down"
+            self.cloud.start_placement()
+        self._node2_unknown_then_back("placement_down", while_stopped=outage)
+        log = self.log_lines("resex-placement-sync", mark)
+        warned = re.findall(r"WARNING nova_filter\.placement_sync .*Placement failed", log)
+        assert len(warned) == 1, log[-3000:]
+        assert "Placement answers again" in log, log[-3000:]
+        self.conn.compute.delete_server(self.servers.pop("bulk-p"))
+        self._wait_deleted("bulk-p")
+
     # -- (e) faults during control ----------------------------------------------------------
 
     def _wait_deleted(self, name):
@@ -707,7 +913,10 @@ FAULTS = ("agent_killed", "nova_compute_restarted", "libvirtd_restarted", "etcd_
           "nothing_capped_after")
 #: Soft-RoCE guests through Nova.
 RDMA = ("rdma_guests",)
-ORDER = SMOKE + MOVES + FAULTS + RDMA
+#: (f): the board's verdict as Placement traits (resex-placement-sync).
+PLACEMENT = ("placement_filter_off", "placement_compute_update", "placement_sync_restarted",
+             "placement_down")
+ORDER = SMOKE + MOVES + FAULTS + RDMA + PLACEMENT
 
 
 def _log_time(text, match):
@@ -716,6 +925,26 @@ def _log_time(text, match):
     stamp = text[start:start + 23]
     return time.mktime(time.strptime(stamp[:19], "%Y-%m-%d %H:%M:%S")) + float(
         "0." + stamp[20:23])
+
+
+def _iso(stamp):
+    """Seconds since the epoch of an API timestamp (``2025-01-02T03:04:05.000000``, UTC)."""
+    import calendar
+    return calendar.timegm(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S"))
+
+
+def _gaps(samples):
+    """Durations (s) of each run of samples in which the trait was missing."""
+    gaps, since = [], None
+    for t, present in samples:
+        if not present and since is None:
+            since = t
+        elif present and since is not None:
+            gaps.append(t - since)
+            since = None
+    if since is not None:
+        gaps.append(samples[-1][0] - since)
+    return gaps
 
 
 def _below(value, limit):

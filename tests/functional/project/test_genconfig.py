@@ -42,3 +42,7 @@ class SampleConfigTest(unittest.TestCase):
 
     def test_the_nova_sample_is_current(self):
         self.check("resex-nova-config-generator.conf", "resex-nova.conf.sample")
+
+    def test_the_placement_sync_sample_is_current(self):
+        self.check("resex-placement-sync-config-generator.conf",
+                   "resex-placement-sync.conf.sample")

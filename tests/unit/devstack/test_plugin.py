@@ -28,7 +28,11 @@ the plugin makes; ``tests/functional/devstack`` runs the real agent.
 The resulting files are read back with the real option definitions (nova's
 ``[filter_scheduler]``, the plugin's ``[resex]``, the agent's groups), and
 nova's own loader resolves the filter and weigher paths, so a value nova
-would reject fails here.
+would reject fails here; nova-compute's provider config file is read by
+nova's own parser (``nova.compute.provider_config``). Every nova.conf here
+names a provider config directory of the test's own, as an operator's
+``[compute] provider_config_location`` would: the host's
+``/etc/nova/provider_config`` is never written.
 """
 
 import os
@@ -92,8 +96,12 @@ class DevstackRun:
         self.tmp = tempfile.mkdtemp(prefix="resex-devstack-")
         test.addCleanup(shutil.rmtree, self.tmp, True)
         self.nova_conf = os.path.join(self.tmp, "nova.conf")
+        self.provider_config_dir = os.path.join(self.tmp, "provider_config")
         with open(self.nova_conf, "w") as f:
             f.write(nova_conf)
+            if "provider_config_location" not in nova_conf:
+                f.write("\n[compute]\nprovider_config_location = %s\n"
+                        % self.provider_config_dir)
         self.record = os.path.join(self.tmp, "record")
         self.conf_dir = os.path.join(self.tmp, "etc-resex")
         self.state_dir = os.path.join(self.tmp, "var-lib-resex")
@@ -169,6 +177,17 @@ class DevstackRun:
     def text(self, path):
         with open(path) as f:
             return f.read()
+
+    def provider_configs(self):
+        """The provider config files as nova-compute loads them (nova's own parser)."""
+        from nova.compute import provider_config
+        return provider_config.get_provider_configs(self.provider_config_dir)
+
+    def placement_sync(self):
+        """resex-placement-sync.conf as the service reads it."""
+        from nova_filter import placement_sync
+        return placement_sync.make_conf(
+            ["--config-file", os.path.join(self.conf_dir, "resex-placement-sync.conf")])
 
 
 class AllInOneTest(unittest.TestCase):
@@ -277,6 +296,69 @@ class AllInOneTest(unittest.TestCase):
         nova = self.node.text(self.node.nova_conf)
         self.assertIn("transport_url = rabbit://stackrabbit:secret@192.0.2.10:5672/", nova)
         self.assertIn("[scheduler]\nworkers = 2", nova)
+
+
+class PlacementTraitsTest(unittest.TestCase):
+
+    def test_a_node_with_the_agent_marks_its_compute_node_provider_managed(self):
+        node = DevstackRun(self, AIO)
+        node.stack()
+        configs = node.provider_configs()
+        self.assertEqual(["$COMPUTE_NODE"], list(configs))
+        self.assertEqual(["CUSTOM_RESEX_MANAGED"],
+                         configs["$COMPUTE_NODE"]["traits"]["additional"])
+        self.assertEqual("resex-managed.yaml", configs["$COMPUTE_NODE"]["__source_file"])
+
+    def test_a_named_provider_when_the_site_already_uses_compute_node(self):
+        node = DevstackRun(self, AIO, RESEX_PROVIDER_NAME="compute-7.example.org")
+        node.stack()
+        configs = node.provider_configs()
+        self.assertEqual(["compute-7.example.org"], list(configs))
+        self.assertEqual({"name": "compute-7.example.org"},
+                         configs["compute-7.example.org"]["identification"])
+
+    def test_the_file_goes_where_nova_compute_reads_and_clean_removes_it(self):
+        node = DevstackRun(self, AIO)
+        node.stack()
+        path = os.path.join(node.provider_config_dir, "resex-managed.yaml")
+        self.assertTrue(os.path.exists(path))
+        result = node.phases("clean")
+        self.assertEqual(0, result.returncode, result.stderr)
+        self.assertFalse(os.path.exists(path))
+
+    def test_a_scheduler_without_the_agent_writes_no_provider_config(self):
+        node = DevstackRun(self, "n-api,n-sch,etcd3")
+        node.stack()
+        self.assertFalse(os.path.exists(node.provider_config_dir))
+
+    def test_the_sync_service_gets_the_board_and_credentials_of_its_own(self):
+        node = DevstackRun(self, "n-api,n-sch,etcd3,keystone,placement-api,"
+                                 "resex-placement-sync")
+        node.stack()
+        conf = node.placement_sync()
+        self.assertEqual("etcd3+http://%s:2379" % SERVICE_HOST, conf.resex.board_url)
+        self.assertEqual(node.nova().resex.board_url, conf.resex.board_url)
+        auth = ks_loading.load_auth_from_conf_options(conf, "placement_sync")
+        self.assertEqual("http://%s/identity" % SERVICE_HOST, auth.auth_url)
+        self.assertEqual("resex", conf.placement_sync.username)
+        self.assertEqual("password", conf.placement_sync.auth_type)
+        self.assertEqual("placement", conf.placement_sync.service_type)
+        self.assertEqual("RegionOne", conf.placement_sync.region_name)
+        self.assertIn("create_service_user resex admin", node.recorded())
+        command = "%s/resex-placement-sync --config-file %s" % (
+            node.bin, os.path.join(node.conf_dir, "resex-placement-sync.conf"))
+        self.assertIn("run_process resex-placement-sync|" + command, node.recorded())
+        result = node.phases("unstack")
+        self.assertEqual(0, result.returncode, result.stderr)
+        self.assertEqual("stop_process resex-placement-sync", node.recorded()[-1])
+
+    def test_without_the_sync_service_no_credentials_are_made(self):
+        node = DevstackRun(self, AIO + ",keystone")
+        node.stack()
+        self.assertFalse(os.path.exists(os.path.join(node.conf_dir,
+                                                     "resex-placement-sync.conf")))
+        self.assertFalse(any(line.startswith("create_service_user")
+                             for line in node.recorded()))
 
 
 class AgentStartTest(unittest.TestCase):
