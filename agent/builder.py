@@ -330,7 +330,8 @@ def _assemble(conf, parts, metrics):
                       shutdown_timeout_s=conf.agent.shutdown_timeout,
                       pressure=parts.pressure, deadband_pct=conf.agent.deadband_pct,
                       consent=functools.partial(sla_mod.under_consent,
-                                                rule=conf.agent.cap_consent))
+                                                rule=conf.agent.cap_consent),
+                      status_interval_s=conf.latency.status_interval_s)
 
 
 def reload_market(conf, agent):

@@ -164,8 +164,9 @@ class Agent:
     socket to bind, a thread): started by :meth:`start`, its rejections
     counted in :meth:`health`; it is one of ``latency_sources`` too. It
     also carries each VM's status back down its channel: every
-    ``[latency] status_interval_s`` at most, the loop hands it the statuses
-    of the VMs whose channel is connected (:mod:`agent.status`).
+    ``status_interval_s`` (``[latency] status_interval_s``; 0: never) at most,
+    the loop hands it the statuses of the VMs whose channel is connected
+    (:mod:`agent.status`).
     ``publisher`` (optional, :class:`agent.publisher.Publisher`) writes the
     host reports; without one, a ``board`` is given a publisher of the
     agent's own. ``closing`` (optional, a :class:`contextlib.ExitStack`)
@@ -183,7 +184,7 @@ class Agent:
                  board=None, journal=None, clock=None, metrics=None, publish_policy=None,
                  watchdog=None, reloader=None, shutdown_timeout_s=SHUTDOWN_TIMEOUT_S,
                  pressure=None, intake=None, publisher=None, closing=None, deadband_pct=1.0,
-                 consent=None):
+                 consent=None, status_interval_s=0.0):
         self.settings = settings
         self.market = market
         self.hypervisor = hypervisor
@@ -231,9 +232,9 @@ class Agent:
         self.pressure = pressure
         self.pressure_meter = evidence_mod.PressureMeter()
         self._pressure_said = set()
-        status_s = getattr(getattr(intake, "params", None), "status_interval_s", 0.0)
         #: When the VMs' statuses are due (:mod:`agent.status`), or None: none are written.
-        self._status = status_mod.Throttle(status_s) if intake is not None and status_s else None
+        self._status = (status_mod.Throttle(status_interval_s)
+                        if intake is not None and status_interval_s else None)
 
     @property
     def vms(self):

@@ -101,7 +101,7 @@ class TestBareVenvInstall(unittest.TestCase):
                              [line.split("==")[0] for line in installed.split()])
             usage = self.run_ok(os.path.join(venv, "bin", "benchex"), "--help",
                                 env=env, cwd=tmp)
-            self.assertIn("{server,client}", usage)
+            self.assertIn("{server,client,status}", usage)
             probe = ("import importlib, sys\n"
                      "for m in sys.argv[1:]:\n"
                      "    importlib.import_module('benchex.' + m)\n"

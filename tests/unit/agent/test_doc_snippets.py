@@ -36,6 +36,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
 AGENT_GROUPS = set(config_file.known_names()) - {"DEFAULT"}
 NOVA_GROUPS = {"filter_scheduler", "resex"}
+#: resex-placement-sync's own section (its configuration also has nova's [resex]).
+SYNC_GROUPS = {"placement_sync"}
 SECTION = re.compile(r"^\[([A-Za-z0-9_]+)\]\s*$")
 
 
@@ -110,6 +112,29 @@ class SnippetCase(unittest.TestCase):
                 self.assertIn(key, known.get(group, ()), "%s: unknown [%s] %s"
                               % (where, group, key))
 
+    def check_sync_config(self, path, where):
+        from keystoneauth1 import loading as ks_loading
+
+        from nova_filter import placement_sync
+        from nova_filter import sync_conf
+        conf = placement_sync.make_conf(["--config-file", path])
+        # The auth plugin's own options (auth_url, username, ...) are its type's.
+        auth_type = conf[sync_conf.GROUP].auth_type
+        if auth_type:
+            conf.register_opts(ks_loading.get_auth_plugin_conf_options(auth_type),
+                               group=sync_conf.GROUP)
+        known = {g: set(conf[g]) for g in ("resex", sync_conf.GROUP)}
+        parsed = {}
+        cfg.ConfigParser(path, parsed).parse()
+        for group, values in parsed.items():
+            for key in values:
+                self.assertIn(key, known.get(group, ()), "%s: unknown [%s] %s"
+                              % (where, group, key))
+                try:
+                    conf[group][key]
+                except (cfg.Error, ValueError) as exc:
+                    self.fail("%s: [%s] %s: %s" % (where, group, key, exc))
+
 
 class DocSnippetsTest(SnippetCase):
 
@@ -125,7 +150,9 @@ class DocSnippetsTest(SnippetCase):
                 names = sections(text)
                 with self.subTest(where=where):
                     path = self.write(text)
-                    if names & AGENT_GROUPS and not names & NOVA_GROUPS:
+                    if names & SYNC_GROUPS and not names & AGENT_GROUPS:
+                        self.check_sync_config(path, where)
+                    elif names & AGENT_GROUPS and not names & NOVA_GROUPS:
                         self.check_agent_config(path, where)
                     elif names & NOVA_GROUPS and not names & AGENT_GROUPS:
                         self.check_nova_config(path, where)
