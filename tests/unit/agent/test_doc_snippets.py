@@ -104,7 +104,10 @@ class SnippetCase(unittest.TestCase):
                     conf[group][name]
                 except (cfg.Error, ValueError) as exc:
                     self.fail("%s: [%s] %s: %s" % (where, group, name, exc))
-        known = {g: set(conf[g]) for g in ("resex", "filter_scheduler")}
+        self.assert_known(path, where, {g: set(conf[g]) for g in ("resex", "filter_scheduler")})
+
+    def assert_known(self, path, where, known):
+        """Every option the file at ``path`` sets is in ``known`` (``{group: names}``)."""
         parsed = {}
         cfg.ConfigParser(path, parsed).parse()
         for group, values in parsed.items():
@@ -123,17 +126,14 @@ class SnippetCase(unittest.TestCase):
         if auth_type:
             conf.register_opts(ks_loading.get_auth_plugin_conf_options(auth_type),
                                group=sync_conf.GROUP)
-        known = {g: set(conf[g]) for g in ("resex", sync_conf.GROUP)}
-        parsed = {}
-        cfg.ConfigParser(path, parsed).parse()
-        for group, values in parsed.items():
-            for key in values:
-                self.assertIn(key, known.get(group, ()), "%s: unknown [%s] %s"
-                              % (where, group, key))
+        groups = ("resex", sync_conf.GROUP)
+        self.assert_known(path, where, {g: set(conf[g]) for g in groups})
+        for group in groups:
+            for name in conf[group]:
                 try:
-                    conf[group][key]
+                    conf[group][name]
                 except (cfg.Error, ValueError) as exc:
-                    self.fail("%s: [%s] %s: %s" % (where, group, key, exc))
+                    self.fail("%s: [%s] %s: %s" % (where, group, name, exc))
 
 
 class DocSnippetsTest(SnippetCase):
