@@ -45,6 +45,8 @@ import json
 import math
 import re
 
+from benchex import framing
+
 VERSION = 1
 
 #: Longest status line a reader accepts, newline included (a v1 status is under 400 bytes).
@@ -185,42 +187,29 @@ class StatusReader:
     """
 
     def __init__(self):
-        self._buf = bytearray()
-        self._discarding = False
+        self._framer = framing.LineFramer(MAX_BYTES)
         #: The latest valid status (a dict, :func:`parse`), or ``None``.
         self.latest = None
         #: Valid lines read, and lines skipped (too long or refused by :func:`parse`).
         self.received = 0
         self.skipped = 0
 
+    @property
+    def pending(self):
+        """Bytes held while waiting for the end of a line (always < :data:`MAX_BYTES`)."""
+        return self._framer.pending
+
     def restart(self):
         """A new stream (the port was reopened): forget a half line, keep :attr:`latest`."""
-        self._buf.clear()
-        self._discarding = False
+        self._framer = framing.LineFramer(MAX_BYTES)
 
     def feed(self, data):
         """Read ``data``; returns the latest valid status (``None`` until one came)."""
-        start = 0
-        while True:
-            end = data.find(b"\n", start)
-            if end < 0:
-                break
-            if self._discarding:
-                self._discarding = False
-            elif len(self._buf) + end - start + 1 > MAX_BYTES:
+        for line in self._framer.feed(data):
+            if line is framing.TOO_LONG:
                 self.skipped += 1
             else:
-                self._take(bytes(self._buf) + data[start:end])
-            self._buf.clear()
-            start = end + 1
-        rest = data[start:]
-        if rest and not self._discarding:
-            if len(self._buf) + len(rest) + 1 > MAX_BYTES:
-                self.skipped += 1
-                self._discarding = True
-                self._buf.clear()
-            else:
-                self._buf += rest
+                self._take(line)
         return self.latest
 
     def _take(self, line):

@@ -62,7 +62,7 @@ a few stale lines, not hours of them. Reading reports goes on regardless.
 One native thread multiplexes every socket with :mod:`selectors` (no
 eventlet). It reads at most ``_READ_BYTES`` per readable socket per round,
 so one flooding tenant cannot starve the others, and frames lines with a
-bounded buffer (:mod:`agent.intake.framing`). Validation, rate limits,
+bounded buffer (:mod:`benchex.framing`). Validation, rate limits,
 windows and counters live in :class:`~agent.intake.store.ReportStore`.
 """
 
@@ -76,9 +76,9 @@ import struct
 import threading
 import time
 
-from agent.intake import framing
 from agent.intake import params as params_mod
 from agent.intake import store as store_mod
+from benchex import framing
 from benchex import wire
 from resex_libvirt import exceptions
 

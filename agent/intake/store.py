@@ -43,9 +43,9 @@ import collections
 import logging
 import threading
 
-from agent.intake import framing
 from agent.intake import ratelimit
 from agent.intake import window as window_mod
+from benchex import framing
 from benchex import wire
 
 LOG = logging.getLogger(__name__)

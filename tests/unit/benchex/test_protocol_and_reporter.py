@@ -23,8 +23,8 @@ import unittest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.intake import framing
 from benchex import cli
+from benchex import framing
 from benchex import protocol
 from benchex import reporter as reporter_mod
 from benchex import wire

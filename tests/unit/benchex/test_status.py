@@ -127,7 +127,7 @@ class ReaderTest(unittest.TestCase):
         reader.feed(status.encode(GOOD))
         for _ in range(1000):
             reader.feed(b"x" * 4096)
-            self.assertLess(len(reader._buf), status.MAX_BYTES)
+            self.assertLess(reader.pending, status.MAX_BYTES)
         reader.feed(b"tail\n" + status.encode(dict(GOOD, state="met")))
         self.assertEqual("met", reader.latest["state"])
         self.assertEqual(1, reader.skipped)
@@ -138,7 +138,7 @@ class ReaderTest(unittest.TestCase):
         good = status.encode(GOOD)
         for chunk in chunks:
             reader.feed(chunk)
-            self.assertLess(len(reader._buf), status.MAX_BYTES)
+            self.assertLess(reader.pending, status.MAX_BYTES)
         # A fresh line after a newline is always read.
         reader.feed(b"\n" + good)
         self.assertEqual(parsed(GOOD), reader.latest)

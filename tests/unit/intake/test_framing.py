@@ -17,7 +17,7 @@ import unittest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.intake import framing
+from benchex import framing
 
 lines_st = st.lists(st.binary(max_size=80).map(lambda b: b.replace(b"\n", b"")), max_size=30)
 

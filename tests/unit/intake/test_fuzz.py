@@ -31,10 +31,10 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from agent.intake import framing
 from agent.intake import params as params_mod
 from agent.intake import store as store_mod
 from agent.intake import window
+from benchex import framing
 from benchex import wire
 from resex_libvirt import sla as sla_mod
 

@@ -23,10 +23,10 @@ import socket
 import unittest
 
 from agent import builder
-from agent.intake import framing
 from agent.intake import params as params_mod
 from agent.intake import server as server_mod
 from agent import status as status_mod
+from benchex import framing
 from benchex import status as wire
 from resex_libvirt.hypervisor import base
 from resex_libvirt.market import policy

@@ -15,9 +15,9 @@
 import logging
 import unittest
 
-from agent.intake import framing
 from agent.intake import params as params_mod
 from agent.intake import store as store_mod
+from benchex import framing
 from benchex import wire
 from resex_libvirt import sla as sla_mod
 

@@ -17,7 +17,10 @@ reassembles lines but never holds more than ``max_bytes - 1`` pending bytes:
 a line that would exceed ``max_bytes`` (newline included) is reported once as
 too long at the moment it crosses the bound, and the rest of it is skipped,
 unbuffered, up to the next newline. So a tenant writing an endless line costs
-the agent a bounded amount of memory and one counted rejection.
+the agent a bounded amount of memory and one counted rejection, and a host
+end writing an endless status line costs the guest as little
+(:class:`benchex.status.StatusReader`). Standard library only, like the rest
+of BenchEx: the agent's intake and the guest's status reader share it.
 """
 
 #: Marker yielded in place of a line that was too long.
