@@ -196,7 +196,18 @@ def libvirtd_restart(lab, hyp, guest, cap=20.0, timeout=60.0):
             seen.append(type(exc).__name__)
             return False
     machine.wait_for(reads_the_guest, timeout, step=0.2, what="the guest read again")
-    hyp.set_knobs(guest.uuid, cap, None)
+
+    def knobs_set():
+        # libvirtd lists a running domain before its reconnect thread has
+        # found the domain's cgroups ("cgroup CPU controller is not mounted"
+        # for a moment): the agent retries on its next interval, so does this.
+        try:
+            hyp.set_knobs(guest.uuid, cap, None)
+            return True
+        except exceptions.HypervisorError as exc:
+            seen.append(type(exc).__name__)
+            return False
+    machine.wait_for(knobs_set, timeout, step=0.2, what="the guest's knobs set again")
     return seen, hyp.get_knobs(guest.uuid), hyp.connection.opens
 
 
