@@ -103,18 +103,26 @@ class PlacementClient:
     """Placement's providers and traits, through ``adapter`` (a keystoneauth ``Adapter``).
 
     ``limiter`` (a :class:`RateLimiter`) paces every call; ``wait`` is what
-    it waits with (the service's stop event's ``wait``).
+    it waits with (the service's stop event's ``wait``). ``metrics`` (a
+    :class:`nova_filter.sync_metrics.NullMetrics` or its Prometheus sink)
+    is told of every call and of every wait for the limiter's token.
     """
 
-    def __init__(self, adapter, limiter=None, wait=None):
+    def __init__(self, adapter, limiter=None, wait=None, metrics=None):
         self._adapter = adapter
         self._limiter = limiter
         self._wait = wait or (lambda seconds: time.sleep(seconds) or False)
+        self.metrics = metrics
         self.calls = collections.Counter()
         self._calls_lock = threading.Lock()
 
+    def _wait_token(self, seconds):
+        if self.metrics is not None:
+            self.metrics.waited(seconds)
+        return self._wait(seconds)
+
     def _request(self, method, url, body=None):
-        if self._limiter is not None and not self._limiter.acquire(self._wait):
+        if self._limiter is not None and not self._limiter.acquire(self._wait_token):
             raise PlacementError("%s %s: not sent, the service is stopping" % (method, url))
         kwargs = {"microversion": MICROVERSION, "raise_exc": False}
         if body is not None:
@@ -130,6 +138,8 @@ class PlacementClient:
     def _count(self, method, status):
         with self._calls_lock:
             self.calls["%s %s" % (method, status)] += 1
+        if self.metrics is not None:
+            self.metrics.request(method, status)
 
     def calls_summary(self):
         """``"GET 200 x12, PUT 409 x1"``: every call made so far, by method and status."""

@@ -43,6 +43,11 @@ is then kept off those nodes by Placement, before nova's
 * a token bucket (``max_calls_per_second``) paces every call; each
   reconciliation logs the calls made so far by method and status.
 
+**Metrics** (:mod:`nova_filter.sync_metrics`), when ``[placement_sync]
+metrics_port`` is set: the calls by method and outcome, the traits set and
+cleared, the 409s, the reconciliations and their duration, the time since
+the last good one, the hosts without a provider and the token bucket's waits.
+
 **A trait removed by someone else** (nova-compute's periodic update writes
 a provider's whole trait set; an operator) is found at the next
 reconciliation and written back; the service logs for how long it was
@@ -71,6 +76,7 @@ from oslo_log import log as oslo_log
 from nova_filter import conf as resex_conf
 from nova_filter import placement as placement_mod
 from nova_filter import sync_conf
+from nova_filter import sync_metrics
 from nova_filter import traits as traits_mod
 from resex_libvirt.board import reader as reader_mod
 from resex_libvirt import exceptions
@@ -91,7 +97,9 @@ class TraitSync:
     ``reader`` is a started :class:`~resex_libvirt.board.reader.BoardReader`
     (its ``on_change`` should call :meth:`changed`); ``client`` a
     :class:`~nova_filter.placement.PlacementClient`. The other arguments are
-    the ``[resex]`` and ``[placement_sync]`` options of the same names.
+    the ``[resex]`` and ``[placement_sync]`` options of the same names;
+    ``metrics`` a :class:`~nova_filter.sync_metrics.SyncMetrics` (or the
+    default :class:`~nova_filter.sync_metrics.NullMetrics`).
     State (all in memory; a restart rebuilds it from Placement and the
     board): ``known`` (every host seen on the board or in Placement's
     listings), ``actual`` (host -> the trait as last read or written),
@@ -101,8 +109,9 @@ class TraitSync:
     def __init__(self, reader, client, threshold=10.0, hysteresis=0.3, max_age=60.0,
                  unknown_policy=traits_mod.UNKNOWN_CLOSED, reconcile_interval=60.0,
                  retry_max_interval=60.0, provider_names=None, clock=time.time,
-                 monotonic=time.monotonic, stop_event=None):
+                 monotonic=time.monotonic, stop_event=None, metrics=None):
         self.reader = reader
+        self.metrics = metrics or sync_metrics.NullMetrics()
         self.client = client
         self.threshold = float(threshold)
         self.hysteresis = float(hysteresis)
@@ -162,7 +171,7 @@ class TraitSync:
             return self._retry_at - now
         try:
             if now >= self._next_reconcile:
-                self.reconcile()
+                self._timed_reconcile()
                 self._next_reconcile = self._monotonic() + self.reconcile_interval
             else:
                 self.evaluate()
@@ -175,7 +184,17 @@ class TraitSync:
         self._placement_answered()
         return min(EVALUATE_INTERVAL, self._next_reconcile - self._monotonic())
 
+    def _timed_reconcile(self):
+        started = self._monotonic()
+        try:
+            self.reconcile()
+        except Exception:
+            self.metrics.reconciled(self._monotonic() - started, False)
+            raise
+        self.metrics.reconciled(self._monotonic() - started, True)
+
     def _placement_failed(self, exc):
+        self.metrics.failing(True)
         self._backoff = min(self.retry_max_interval,
                             self._backoff * 2.0 if self._backoff else FIRST_RETRY)
         self._retry_at = self._monotonic() + self._backoff
@@ -190,6 +209,7 @@ class TraitSync:
         return self._backoff
 
     def _placement_answered(self):
+        self.metrics.failing(False)
         self._retry_at = None
         self._backoff = 0.0
         if self._failing_since is not None:
@@ -244,6 +264,7 @@ class TraitSync:
         for host in [h for h in self._lost if h not in writes]:
             del self._lost[host]
         self.stats["reconciliations"] += 1
+        self.metrics.without_provider(len(self._missing))
         LOG.info("reconciled %d hosts (%d closed in Placement, %d managed): %d written; "
                  "Placement calls so far: %s", len(self.known), len(closed), len(managed),
                  len(writes), self.client.calls_summary())
@@ -258,6 +279,7 @@ class TraitSync:
             uuid = self.client.providers(name=name).get(name)
             if uuid is None:
                 self._missing.add(host)
+                self.metrics.without_provider(len(self._missing))
                 if host not in self._warned:
                     self._warned.add(host)
                     LOG.warning("host %s: no resource provider named %s in Placement; its "
@@ -292,14 +314,17 @@ class TraitSync:
             return False
         except placement_mod.Conflict as exc:
             self.stats["conflicts"] += placement_mod.CONFLICT_ATTEMPTS
+            self.metrics.conflicts(placement_mod.CONFLICT_ATTEMPTS)
             LOG.warning("host %s: %s; retried at the next pass", host, exc)
             return False
         self.stats["conflicts"] += conflicts
+        self.metrics.conflicts(conflicts)
         self.actual[host] = closed
         if closed:
             self.seen[host] = self._clock()
         if written:
             self.stats["set" if closed else "cleared"] += 1
+            self.metrics.trait_written(closed)
             LOG.info("host %s: %s %s (%s)%s", host, traits_mod.CLOSED,
                      "set" if closed else "cleared", self._why(host, closed, now),
                      " after %d conflict(s)" % conflicts if conflicts else "")
@@ -312,6 +337,7 @@ class TraitSync:
             return
         missing = self._clock() - last_seen
         self.stats["restored"] += 1
+        self.metrics.restored()
         self.stats["max_missing_s"] = max(self.stats["max_missing_s"], missing)
         LOG.warning("host %s: %s was removed by another writer (nova-compute's update or an "
                     "operator) and is back: missing for at most %.1f s (seen at the "
@@ -334,7 +360,7 @@ def make_conf(argv):
     return conf
 
 
-def placement_client(conf, wait=None):
+def placement_client(conf, wait=None, metrics=None):
     """A :class:`~nova_filter.placement.PlacementClient` from ``[placement_sync]``."""
     group = sync_conf.GROUP
     try:
@@ -349,7 +375,8 @@ def placement_client(conf, wait=None):
     adapter = ks_loading.load_adapter_from_conf_options(conf, group, session=session,
                                                         auth=auth)
     limiter = placement_mod.RateLimiter(conf.placement_sync.max_calls_per_second)
-    return placement_mod.PlacementClient(adapter, limiter=limiter, wait=wait)
+    return placement_mod.PlacementClient(adapter, limiter=limiter, wait=wait,
+                                         metrics=metrics)
 
 
 def build(conf):
@@ -364,19 +391,27 @@ def build(conf):
                     "ca_cert": opts.board_ca_cert, "create": False},
         on_change=lambda records: holder and holder[0].changed(records))
     stop = threading.Event()
-    client = placement_client(conf, wait=stop.wait)
+    metrics = sync_metrics.from_conf(conf)
+    client = placement_client(conf, wait=stop.wait, metrics=metrics)
     service = TraitSync(reader, client, threshold=opts.congestion_threshold,
                         hysteresis=opts.admission_hysteresis, max_age=opts.max_age,
                         unknown_policy=sync.unknown_host_policy,
                         reconcile_interval=sync.reconcile_interval,
                         retry_max_interval=sync.retry_max_interval,
-                        provider_names=sync.provider_names, stop_event=stop)
+                        provider_names=sync.provider_names, stop_event=stop,
+                        metrics=metrics)
     holder.append(service)
     return service
 
 
 def serve(service, once=False):
-    """Start the reader, then one reconciliation (``once``) or the loop until stopped."""
+    """Start the reader, then one reconciliation (``once``) or the loop until stopped.
+
+    The metrics endpoint (if any) serves while the loop runs; ``once``
+    starts none.
+    """
+    if not once:
+        service.metrics.start()
     service.reader.start()
     try:
         if once:
@@ -389,6 +424,7 @@ def serve(service, once=False):
         return 0
     finally:
         service.reader.stop()
+        service.metrics.close()
 
 
 def main(argv=None):
@@ -397,6 +433,8 @@ def main(argv=None):
         conf = make_conf(argv)
         oslo_log.setup(conf, "resex-placement-sync")
         service = build(conf)
+        if not conf.once:
+            service.metrics.start()  # a port it cannot bind is a configuration error
     except (cfg.Error, exceptions.ConfigError, OSError) as exc:
         print("resex-placement-sync: %s" % exc, file=sys.stderr)
         return 2

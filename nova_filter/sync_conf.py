@@ -114,6 +114,40 @@ Possible values:
 * ``host:provider`` pairs, comma-separated, e.g.
   ``compute1:compute1.example.org``. Unset: the host's own name.
 """),
+    cfg.PortOpt("metrics_port",
+                default=0,
+                help="""
+TCP port of the service's Prometheus endpoint (``GET /metrics``): the
+Placement calls by method and outcome, the traits set and cleared, the 409s
+retried, the reconciliations and their duration, the seconds since the last
+good one, the hosts without a resource provider, the rate limiter's waits.
+Not served with ``--once``.
+
+Possible values:
+
+* ``0`` (default): no endpoint
+* 1..65535: listen on ``metrics_host`` at this port
+
+Related options:
+
+* ``metrics_host``
+"""),
+    cfg.HostAddressOpt("metrics_host",
+                       default="127.0.0.1",
+                       help="""
+Address the Prometheus endpoint listens on (when ``metrics_port`` is set).
+The endpoint has no authentication: keep it on loopback or a management
+network.
+
+Possible values:
+
+* An IPv4 or IPv6 address, or a host name; ``0.0.0.0`` or ``::`` for every
+  interface
+
+Related options:
+
+* ``metrics_port``
+"""),
 ]
 
 

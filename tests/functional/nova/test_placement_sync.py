@@ -19,22 +19,29 @@ microversions), reached through a real keystoneauth session and adapter
 checked by the cloud's rows (``tests/cloud/scenarios.py``). Faults: a 409
 race, Placement down then back, the service restarted (state from Placement
 and the board's snapshot), a foreign trait (never touched), a trait removed
-by another writer (restored, the gap logged).
+by another writer (restored, the gap logged). Metrics: the service's
+Prometheus endpoint scraped over HTTP while its traits flip.
 """
 
 import logging
 import os
+import socket
+import subprocess
+import sys
 import tempfile
 import threading
 import time
 import unittest
+import urllib.request
 
 from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import noauth
 from keystoneauth1 import session as ks_session
+from prometheus_client import parser as prom_parser
 
 from nova_filter import placement as placement_mod
 from nova_filter import placement_sync
+from nova_filter import sync_metrics
 from nova_filter import traits
 from resex_libvirt import board as board_mod
 from resex_libvirt.board import reader as reader_mod
@@ -45,6 +52,8 @@ CLOSED = traits.CLOSED
 MANAGED = traits.MANAGED
 FOREIGN = "CUSTOM_OPERATOR_GPU_RACK"
 T = 10.0
+#: ``[resex]`` of a service whose verdicts follow each report at once.
+NO_SMOOTHING = {"admission_time_constant": 0}
 
 
 def index_report(host, index, ts=None):
@@ -69,26 +78,40 @@ class SyncTestBase(unittest.TestCase):
         # A compute node without the agent: never ours to touch.
         self.placement.add_provider("plain", {"COMPUTE_NODE"})
 
-    def client(self, rate=0.0):
+    def client(self, rate=0.0, metrics=None):
         session = ks_session.Session(auth=noauth.NoAuth(), timeout=5.0)
         adapter = ks_adapter.Adapter(session, service_type="placement",
                                      endpoint_override=self.placement.endpoint)
         return placement_mod.PlacementClient(adapter,
-                                             limiter=placement_mod.RateLimiter(rate))
+                                             limiter=placement_mod.RateLimiter(rate),
+                                             metrics=metrics)
 
-    def service(self, tau=0.0, **kwargs):
+    def service(self, tau=0.0, rate=0.0, **kwargs):
         """A started reader of the board and its TraitSync (not looping: tests step it)."""
         holder = []
         reader = reader_mod.BoardReader(self.url, max_age=60, refresh_interval=0.05,
                                         load_timeout=10, tau=tau, hysteresis=0.3,
                                         board_opts={"create": False},
                                         on_change=lambda r: holder and holder[0].changed(r))
-        sync = placement_sync.TraitSync(reader, self.client(), threshold=T, hysteresis=0.3,
+        client = self.client(rate, metrics=kwargs.get("metrics"))
+        sync = placement_sync.TraitSync(reader, client, threshold=T, hysteresis=0.3,
                                         max_age=60, **kwargs)
         holder.append(sync)
         reader.start()
         self.addCleanup(reader.stop)
         return sync
+
+    def write_conf(self, resex=(), **sync):
+        """The service's configuration file: ``resex`` and ``sync`` are extra options."""
+        path = os.path.join(self.tmp, "resex-placement-sync.conf")
+        lines = ["[resex]", "board_url = %s" % self.url, "first_load_timeout = 10"]
+        lines += ["%s = %s" % item for item in dict(resex).items()]
+        lines += ["[placement_sync]", "auth_type = none",
+                  "endpoint_override = %s" % self.placement.endpoint]
+        lines += ["%s = %s" % item for item in sync.items()]
+        with open(path, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        return path
 
     def publish(self, sync, host, index, ts=None):
         rec = index_report(host, index, ts)
@@ -279,16 +302,6 @@ class UnknownHostTest(SyncTestBase):
 
 class ServiceTest(SyncTestBase):
 
-    def write_conf(self, **sync):
-        path = os.path.join(self.tmp, "resex-placement-sync.conf")
-        lines = ["[resex]", "board_url = %s" % self.url, "first_load_timeout = 10",
-                 "[placement_sync]", "auth_type = none",
-                 "endpoint_override = %s" % self.placement.endpoint]
-        lines += ["%s = %s" % item for item in sync.items()]
-        with open(path, "w") as f:
-            f.write("\n".join(lines) + "\n")
-        return path
-
     def test_once_reconciles_every_host_and_exits_0(self):
         self.board.publish(index_report("node1", 25.0))
         self.board.publish(index_report("node2", 0.0))
@@ -312,8 +325,10 @@ class ServiceTest(SyncTestBase):
     def test_the_loop_follows_the_board_until_stopped(self):
         self.board.publish(index_report("node1", 0.0))
         self.board.publish(index_report("node2", 0.0))
+        # Unsmoothed: the reader may load 0 then 40 a few ms apart, which a
+        # 20 s time constant would average to nearly 0.
         service = placement_sync.build(placement_sync.make_conf(
-            ["--config-file", self.write_conf()]))
+            ["--config-file", self.write_conf(NO_SMOOTHING)]))
         thread = threading.Thread(target=placement_sync.serve, args=(service,), daemon=True)
         thread.start()
         self.addCleanup(thread.join, 10)
@@ -327,3 +342,127 @@ class ServiceTest(SyncTestBase):
         service.stop()
         thread.join(10)
         self.assertFalse(thread.is_alive())
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def scrape(address):
+    """``{(name, sorted label items): value}`` of every sample at ``address``."""
+    url = "http://%s:%d/metrics" % tuple(address[:2])
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        text = resp.read().decode("utf-8")
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in prom_parser.text_string_to_metric_families(text)
+            for s in family.samples}
+
+
+def value(samples, name, **labels):
+    return samples.get((sync_metrics.PREFIX + name, tuple(sorted(labels.items()))), 0.0)
+
+
+class MetricsTest(SyncTestBase):
+    """The service's Prometheus endpoint, scraped over HTTP."""
+
+    def wait_for(self, predicate, what):
+        deadline = time.monotonic() + 60  # seconds when quiet; see the loop's test
+        while time.monotonic() < deadline:
+            if predicate():
+                return
+            time.sleep(0.05)
+        raise AssertionError("never: %s" % what)
+
+    def test_the_counters_move_as_the_traits_flip(self):
+        self.board.publish(index_report("node1", 0.0))
+        self.board.publish(index_report("node2", 0.0))
+        service = placement_sync.build(placement_sync.make_conf(
+            ["--config-file", self.write_conf(NO_SMOOTHING, metrics_port=free_port())]))
+        self.assertIsInstance(service.metrics, sync_metrics.SyncMetrics)
+        thread = threading.Thread(target=placement_sync.serve, args=(service,), daemon=True)
+        thread.start()
+        self.addCleanup(thread.join, 10)
+        self.addCleanup(service.stop)
+        self.wait_for(lambda: service.stats["reconciliations"], "a reconciliation")
+        address = service.metrics.address
+        first = scrape(address)
+        self.assertEqual(1, value(first, "reconciliations_total", outcome="success"))
+        self.assertEqual(0, value(first, "traits_set_total"))
+        self.assertEqual(1, value(first, "reconcile_duration_seconds_count"))
+        self.assertGreater(value(first, "last_reconcile_timestamp_seconds"), 0)
+        self.assertLess(value(first, "seconds_since_last_reconcile"), 60)
+        self.assertEqual(0, value(first, "placement_failing"))
+        self.assertEqual(2, value(first, "placement_requests_total", method="GET",
+                                  outcome="200"))  # the two listings
+        self.board.publish(index_report("node2", 40.0))
+        self.wait_for(lambda: CLOSED in self.placement.traits_of("node2"), "node2 closed")
+        self.wait_for(lambda: value(scrape(address), "traits_set_total") == 1, "set counted")
+        self.board.publish(index_report("node2", 0.0))
+        self.wait_for(lambda: CLOSED not in self.placement.traits_of("node2"), "node2 open")
+        self.wait_for(lambda: value(scrape(address), "traits_cleared_total") == 1,
+                      "cleared counted")
+        last = scrape(address)
+        self.assertEqual(1, value(last, "traits_set_total"))
+        self.assertEqual(2, value(last, "placement_requests_total", method="PUT",
+                                  outcome="200"))
+        service.stop()
+        thread.join(10)
+        self.assertFalse(thread.is_alive())
+        self.assertIsNone(service.metrics.address)  # the endpoint closed with the loop
+
+    def test_off_by_default(self):
+        service = placement_sync.build(placement_sync.make_conf(
+            ["--config-file", self.write_conf()]))
+        self.assertNotIsInstance(service.metrics, sync_metrics.SyncMetrics)
+        self.assertIsNone(service.metrics.start())
+
+    def test_a_port_it_cannot_bind_is_a_configuration_error(self):
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen(1)
+            path = self.write_conf(metrics_port=taken.getsockname()[1])
+            self.assertEqual(2, placement_sync.main(["--config-file", path]))
+
+    def test_conflicts_hosts_without_provider_failures_and_waits(self):
+        metrics = sync_metrics.SyncMetrics(port=0)
+        address = metrics.start()
+        self.addCleanup(metrics.close)
+        sync = self.service(rate=2.0, metrics=metrics)
+        self.publish(sync, "node1", 15.0)
+        self.publish(sync, "node2", 2.0)
+        self.publish(sync, "ghost", 20.0)  # publishes, but has no resource provider
+        self.placement.before_put = lambda uuid: self.placement.edit(
+            "node1", add={"COMPUTE_STATUS_DISABLED"})
+        self.assertLess(sync.step(), 2.0)
+        self.placement.before_put = None
+        samples = scrape(address)
+        self.assertEqual(1, value(samples, "generation_conflicts_total"))
+        self.assertEqual(1, value(samples, "placement_requests_total", method="PUT",
+                                  outcome="409"))
+        self.assertEqual(1, value(samples, "hosts_without_provider"))
+        self.assertEqual(1, value(samples, "traits_set_total"))
+        # Two calls a second: most of the pass's calls waited for a token.
+        self.assertGreater(value(samples, "rate_limit_waits_total"), 0)
+        self.assertGreater(value(samples, "rate_limit_wait_seconds_total"), 0)
+        self.placement.stop()
+        sync._next_reconcile = 0.0
+        sync.step()
+        samples = scrape(address)
+        self.assertEqual(1, value(samples, "reconciliations_total", outcome="failure"))
+        self.assertEqual(1, value(samples, "placement_failing"))
+        self.assertEqual(1, value(samples, "reconcile_duration_seconds_count"))
+
+
+class IsolationTest(unittest.TestCase):
+
+    def test_the_service_imports_neither_libvirt_nor_the_agent(self):
+        code = ("import sys; import nova_filter.placement_sync, nova_filter.sync_metrics; "
+                "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+                "('libvirt', 'agent')); print(bad); sys.exit(1 if bad else 0)")
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+            os.path.abspath(__file__)))))
+        done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True,
+                              text=True, timeout=120)
+        self.assertEqual(0, done.returncode, done.stdout + done.stderr)
