@@ -60,6 +60,7 @@ MALFORMED_STATUS = [
     b'{"v":1,"state":"met","cap":{"pct":5,"limit_pct":0,"reason":"policy"}}\n',
     b'{"v":1,"state":"met","cap":{"pct":5,"limit_pct":100,"reason":"policy","enforced":1}}\n',
     b'{"v":1,"state":"met","cap":"congestion"}\n',
+    b'{"v":1,"state":"met","window":{"requests":1,"mean_us":1' + b"0" * 400 + b'}}\n',
 ]
 BUILD = os.path.join(os.path.dirname(__file__), "..", "..", "..", "benchex", "build.sh")
 COMPUTE_US = 200.0
