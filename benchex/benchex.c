@@ -21,7 +21,10 @@
  *   benchex server [--bind ADDR] [--port N] [--compute-us US] [--reply-bytes N] [REPORT]
  *   benchex client [--host H] [--port N] (--rate R | --concurrency C) [--requests N]
  *                  [--request-bytes N] [--json] [REPORT]
- *   REPORT: --report-channel PATH | --report-socket PATH --vm UUID  [--report-interval S]
+ *   REPORT: --report-channel PATH [--status-file PATH] | --report-socket PATH --vm UUID
+ *           [--report-interval S]
+ *   --status-file: the status the agent sends back down the channel (benchex/status.py),
+ *           the latest valid one, as JSON for `benchex status --file PATH`
  *
  * Over RDMA verbs (RC, rdma_cm; benchex_verbs.c, built as benchex-verbs):
  *   benchex server --transport verbs [--bind ADDR] [--port N] [--compute-us US]
@@ -41,6 +44,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,25 +175,560 @@ static void mean_std(const double *v, size_t n, double *mean, double *std)
 	*std = n ? sqrt(var / (double)n) : 0.0;
 }
 
+/* ---- the status the agent sends back down the channel (benchex/status.py) -- */
+
+#define STATUS_MAX_BYTES 1024   /* status.MAX_BYTES: the longest line, newline included */
+#define STATUS_READS 8          /* reporter.STATUS_READS reads of STATUS_READ_BYTES */
+#define STATUS_READ_BYTES 4096
+#define STATUS_JSON_MAX 4096    /* the JSON of a status parsed from <= 1024 bytes */
+
+/* A JSON value: its type and where its text lies in the line. */
+enum jtype { J_NULL, J_BOOL, J_NUM, J_STR, J_ARR, J_OBJ };
+
+struct jval {
+	enum jtype t;
+	const char *s, *e;
+	int truth;      /* J_BOOL */
+	int is_int;     /* J_NUM: no fraction, no exponent (an int to Python) */
+};
+
+/* Strict UTF-8, as bytes.decode("utf-8"): no overlong forms, surrogates or > U+10FFFF. */
+static int utf8_valid(const unsigned char *p, size_t n)
+{
+	size_t i = 0;
+	while (i < n) {
+		unsigned c = p[i], k, cp, j;
+		if (c < 0x80) {
+			i++;
+			continue;
+		}
+		if (c >= 0xc2 && c <= 0xdf)
+			k = 1, cp = c & 0x1f;
+		else if (c >= 0xe0 && c <= 0xef)
+			k = 2, cp = c & 0x0f;
+		else if (c >= 0xf0 && c <= 0xf4)
+			k = 3, cp = c & 0x07;
+		else
+			return 0;
+		if (i + k >= n)
+			return 0;
+		for (j = 1; j <= k; j++) {
+			if ((p[i + j] & 0xc0) != 0x80)
+				return 0;
+			cp = (cp << 6) | (p[i + j] & 0x3f);
+		}
+		if ((k == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+		    (k == 3 && (cp < 0x10000 || cp > 0x10ffff)))
+			return 0;
+		i += k + 1;
+	}
+	return 1;
+}
+
+static const char *j_ws(const char *p, const char *e)
+{
+	while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+		p++;
+	return p;
+}
+
+static int is_hex(char c)
+{
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+
+/* A string from its opening quote; returns the end past its closing quote, or NULL. */
+static const char *j_string(const char *p, const char *e)
+{
+	p++;
+	while (p < e && *p != '"') {
+		if ((unsigned char)*p < 0x20)
+			return NULL;    /* json's strict mode: no raw control character */
+		if (*p++ != '\\')
+			continue;
+		if (p >= e)
+			return NULL;
+		if (*p == 'u') {
+			if (e - p < 5 || !is_hex(p[1]) || !is_hex(p[2]) || !is_hex(p[3]) ||
+			    !is_hex(p[4]))
+				return NULL;
+			p += 5;
+		} else if (strchr("\"\\/bfnrt", *p) && *p) {
+			p++;
+		} else {
+			return NULL;
+		}
+	}
+	return p < e ? p + 1 : NULL;
+}
+
+/* A number per JSON's grammar; sets is_int. NaN and Infinity are refused, as by status.py. */
+static const char *j_number(const char *p, const char *e, int *is_int)
+{
+	*is_int = 1;
+	if (p < e && *p == '-')
+		p++;
+	if (p < e && *p == '0')
+		p++;
+	else if (p < e && *p >= '1' && *p <= '9')
+		while (p < e && is_digit(*p))
+			p++;
+	else
+		return NULL;
+	if (p < e && *p == '.') {
+		*is_int = 0;
+		if (++p >= e || !is_digit(*p))
+			return NULL;
+		while (p < e && is_digit(*p))
+			p++;
+	}
+	if (p < e && (*p == 'e' || *p == 'E')) {
+		*is_int = 0;
+		if (++p < e && (*p == '+' || *p == '-'))
+			p++;
+		if (p >= e || !is_digit(*p))
+			return NULL;
+		while (p < e && is_digit(*p))
+			p++;
+	}
+	return p;
+}
+
+static const char *j_value(const char *p, const char *e, int depth, struct jval *v);
+
+/* An array or object from its bracket; returns the end past the closing one, or NULL. */
+static const char *j_container(const char *p, const char *e, int depth, int obj)
+{
+	struct jval item;
+	char close = obj ? '}' : ']';
+	p = j_ws(p + 1, e);
+	if (p < e && *p == close)
+		return p + 1;
+	for (;;) {
+		if (obj) {
+			if (p >= e || *p != '"' || !(p = j_string(p, e)))
+				return NULL;
+			p = j_ws(p, e);
+			if (p >= e || *p != ':')
+				return NULL;
+			p++;
+		}
+		p = j_value(p, e, depth + 1, &item);
+		if (!p)
+			return NULL;
+		p = j_ws(p, e);
+		if (p < e && *p == ',') {
+			p = j_ws(p + 1, e);
+			continue;
+		}
+		return p < e && *p == close ? p + 1 : NULL;
+	}
+}
+
+/* One value (leading whitespace skipped); returns the end of its text, or NULL. */
+static const char *j_value(const char *p, const char *e, int depth, struct jval *v)
+{
+	memset(v, 0, sizeof(*v));
+	p = j_ws(p, e);
+	v->s = p;
+	if (p >= e || depth > STATUS_MAX_BYTES)
+		return NULL;
+	if (*p == '{' || *p == '[') {
+		v->t = *p == '{' ? J_OBJ : J_ARR;
+		p = j_container(p, e, depth, *p == '{');
+	} else if (*p == '"') {
+		v->t = J_STR;
+		p = j_string(p, e);
+	} else if (e - p >= 4 && !memcmp(p, "null", 4)) {
+		v->t = J_NULL;
+		p += 4;
+	} else if (e - p >= 4 && !memcmp(p, "true", 4)) {
+		v->t = J_BOOL;
+		v->truth = 1;
+		p += 4;
+	} else if (e - p >= 5 && !memcmp(p, "false", 5)) {
+		v->t = J_BOOL;
+		p += 5;
+	} else {
+		v->t = J_NUM;
+		p = j_number(p, e, &v->is_int);
+	}
+	v->e = p;
+	return p;
+}
+
+/*
+ * The decoded text of a J_STR into out (cap bytes, NUL-terminated); a
+ * character that is NUL or not ASCII becomes 0x7f, which no name status.py accepts
+ * contains. Returns 0, or -1 when it does not fit (no accepted name is so long).
+ */
+static int j_text(const struct jval *v, char *out, size_t cap)
+{
+	const char *p = v->s + 1, *e = v->e - 1;
+	size_t n = 0;
+	while (p < e) {
+		char c = *p++;
+		if ((unsigned char)c >= 0x80) {
+			c = 0x7f;
+		} else if (c == '\\') {
+			c = *p++;
+			if (c == 'u') {
+				char hex[5] = { p[0], p[1], p[2], p[3], 0 };
+				long cp = strtol(hex, NULL, 16);
+				c = cp > 0 && cp < 0x80 ? (char)cp : 0x7f;
+				p += 4;
+			} else {
+				const char *from = "bfnrt", *to = "\b\f\n\r\t";
+				const char *at = strchr(from, c);
+				if (at && c)
+					c = to[at - from];
+			}
+		}
+		if (n + 1 >= cap)
+			return -1;
+		out[n++] = c;
+	}
+	out[n] = 0;
+	return 0;
+}
+
+/* The value of key in a J_OBJ (the last one, as json.loads keeps); 0 when absent. */
+static int j_get(const struct jval *obj, const char *key, struct jval *out)
+{
+	const char *p = j_ws(obj->s + 1, obj->e), *e = obj->e;
+	struct jval k, val;
+	char name[64];
+	int found = 0;
+	while (p < e && *p == '"') {
+		j_value(p, e, 0, &k);
+		p = j_ws(k.e, e) + 1;
+		p = j_value(p, e, 0, &val);
+		if (j_text(&k, name, sizeof(name)) == 0 && !strcmp(name, key)) {
+			*out = val;
+			found = 1;
+		}
+		p = j_ws(p, e);
+		if (p < e && *p == ',')
+			p = j_ws(p + 1, e);
+		else
+			break;
+	}
+	return found;
+}
+
+/* A float as Python's repr() writes it (json.dump): the shortest text that reads back. */
+static void py_float(char *out, size_t cap, double v)
+{
+	char sci[40], digits[20];
+	int prec, exp10, nd = 0, decpt, i;
+	const char *m;
+	for (prec = 1; prec <= 17; prec++) {
+		snprintf(sci, sizeof(sci), "%.*e", prec - 1, v);
+		if (strtod(sci, NULL) == v)
+			break;
+	}
+	m = sci + (sci[0] == '-');
+	for (; *m && *m != 'e'; m++)
+		if (is_digit(*m))
+			digits[nd++] = *m;
+	while (nd > 1 && digits[nd - 1] == '0')
+		nd--;
+	digits[nd] = 0;
+	exp10 = atoi(m + 1);
+	decpt = exp10 + 1;
+	i = snprintf(out, cap, "%s", signbit(v) ? "-" : "");
+	if (v == 0.0)
+		snprintf(out + i, cap - (size_t)i, "0.0");
+	else if (decpt <= -4 || decpt > 16)
+		snprintf(out + i, cap - (size_t)i, "%c%s%se%c%02d", digits[0], nd > 1 ? "." : "",
+			 digits + 1, exp10 < 0 ? '-' : '+', abs(exp10));
+	else if (decpt <= 0)    /* -3 <= decpt: at most three zeros */
+		snprintf(out + i, cap - (size_t)i, "0.%.*s%s", -decpt, "000", digits);
+	else if (decpt >= nd)   /* decpt <= 16 */
+		snprintf(out + i, cap - (size_t)i, "%s%.*s.0", digits, decpt - nd,
+			 "0000000000000000");
+	else
+		snprintf(out + i, cap - (size_t)i, "%.*s.%s", decpt, digits, digits + decpt);
+}
+
+/*
+ * A number as status.py's _number (finite, >= 0; > 0 with positive) or
+ * _signed (signed) takes it, to v; -1 if it would refuse it.
+ */
+static int st_number(const struct jval *j, int positive, int signed_ok, double *v)
+{
+	char text[STATUS_MAX_BYTES + 1];
+	size_t n = (size_t)(j->e - j->s);
+	if (j->t != J_NUM || n >= sizeof(text))
+		return -1;
+	memcpy(text, j->s, n);
+	text[n] = 0;
+	*v = strtod(text, NULL);
+	if (j->is_int && *v == 0.0)
+		*v = 0.0;       /* the int -0 is 0 */
+	if (!isfinite(*v) || (!signed_ok && *v < 0) || (positive && *v <= 0))
+		return -1;
+	return 0;
+}
+
+/* A name status.py's _REASON accepts: [a-z_]{1,32}. */
+static int st_name(const struct jval *j, char *out, size_t cap)
+{
+	size_t i;
+	if (j->t != J_STR || j_text(j, out, cap) || !out[0] || strlen(out) > 32)
+		return -1;
+	for (i = 0; out[i]; i++)
+		if (!((out[i] >= 'a' && out[i] <= 'z') || out[i] == '_'))
+			return -1;
+	return 0;
+}
+
+/* Append to a bounded buffer (a status is far shorter than STATUS_JSON_MAX). */
+static void st_cat(char *out, size_t *len, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void st_cat(char *out, size_t *len, const char *fmt, ...)
+{
+	va_list ap;
+	int k;
+	if (*len >= STATUS_JSON_MAX)
+		return;
+	va_start(ap, fmt);
+	k = vsnprintf(out + *len, STATUS_JSON_MAX - *len, fmt, ap);
+	va_end(ap);
+	*len = k < 0 ? STATUS_JSON_MAX : *len + (size_t)k;
+}
+
+/* A member "key": NUMBER, after sep. */
+static void st_num(char *out, size_t *len, const char *sep, const char *key, double v)
+{
+	char num[40];
+	py_float(num, sizeof(num), v);
+	st_cat(out, len, "%s\"%s\": %s", sep, key, num);
+}
+
+/* "sla" as status.py's _sla; -1 to refuse the line. */
+static int st_sla(const struct jval *o, char *out, size_t *len)
+{
+	struct jval j;
+	char stat[8] = "mean";
+	double lat, thr;
+	if (j_get(o, "statistic", &j) &&
+	    (j.t != J_STR || j_text(&j, stat, sizeof(stat)) ||
+	     (strcmp(stat, "mean") && strcmp(stat, "p99"))))
+		return -1;
+	if (!j_get(o, "latency_us", &j) || st_number(&j, 1, 0, &lat) ||
+	    !j_get(o, "threshold_pct", &j) || st_number(&j, 0, 0, &thr))
+		return -1;
+	st_num(out, len, "{", "latency_us", lat);
+	st_cat(out, len, ", \"statistic\": \"%s\"", stat);
+	st_num(out, len, ", ", "threshold_pct", thr);
+	st_cat(out, len, "}");
+	return 0;
+}
+
+/* "window" as status.py's _window; -1 to refuse the line. */
+static int st_window(const struct jval *o, char *out, size_t *len)
+{
+	struct jval req, j;
+	double mean, p99 = 0, intf = 0;
+	int has_p99 = 0, has_intf = 0;
+	const char *digits;
+	if (!j_get(o, "requests", &req) || req.t != J_NUM || !req.is_int)
+		return -1;
+	digits = req.s;
+	if (*digits == '-') {   /* -0 is 0; anything else below 0 is no count */
+		if (req.e - req.s != 2 || digits[1] != '0')
+			return -1;
+		digits++;
+	}
+	if (!j_get(o, "mean_us", &j) || st_number(&j, 0, 0, &mean))
+		return -1;
+	if (j_get(o, "p99_us", &j) && j.t != J_NULL) {
+		if (st_number(&j, 0, 0, &p99))
+			return -1;
+		has_p99 = 1;
+	}
+	if (j_get(o, "interference_pct", &j) && j.t != J_NULL) {
+		if (st_number(&j, 0, 1, &intf))
+			return -1;
+		has_intf = 1;
+	}
+	if (has_intf)
+		st_num(out, len, "{", "interference_pct", intf);
+	else
+		st_cat(out, len, "{\"interference_pct\": null");
+	st_num(out, len, ", ", "mean_us", mean);
+	if (has_p99)
+		st_num(out, len, ", ", "p99_us", p99);
+	else
+		st_cat(out, len, ", \"p99_us\": null");
+	st_cat(out, len, ", \"requests\": %.*s}", (int)(req.e - digits), digits);
+	return 0;
+}
+
+/* "cap" as status.py's _cap; -1 to refuse the line. */
+static int st_cap(const struct jval *o, char *out, size_t *len)
+{
+	struct jval j;
+	char reason[64];
+	double pct, limit;
+	int enforced = 1;
+	if (!j_get(o, "reason", &j) || st_name(&j, reason, sizeof(reason)))
+		return -1;
+	if (j_get(o, "enforced", &j)) {
+		if (j.t != J_BOOL)
+			return -1;
+		enforced = j.truth;
+	}
+	if (!j_get(o, "pct", &j) || st_number(&j, 0, 0, &pct) ||
+	    !j_get(o, "limit_pct", &j) || st_number(&j, 1, 0, &limit))
+		return -1;
+	st_cat(out, len, "{\"enforced\": %s", enforced ? "true" : "false");
+	st_num(out, len, ", ", "limit_pct", limit);
+	st_num(out, len, ", ", "pct", pct);
+	st_cat(out, len, ", \"reason\": \"%s\"}", reason);
+	return 0;
+}
+
+/* A member that is an object or null, rendered by fn; -1 to refuse the line. */
+static int st_member(const struct jval *top, const char *key, char *out, size_t *len,
+		     int (*fn)(const struct jval *, char *, size_t *))
+{
+	struct jval j;
+	st_cat(out, len, "\"%s\": ", key);
+	if (!j_get(top, key, &j) || j.t == J_NULL) {
+		st_cat(out, len, "null");
+		return 0;
+	}
+	return j.t == J_OBJ ? fn(&j, out, len) : -1;
+}
+
+/*
+ * One status line (without its newline), checked as status.py's parse()
+ * checks it, to out as the JSON the Python reporter writes to its
+ * --status-file (json.dump(status, sort_keys=True)). Returns 0, or -1 for a
+ * line parse() refuses.
+ */
+static int status_parse(const char *line, size_t n, char *out)
+{
+	const char *e = line + n, *end;
+	struct jval top, j;
+	char state[64];
+	size_t len = 0;
+	if (n + 1 > STATUS_MAX_BYTES || !utf8_valid((const unsigned char *)line, n))
+		return -1;
+	end = j_value(line, e, 0, &top);
+	if (!end || j_ws(end, e) != e || top.t != J_OBJ)
+		return -1;
+	if (!j_get(&top, "v", &j) || j.t != J_NUM || !j.is_int || j.e - j.s != 1 || *j.s != '1')
+		return -1;
+	if (!j_get(&top, "state", &j) || st_name(&j, state, sizeof(state)))
+		return -1;
+	st_cat(out, &len, "{");
+	if (st_member(&top, "cap", out, &len, st_cap))
+		return -1;
+	st_cat(out, &len, ", ");
+	if (st_member(&top, "sla", out, &len, st_sla))
+		return -1;
+	st_cat(out, &len, ", \"state\": \"%s\", \"v\": 1, ", state);
+	if (st_member(&top, "window", out, &len, st_window))
+		return -1;
+	st_cat(out, &len, "}\n");
+	return len < STATUS_JSON_MAX ? 0 : -1;
+}
+
+/* status.py's StatusReader: bounded lines (framing.py's LineFramer), the latest valid kept. */
+struct status_reader {
+	char buf[STATUS_MAX_BYTES];
+	size_t len;             /* bytes held of an incomplete line, < STATUS_MAX_BYTES */
+	int discarding;         /* skipping the rest of a too-long line to its newline */
+	char latest[STATUS_JSON_MAX];   /* the latest valid status, as JSON ("" for none) */
+	unsigned long received, skipped;
+};
+
+static void status_take(struct status_reader *s, const char *line, size_t n)
+{
+	char json[STATUS_JSON_MAX];
+	if (status_parse(line, n, json)) {
+		s->skipped++;
+		return;
+	}
+	s->received++;
+	memcpy(s->latest, json, strlen(json) + 1);
+}
+
+/* Whatever a read returned: complete lines are taken, a too-long one counted and skipped. */
+static void status_feed(struct status_reader *s, const char *data, size_t n)
+{
+	const char *p = data, *e = data + n, *nl;
+	size_t rest;
+	while ((nl = memchr(p, '\n', (size_t)(e - p))) != NULL) {
+		size_t seg = (size_t)(nl - p);
+		if (s->discarding) {
+			s->discarding = 0;
+		} else if (s->len + seg + 1 > STATUS_MAX_BYTES) {
+			s->skipped++;
+		} else if (s->len) {
+			memcpy(s->buf + s->len, p, seg);
+			status_take(s, s->buf, s->len + seg);
+		} else {
+			status_take(s, p, seg);
+		}
+		s->len = 0;
+		p = nl + 1;
+	}
+	rest = (size_t)(e - p);
+	if (rest && !s->discarding) {
+		if (s->len + rest + 1 > STATUS_MAX_BYTES) {
+			s->skipped++;
+			s->discarding = 1;
+			s->len = 0;
+		} else {
+			memcpy(s->buf + s->len, p, rest);
+			s->len += rest;
+		}
+	}
+}
+
 /* ---- the reporter: v1 summaries to the agent's intake --------------------- */
 
+/*
+ * On the channel the reporter is also the reader of the status the agent
+ * sends back (a virtio port opens once): after each report it reads what
+ * arrived, non-blocking and bounded (STATUS_READS reads), keeps the latest
+ * valid status and, with --status-file, writes each new one there.
+ */
 struct reporter {
 	const char *path;   /* NULL: not reporting */
 	const char *vm;     /* set for the probe socket */
+	const char *status_file;    /* --status-file, or NULL */
 	double interval_s;
 	double *vals;
 	size_t n;
 	uint64_t started;
 	int fd;
+	int readable, is_sock;      /* the status can be read from fd; fd is a socket */
+	int status_file_failed;
+	struct status_reader *status;   /* on the channel only */
+	char *written;      /* the status last written to status_file */
 	unsigned long sent, dropped;
 };
 
 static int reporter_open(struct reporter *r)
 {
 	struct stat st;
+	int fd;
+	r->readable = r->is_sock = 0;
+	if (r->status) {    /* a new stream: forget a half line, keep the latest */
+		r->status->len = 0;
+		r->status->discarding = 0;
+	}
 	if (stat(r->path, &st) == 0 && S_ISSOCK(st.st_mode)) {
 		struct sockaddr_un sa;
-		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		if (fd < 0)
 			return -1;
 		memset(&sa, 0, sizeof(sa));
@@ -199,9 +738,98 @@ static int reporter_open(struct reporter *r)
 			close(fd);
 			return -1;
 		}
+		r->readable = r->is_sock = 1;
 		return fd;
 	}
+	/*
+	 * A virtio port is a character device and reads what the host writes;
+	 * anything else (a FIFO standing in for it) is only written: read-write,
+	 * a FIFO would give back our own reports.
+	 */
+	if (r->status && stat(r->path, &st) == 0 && S_ISCHR(st.st_mode)) {
+		fd = open(r->path, O_RDWR | O_NONBLOCK | O_CLOEXEC);
+		if (fd >= 0 || (errno != EACCES && errno != EPERM)) {
+			r->readable = fd >= 0;
+			return fd;
+		}
+	}
 	return open(r->path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+}
+
+static void reporter_reset(struct reporter *r)
+{
+	if (r->fd >= 0)
+		close(r->fd);
+	r->fd = -1;
+}
+
+/* Write status (JSON) to path atomically: a temporary file, renamed over it. */
+static int write_status_file(const char *path, const char *status)
+{
+	char tmp[4096];
+	size_t len = strlen(status);
+	int fd, ok;
+	if (snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid()) >= (int)sizeof(tmp)) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+	if (fd < 0)
+		return -1;
+	ok = write(fd, status, len) == (ssize_t)len;
+	if (close(fd) < 0 || !ok || rename(tmp, path) < 0) {
+		int saved = ok ? errno : EIO;
+		unlink(tmp);
+		errno = saved;
+		return -1;
+	}
+	return 0;
+}
+
+/* Read the status lines that arrived, without waiting; write a new latest one. */
+static void reporter_read_status(struct reporter *r)
+{
+	char buf[STATUS_READ_BYTES];
+	int i;
+	for (i = 0; i < STATUS_READS && r->fd >= 0 && r->readable; i++) {
+		ssize_t k = r->is_sock ? recv(r->fd, buf, sizeof(buf), MSG_DONTWAIT)
+				       : read(r->fd, buf, sizeof(buf));
+		if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+			break;
+		if (k <= 0) {   /* the other end closed: reopen at the next report */
+			reporter_reset(r);
+			break;
+		}
+		status_feed(r->status, buf, (size_t)k);
+	}
+	if (!r->status_file || !r->status->latest[0] || !strcmp(r->status->latest, r->written))
+		return;
+	memcpy(r->written, r->status->latest, strlen(r->status->latest) + 1);
+	if (write_status_file(r->status_file, r->written) && !r->status_file_failed) {
+		fprintf(stderr, "benchex: cannot write the status to %s: %s (said once)\n",
+			r->status_file, strerror(errno));
+		r->status_file_failed = 1;
+	}
+}
+
+static void reporter_send(struct reporter *r, const char *line, int len)
+{
+	ssize_t k;
+	if (r->fd < 0)
+		r->fd = reporter_open(r);
+	if (r->fd < 0) {
+		r->dropped++;
+		return;
+	}
+	k = r->is_sock ? send(r->fd, line, (size_t)len, MSG_NOSIGNAL)
+		       : write(r->fd, line, (size_t)len);
+	if (k != len) {
+		/* a torn line would be rejected anyway: start afresh next time */
+		reporter_reset(r);
+		r->dropped++;
+		return;
+	}
+	r->sent++;
 }
 
 static void reporter_flush(struct reporter *r)
@@ -209,7 +837,6 @@ static void reporter_flush(struct reporter *r)
 	char line[256];
 	double mean, std, p99, *sorted;
 	int len;
-	ssize_t k;
 	size_t n = r->n;
 
 	r->started = now_ns();
@@ -232,25 +859,12 @@ static void reporter_flush(struct reporter *r)
 		len = snprintf(line, sizeof(line),
 			       "{\"v\":1,\"n\":%zu,\"mean_us\":%.3f,\"std_us\":%.3f,\"p99_us\":%.3f}\n",
 			       n, mean, std, p99);
-	if (len <= 0 || (size_t)len >= sizeof(line)) {
+	if (len <= 0 || (size_t)len >= sizeof(line))
 		r->dropped++;
-		return;
-	}
-	if (r->fd < 0)
-		r->fd = reporter_open(r);
-	if (r->fd < 0) {
-		r->dropped++;
-		return;
-	}
-	k = write(r->fd, line, (size_t)len);
-	if (k != len) {
-		/* a torn line would be rejected anyway: start afresh next time */
-		close(r->fd);
-		r->fd = -1;
-		r->dropped++;
-		return;
-	}
-	r->sent++;
+	else
+		reporter_send(r, line, len);
+	if (r->status)
+		reporter_read_status(r);
 }
 
 static void reporter_add(struct reporter *r, double us)
@@ -266,7 +880,7 @@ static void reporter_add(struct reporter *r, double us)
 /* ---- options ------------------------------------------------------------- */
 
 struct opts {
-	const char *bind, *host, *report_channel, *report_socket, *vm;
+	const char *bind, *host, *report_channel, *report_socket, *vm, *status_file;
 	long port;
 	double compute_us, rate, report_interval;
 	long reply_bytes, request_bytes, concurrency, requests;
@@ -283,8 +897,10 @@ static void usage(FILE *f)
 	      " [--requests N] [--request-bytes N] [--json] [REPORT]\n"
 	      "       benchex {server|client} --transport verbs [--verb send|write]"
 	      " [--print-samples S] ...\n"
-	      "REPORT: --report-channel PATH | --report-socket PATH --vm UUID"
-	      " [--report-interval S]\n", f);
+	      "REPORT: --report-channel PATH [--status-file PATH] | --report-socket PATH --vm UUID"
+	      " [--report-interval S]\n"
+	      "--status-file: write each status the agent sends back down the channel to PATH"
+	      " (JSON), for benchex status --file\n", f);
 }
 
 static int parse_num(const char *name, const char *s, double lo, double hi, double *out)
@@ -368,6 +984,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 				return -1;
 		} else if (!strcmp(a, "--report-channel")) {
 			o->report_channel = val;
+		} else if (!strcmp(a, "--status-file")) {
+			o->status_file = val;
 		} else if (!strcmp(a, "--report-socket")) {
 			o->report_socket = val;
 		} else if (!strcmp(a, "--vm")) {
@@ -420,6 +1038,11 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		fputs("benchex: --report-socket needs --vm UUID (lower-case canonical)\n", stderr);
 		return -1;
 	}
+	if (o->status_file && !o->report_channel) {
+		fputs("benchex: --status-file needs --report-channel: the status comes down the"
+		      " channel\n", stderr);
+		return -1;
+	}
 	if (o->report_channel && o->vm) {
 		fputs("benchex: --vm is not allowed with --report-channel\n", stderr);
 		return -1;
@@ -443,6 +1066,11 @@ static int reporter_init(struct reporter *r, const struct opts *o)
 		r->vm = o->vm;
 	} else if (o->report_channel) {
 		r->path = o->report_channel;
+		r->status_file = o->status_file;
+		r->status = calloc(1, sizeof(*r->status));
+		r->written = calloc(1, STATUS_JSON_MAX);
+		if (!r->status || !r->written)
+			return -1;
 	}
 	if (r->path) {
 		r->vals = malloc(sizeof(double) * REPORT_MAX_SAMPLES);
@@ -455,9 +1083,13 @@ static int reporter_init(struct reporter *r, const struct opts *o)
 static void reporter_close(struct reporter *r)
 {
 	reporter_flush(r);
-	if (r->fd >= 0)
-		close(r->fd);
+	if (r->status_file)
+		fprintf(stderr, "benchex: status lines: %lu read, %lu skipped\n",
+			r->status->received, r->status->skipped);
+	reporter_reset(r);
 	free(r->vals);
+	free(r->status);
+	free(r->written);
 }
 
 /* ---- the server ---------------------------------------------------------- */

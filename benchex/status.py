@@ -172,7 +172,8 @@ def parse(line):
             return None
         return {"v": VERSION, "state": state, "sla": _sla(_object(obj, "sla")),
                 "window": _window(_object(obj, "window")), "cap": _cap(_object(obj, "cap"))}
-    except (ValueError, RecursionError, UnicodeDecodeError):
+    except (ValueError, OverflowError, RecursionError, UnicodeDecodeError):
+        # OverflowError: an integer too large for a float (1 followed by 400 zeros).
         return None
 
 

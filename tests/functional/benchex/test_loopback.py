@@ -13,6 +13,7 @@
 """BenchEx on loopback: Python and C servers and clients against each other, FCFS,
 and reports arriving in the agent's latency windows through both intakes."""
 
+import contextlib
 import json
 import os
 import shutil
@@ -22,6 +23,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import unittest
 
 from agent.intake import IntakeParams
@@ -32,12 +34,34 @@ from benchex import protocol
 from benchex import reporter as reporter_mod
 from benchex import server as server_mod
 from benchex import stats
+from benchex import status as wire_status
 from resex_libvirt.hypervisor import base
 from resex_libvirt import sla as sla_mod
 from tests.functional.intake.fake_qemu import FakeQemuChannel
 from tests.functional.intake.fake_qemu import wait_for
 
 VM = "3c9d6a52-0000-4000-8000-0000000000be"
+
+#: Status lines a reader skips (each checked against :func:`benchex.status.parse` too).
+MALFORMED_STATUS = [
+    b"not json\n",
+    b"\n",
+    b"[1, 2, 3]\n",
+    b'{"v":2,"state":"met"}\n',
+    b'{"v":1.0,"state":"met"}\n',
+    b'{"v":1,"state":"Met!"}\n',
+    b'{"v":1,"state":"m\xffet"}\n',
+    b'{"v":1,"state":"met"} trailing\n',
+    b'{"v":1,"state":"met","sla":{"latency_us":-5,"threshold_pct":10}}\n',
+    b'{"v":1,"state":"met","sla":{"latency_us":NaN,"threshold_pct":1}}\n',
+    b'{"v":1,"state":"met","sla":{"latency_us":1,"threshold_pct":1,"statistic":"p50"}}\n',
+    b'{"v":1,"state":"met","window":{"requests":1.5,"mean_us":1}}\n',
+    b'{"v":1,"state":"met","window":{"requests":-1,"mean_us":1}}\n',
+    b'{"v":1,"state":"met","cap":{"pct":5,"limit_pct":0,"reason":"policy"}}\n',
+    b'{"v":1,"state":"met","cap":{"pct":5,"limit_pct":100,"reason":"policy","enforced":1}}\n',
+    b'{"v":1,"state":"met","cap":"congestion"}\n',
+    b'{"v":1,"state":"met","window":{"requests":1,"mean_us":1' + b"0" * 400 + b'}}\n',
+]
 BUILD = os.path.join(os.path.dirname(__file__), "..", "..", "..", "benchex", "build.sh")
 COMPUTE_US = 200.0
 
@@ -189,6 +213,70 @@ class TestStatusLoopback(LoopbackTestCase):
         self.assertEqual(status, json.loads(res.stdout))
 
 
+def _status_line(status, size=None):
+    """``status`` as a channel line (newline included), padded by an unknown key to ``size``."""
+    line = wire_status.encode(status)
+    if size is not None:
+        pad = size - len(line) - len(',"pad":""')
+        line = line[:-2] + (',"pad":"%s"}\n' % ("x" * pad)).encode()
+        assert len(line) == size, len(line)
+    return line
+
+
+class ChannelStandIn:
+    """The guest's port as a Unix socket the test owns: it reads reports and writes status.
+
+    :attr:`reports` are the report lines (dicts) read so far, by a thread.
+    """
+
+    def __init__(self, path):
+        self.path = path
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(path)
+        self.listener.listen(1)
+        self.listener.settimeout(30)
+        self.conn = None
+        self.reports = []
+        self._thread = None
+
+    def accept(self):
+        self.conn, _ = self.listener.accept()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self):
+        buf = b""
+        while True:
+            try:
+                data = self.conn.recv(65536)
+            except OSError:
+                return
+            if not data:
+                return
+            buf += data
+            *lines, buf = buf.split(b"\n")
+            self.reports.extend(json.loads(line) for line in lines)
+
+    def send(self, data, pieces=1):
+        """Write ``data`` in ``pieces`` writes (a line may arrive in parts)."""
+        step = -(-len(data) // pieces)
+        for i in range(0, len(data), step):
+            self.conn.sendall(data[i:i + step])
+
+    def wait_closed(self):
+        """Wait for the other end to close (the reports it sent are all read then)."""
+        self._thread.join(30)
+        return not self._thread.is_alive()
+
+    def close(self):
+        if self.conn is not None:
+            self.conn.shutdown(socket.SHUT_RDWR)
+            self.conn.close()
+        self.listener.close()
+        if self._thread is not None:
+            self._thread.join(30)
+
+
 def _is_static(path):
     """True when the ELF file has no PT_INTERP program header (no dynamic loader)."""
     with open(path, "rb") as f:
@@ -288,6 +376,80 @@ class TestCBenchex(LoopbackTestCase):
         self.assertIsNotNone(win, intake.stats())
         self.assertGreaterEqual(win.mean_us, COMPUTE_US)
         self.assertEqual({}, intake.stats()[VM]["rejected"])
+
+    def test_c_client_reads_its_status_from_the_channel_and_skips_garbage(self):
+        port = self.python_server()
+        chan = ChannelStandIn(os.path.join(self.dir, "org.resex.latency.0"))
+        self.addCleanup(chan.close)
+        status_file = os.path.join(self.dir, "status.json")
+        proc = subprocess.Popen([self.binary, "client", "--port", str(port), "--json",
+                                 "--rate", "1000", "--requests", "8000", "--report-interval",
+                                 "0.02", "--report-channel", chan.path, "--status-file",
+                                 status_file], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        self.addCleanup(lambda: proc.poll() is None and proc.kill())
+        chan.accept()
+
+        def status_in_file():
+            with contextlib.suppress(FileNotFoundError):
+                with open(status_file, "rb") as f:
+                    return wire_status.parse(f.read().rstrip(b"\n"))
+        first = _status_line({"state": wire_status.MISSED, "cap": {
+            "pct": 35.0, "limit_pct": 200.0, "reason": wire_status.CONGESTION, "enforced": True},
+            "sla": {"latency_us": 200.0, "threshold_pct": 10.0, "statistic": "mean"},
+            "window": {"requests": 2400, "mean_us": 231.0, "p99_us": 410.0,
+                       "interference_pct": 15.5}})
+        chan.send(first, pieces=3)
+        wait_for(lambda: status_in_file() == wire_status.parse(first))
+        self.assertEqual(wire_status.parse(first), status_in_file())
+
+        # Garbage: malformed lines, a line one byte over the bound and one with
+        # no end in sight, both arriving in pieces, then a flood of junk lines.
+        for line in MALFORMED_STATUS:
+            self.assertIsNone(wire_status.parse(line), line)
+        over = _status_line({"state": wire_status.MET}, size=wire_status.MAX_BYTES + 1)
+        self.assertIsNotNone(wire_status.parse(over[:-1].replace(b"x" * 2, b"", 1)))
+        chan.send(b"".join(MALFORMED_STATUS))
+        chan.send(over, pieces=7)
+        chan.send(b"y" * 20000 + b"\n", pieces=20)
+        chan.send(b"garbage\n" * 20000, pieces=40)
+        reports = len(chan.reports)
+        self.assertTrue(wait_for(lambda: len(chan.reports) >= reports + 10),
+                        "the reports stopped while the status was garbage")
+        self.assertEqual(wire_status.parse(first), status_in_file())
+
+        # The longest line accepted: 1024 bytes with its newline.
+        last = _status_line({"state": wire_status.NO_SLA, "sla": None, "window": None,
+                             "cap": None}, size=wire_status.MAX_BYTES)
+        chan.send(last, pieces=2)
+        wait_for(lambda: status_in_file() == wire_status.parse(last))
+        self.assertEqual(wire_status.parse(last), status_in_file())
+
+        out, err = proc.communicate(timeout=120)
+        self.assertEqual(0, proc.returncode, err)
+        self.assertEqual(8000, json.loads(out)["requests"])
+        self.assertIn("benchex: status lines: 2 read, %d skipped"
+                      % (len(MALFORMED_STATUS) + 2 + 20000), err)
+        self.assertTrue(chan.wait_closed())
+        self.assertEqual(8000, sum(report["n"] for report in chan.reports))  # none dropped
+        # The file is what the Python client writes, and benchex status prints it.
+        python_file = os.path.join(self.dir, "python-status.json")
+        reporter_mod.write_status_file(python_file, wire_status.parse(last))
+        with open(status_file, "rb") as c_out, open(python_file, "rb") as py_out:
+            self.assertEqual(py_out.read(), c_out.read())
+        self.assertEqual([], [name for name in os.listdir(self.dir) if name.endswith(".tmp")])
+        res = subprocess.run([sys.executable, "-m", "benchex.cli", "status", "--file",
+                              status_file, "--json"], capture_output=True, text=True,
+                             timeout=60, check=False)
+        self.assertEqual(0, res.returncode, res.stderr)
+        self.assertEqual(wire_status.parse(last), json.loads(res.stdout))
+
+    def test_the_c_status_file_needs_the_channel(self):
+        out = subprocess.run([self.binary, "client", "--report-socket", "/x", "--vm", VM,
+                              "--status-file", os.path.join(self.dir, "s.json")],
+                             capture_output=True, text=True, timeout=60)
+        self.assertEqual(2, out.returncode)
+        self.assertIn("--status-file needs --report-channel", out.stderr)
 
     def test_the_c_program_rejects_spoofing_arguments(self):
         out = subprocess.run([self.binary, "client", "--report-channel", "/dev/null", "--vm",

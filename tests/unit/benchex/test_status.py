@@ -66,6 +66,8 @@ class ParseTest(unittest.TestCase):
                     json.dumps(dict(GOOD, v=1, window=dict(GOOD["window"], requests=-1))),
                     json.dumps(dict(GOOD, v=1, sla=dict(GOOD["sla"], latency_us=0))),
                     json.dumps(dict(GOOD, v=1, sla="fast")),
+                    json.dumps(dict(GOOD, v=1, window=dict(GOOD["window"], mean_us=10 ** 400))),
+                    json.dumps(dict(GOOD, v=1, cap=dict(GOOD["cap"], pct=-10 ** 400))),
                     b'{"v":1,"state":"met","x":"' + b"a" * status.MAX_BYTES + b'"}'):
             self.assertIsNone(status.parse(bad), bad)
 
