@@ -291,18 +291,25 @@ def judge(rounds, threshold_pct):
 
 # -- on/off phases ---------------------------------------------------------------------
 
-def on_phase_within(series, phases, limit_us, grace_s):
-    """% of the on-phases' 1 s windows within ``limit_us``, ``grace_s`` after each start.
+def on_phase_within(series, phases, limit_us, grace_s, window_s=1):
+    """% of the on-phases' seconds within ``limit_us``, ``grace_s`` after each start.
 
-    ``phases`` is ``[(on_start, off_start)]`` in the series' seconds; a
+    ``phases`` is ``[(on_start, off_start)]`` in the series' seconds; a 1 s
     window counts for the phase it starts in, from ``on_start + grace_s``
-    on; windows without requests are skipped. None when no window counts.
+    on; windows without requests are skipped. Each second is judged on the
+    request-weighted mean of the last ``window_s`` such windows of its phase
+    (as many as there are: :func:`protect_window`'s window, on which the
+    base meets the SLA throughout). None when no window counts.
     """
-    inside = [w for w in series or () if w[1] and any(
-        on + grace_s <= w[0] < off for on, off in phases)]
-    if not inside:
+    judged = []
+    for on, off in phases:
+        inside = [w for w in series or () if w[1] and on + grace_s <= w[0] < off]
+        for i in range(len(inside)):
+            seg = inside[max(0, i - window_s + 1):i + 1]
+            judged.append(sum(x[1] * x[2] for x in seg) / sum(x[1] for x in seg) <= limit_us)
+    if not judged:
         return None
-    return 100.0 * sum(1 for w in inside if w[2] <= limit_us) / len(inside)
+    return 100.0 * sum(judged) / len(judged)
 
 
 def release_times(cap_times, caps, phases, release_pct):
@@ -326,13 +333,15 @@ def release_times(cap_times, caps, phases, release_pct):
     return out
 
 
-def judge_onoff(rounds, threshold_pct, grace_s, release_pct):
+def judge_onoff(rounds, threshold_pct, grace_s, release_pct, window_s=1):
     """The on/off runs against the best static cap: one row per on/off configuration.
 
     Per round: the interferer's throughput over the best static cap's, the
     % of on-phase seconds within the SLA after ``grace_s`` into each on-phase
-    (:func:`on_phase_within`) and the median release time of its off-phases
-    (:func:`release_times`); then medians and spreads over the rounds.
+    (:func:`on_phase_within`, on ``window_s`` windows), the same for the best
+    static cap's run over the same seconds (its victim runs throughout) and
+    the median release time of its off-phases (:func:`release_times`); then
+    medians and spreads over the rounds.
     """
     best, _mbit = best_static(rounds, threshold_pct)
     factor = 1.0 + threshold_pct / 100.0
@@ -340,37 +349,43 @@ def judge_onoff(rounds, threshold_pct, grace_s, release_pct):
     names = [n for n, r in rounds[0]["runs"].items() if r["kind"] == "onoff"
              and all(n in rnd["runs"] for rnd in rounds)]
     for name in names:
-        ratio, within, release, never = [], [], [], 0
+        ratio, within, static_within, release, never = [], [], [], [], 0
         for rnd in rounds:
             rec, base = rnd["runs"][name], rnd["runs"]["base"]
             ref = rnd["runs"][best]["mbit_s"] if best else None
             ratio.append(rec["mbit_s"] / ref if ref else None)
             phases = rec.get("phases") or []
-            within.append(on_phase_within(rec.get("series"), phases,
-                                          base["mean_us"] * factor, grace_s))
+            limit = base["mean_us"] * factor
+            within.append(on_phase_within(rec.get("series"), phases, limit, grace_s, window_s))
+            static_within.append(on_phase_within(rnd["runs"][best].get("series"), phases,
+                                                 limit, grace_s, window_s) if best else None)
             rel = release_times(rec.get("cap_times") or [], rec.get("caps") or [], phases,
                                 release_pct)
             never += sum(1 for r in rel if r is None)
             release.append(spread(rel)[0])
         rows.append({"name": name, "bulk_x": spread(ratio), "within_pct": spread(within),
+                     "static_within_pct": spread(static_within),
                      "release_s": spread(release), "release_never": never})
     return rows
 
 
-def format_onoff(rows, best, grace_s, release_pct):
+def format_onoff(rows, best, grace_s, release_pct, window_s=1):
     lines = ["On/off phases (the victim alternates, the interferer sends throughout) "
              "against the best static cap (%s): bulk throughput as a multiple of it, %% of "
-             "on-phase seconds within the SLA from %.1f s into each on-phase, seconds from "
+             "on-phase seconds within the SLA from %.1f s into each on-phase (on %d s "
+             "windows; the static cap's run over the same seconds beside it), seconds from "
              "the victim going idle to the cap released (>= %g%%):"
-             % (best, grace_s, release_pct),
-             "%-22s %20s %22s %22s" % ("configuration", "bulk x best static",
-                                       "on-phase s within %", "release s")]
+             % (best, grace_s, window_s, release_pct),
+             "%-22s %20s %22s %22s %22s" % ("configuration", "bulk x best static",
+                                            "on-phase s within %", "static within %",
+                                            "release s")]
     for r in rows:
         rel = _sp(r["release_s"], "%.1f")
         if r["release_never"]:
             rel += " %d never" % r["release_never"]
-        lines.append("%-22s %20s %22s %22s" % (
-            r["name"], _sp(r["bulk_x"]), _sp(r["within_pct"], "%.0f"), rel))
+        lines.append("%-22s %20s %22s %22s %22s" % (
+            r["name"], _sp(r["bulk_x"]), _sp(r["within_pct"], "%.0f"),
+            _sp(r.get("static_within_pct", (None, None, None, 0)), "%.0f"), rel))
     return "\n".join(lines)
 
 
@@ -445,7 +460,7 @@ def format_report(rounds, kept, dropped, choice, judged, transport, threshold_pc
                 "even the base or the best static cap misses it in some window this long"))
     if judged.get("onoff"):
         lines.append(format_onoff(judged["onoff"], judged["best_static"], judged["grace_s"],
-                                  judged["release_pct"]))
+                                  judged["release_pct"], judged.get("protect_window_s", 1)))
     return "\n".join(lines)
 
 
@@ -456,7 +471,8 @@ def evaluate(rounds, threshold_pct, margin_pct, grace_s=6.0, release_pct=50.0):
     judged = None
     if choice["feasible"]:
         judged = judge(kept, choice["threshold_pct"])
-        judged.update(onoff=judge_onoff(kept, choice["threshold_pct"], grace_s, release_pct),
+        judged.update(onoff=judge_onoff(kept, choice["threshold_pct"], grace_s, release_pct,
+                                        judged["protect_window_s"]),
                       grace_s=grace_s, release_pct=release_pct)
     return kept, dropped, choice, judged
 
@@ -619,7 +635,8 @@ class VerbsLab:
     def policy(self, name, kind, policy):
         # The gate opens at the series' 0 (measure's t0).
         r = self.lab.run(name, policy, self.args.seconds, interfere=True,
-                         warmup_s=self.args.warmup, sla=self.sla, window_reports=4)
+                         warmup_s=self.args.warmup, sla=self.sla, window_reports=4,
+                         on_off=onoff_of(self.args) if kind == "onoff" else None)
         return record(name, kind, r, self.v.INTERFERER)
 
     def teardown(self):
@@ -633,7 +650,7 @@ def plan(args):
     out.append(("interfered", "interfered", "none"))
     out += [(p, "policy", p) for p in args.policies.split(",") if p]
     out += [(p, "peer", p) for p in args.peers.split(",") if p]
-    if onoff_of(args) and args.transport == "tcp":
+    if onoff_of(args):
         out += [("%s on/off" % p, "onoff", p) for p in args.policies.split(",") if p]
     return out
 
@@ -707,7 +724,7 @@ def parse_args(argv):
     p.add_argument("--no-pin", action="store_true", help="leave the vCPUs unpinned")
     p.add_argument("--onoff", default="20,20",
                    help="on,off seconds of the victim in the on/off runs of each policy "
-                        "(TCP only; '' = none)")
+                        "('' = none)")
     p.add_argument("--grace", type=float, default=6.0,
                    help="on/off: seconds into each on-phase before the SLA is judged")
     p.add_argument("--release-pct", type=float, default=50.0,
@@ -749,9 +766,6 @@ def main(argv=None):
     os.makedirs(args.out, exist_ok=True)
     lab = (TcpLab if args.transport == "tcp" else VerbsLab)(args)
     pinned = False
-    if onoff_of(args) and args.transport != "tcp":
-        print("on/off phases: TCP only (the verbs victim's client runs inside its guest)",
-              flush=True)
     try:
         cpus = lab.setup()
         if not args.no_pin and (os.cpu_count() or 1) >= 2:

@@ -48,8 +48,10 @@ Roles (parameters on the kernel command line as ``resex.NAME=VALUE``):
     the latency-sensitive tenant: ``ib_send_lat`` runs of ``resex.iters``
     messages of ``resex.size`` bytes to ``resex.peer`` back to back (or,
     with ``resex.lat=benchex``, the verbs BenchEx client at ``resex.rate``
-    requests/s); each run's summary goes to the latency channel as a
-    BenchEx report and to the console as a ``resex-lat`` line.
+    requests/s, only while the host's gate ``resex.vgate=IP:PORT``, when
+    given, accepts a TCP connection: on/off phases); each run's summary
+    goes to the latency channel as a BenchEx report and to the console as
+    a ``resex-lat`` line.
 ``rdma-bulk``
     the interferer: ``ib_write_bw`` bursts of ``resex.burst`` seconds of
     ``resex.size``-byte writes to ``resex.peer``, each only while the host's
@@ -204,11 +206,21 @@ ROLES = {
         + "size=${RESEX_size:-2}; iters=${RESEX_iters:-1000}\n"
         + "sleep 2\n"
         + "if [ \"$RESEX_lat\" = benchex ] && [ -x /bin/benchex-verbs ]; then\n"
+          # With resex.vgate=IP:PORT the client runs only while the host's
+          # gate answers (on/off phases): stopped (SIGTERM: it disconnects)
+          # within a second of the gate closing.
+          "    vhost=${RESEX_vgate%%:*}; vport=${RESEX_vgate##*:}\n"
+          "    von() { [ -z \"$RESEX_vgate\" ] || [ \"$(nc -w 2 $vhost $vport </dev/null"
+          " 2>/dev/null)\" = go ]; }\n"
           "    while :; do\n"
+          "        if ! von; then sleep 0.5; continue; fi\n"
           "        /bin/benchex-verbs client --transport verbs --host $RESEX_peer --port %d"
           " --rate ${RESEX_rate:-50} --requests 100000000 --request-bytes $size"
           " --verb ${RESEX_verb:-send} --print-samples 1 ${chan:+--report-channel $chan}"
-          " --report-interval ${RESEX_report:-0.5}\n"
+          " --report-interval ${RESEX_report:-0.5} &\n"
+          "        pid=$!\n"
+          "        while kill -0 $pid 2>/dev/null && von; do sleep 1; done\n"
+          "        kill $pid 2>/dev/null; wait $pid\n"
           "        sleep 1\n"
           "    done\n"
           "fi\n" % BENCHEX_PORT

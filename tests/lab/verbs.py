@@ -25,7 +25,9 @@ three guests booted from the RDMA image (:mod:`tests.lab.rdma`), each with
   libvirt metadata, the ``org.resex.latency.0`` channel): the verbs
   BenchEx client (``tool="benchex"``) or back-to-back ``ib_send_lat`` runs
   (``tool="perftest"``) to the server, reporting to the agent through the
-  channel and printing every result on its console;
+  channel and printing every result on its console; the BenchEx client runs
+  while the host's second gate is open, which it is but in the off-phases of
+  an on/off run;
 * ``resex-bulk`` (``rdma-bulk``, ``resex:io_class=bulk``), the interferer:
   ``ib_write_bw`` bursts to the same server while the host's gate (a TCP
   listener on the bridge address) is open.
@@ -67,6 +69,8 @@ TAPS = {SERVER: "rvtap-srv", SENSITIVE: "rvtap-lat", INTERFERER: "rvtap-bulk"}
 #: Bytes the interferer's tap may carry in half a second and count as idle (0.5 Mbit/s).
 QUIET_BYTES = 32 * 1024
 GATE_PORT = 5002
+#: The sensitive guest's gate: its client runs while it is open (always, but in on/off runs).
+VICTIM_GATE_PORT = 5003
 
 
 def host_tsc_khz():
@@ -308,7 +312,7 @@ class VerbsLab(harness.SetUpTearDown):
         self.burst_s = burst_s
         self.period_us = period_us
         self.memory_mib = memory_mib
-        self.gate = None
+        self.gate = self.victim_gate = None
         self.consoles = None
         self.server = self.sensitive = self.interferer = None
         self.originals = {}
@@ -325,6 +329,7 @@ class VerbsLab(harness.SetUpTearDown):
         self.image = rdma.manifest(initrd)
         self.net.setup()
         self.gate = Gate(self.net.host_ip, GATE_PORT)
+        self.victim_gate = Gate(self.net.host_ip, VICTIM_GATE_PORT).open()
         tsc = host_tsc_khz()
         common = "resex.peer=%s resex.size=%d resex.iters=%d resex.bsize=%d resex.burst=%d%s" % (
             network.guest_ip(1), self.size, self.iters, self.bulk_size, self.burst_s,
@@ -341,8 +346,10 @@ class VerbsLab(harness.SetUpTearDown):
             sla={"resex:latency_sla_us": sla_us,
                  "resex:interference_threshold_pct": threshold_pct},
             latency_socket=os.path.join(self.workdir, "latency-%s.sock" % SENSITIVE),
-            extra_cmdline="resex.ip=%s resex.lat=%s resex.rate=%g resex.verb=%s %s" % (
-                network.guest_ip(2), self.tool, self.rate, self.verb, common), **kw)
+            extra_cmdline="resex.ip=%s resex.lat=%s resex.rate=%g resex.verb=%s "
+                          "resex.vgate=%s:%d %s" % (
+                              network.guest_ip(2), self.tool, self.rate, self.verb,
+                              self.net.host_ip, VICTIM_GATE_PORT, common), **kw)
         self.interferer = self.lab.guest(
             INTERFERER, initrd, role="rdma-bulk", tap=TAPS[INTERFERER],
             sla={"resex:io_class": "bulk"},
@@ -371,8 +378,9 @@ class VerbsLab(harness.SetUpTearDown):
     def teardown(self):
         if self.consoles is not None:
             self.consoles.stop()
-        if self.gate is not None:
-            self.gate.close()
+        for gate in (self.gate, self.victim_gate):
+            if gate is not None:
+                gate.close()
         # The bottleneck goes before the lab lock is released (Lab.teardown).
         self.lab.lock.acquire()
         try:
@@ -445,24 +453,33 @@ class VerbsLab(harness.SetUpTearDown):
         return out
 
     # -- runs ------------------------------------------------------------------
-    def measure(self, seconds, interfere, warmup_s=0.0, sla=None, quiesced=None):
+    def measure(self, seconds, interfere, warmup_s=0.0, sla=None, quiesced=None, on_off=None):
         """Open the gate if ``interfere``, measure ``seconds``; the figures of the window.
 
         Statistics are over ``[warmup_s, seconds]`` after the gate opened;
         ``sla`` (``(sla_us, threshold_pct)``) adds the time the sensitive
         guest took to be back within it (three windows in a row).
+        ``on_off`` (``(on_s, off_s)``): the sensitive guest's client runs
+        ``on_s`` seconds, then none for ``off_s``, from the start; the
+        result's ``phases`` are ``[(on_start, off_start)]`` in the run's
+        seconds.
         """
         quiesce_s, drained = quiesced if quiesced is not None else self.quiesce()
         taps0 = {n: tap_tx_bytes(t) for n, t in TAPS.items()}
         t0 = time.monotonic()
         if interfere:
             self.gate.open()
+        phases = []
         try:
-            time.sleep(seconds)
+            if on_off is None:
+                time.sleep(seconds)
+            else:
+                self._alternate(t0, seconds, on_off, phases)
         finally:
             t1 = time.monotonic()
             if interfere:
                 self.gate.close()
+            self.victim_gate.open()
         taps1 = {n: tap_tx_bytes(t) for n, t in TAPS.items()}
         elapsed = t1 - t0
         samples, _ = self.latencies(t0 + warmup_s, t1)
@@ -486,7 +503,22 @@ class VerbsLab(harness.SetUpTearDown):
             self.calm_us = sum(samples) / len(samples)
         if sla is not None:
             out["sla_restored_s"] = sla_restored(out["latency_series"], *sla)
+        if on_off is not None:
+            out["phases"] = phases
         return out
+
+    def _alternate(self, t0, seconds, on_off, phases):
+        """Close and open the victim's gate by ``on_off`` until ``seconds`` after ``t0``."""
+        on_s, off_s = on_off
+        end = t0 + seconds
+        while time.monotonic() < end:
+            start = time.monotonic()
+            self.victim_gate.open()
+            time.sleep(max(0.0, min(start + on_s, end) - time.monotonic()))
+            stop = time.monotonic()
+            self.victim_gate.close()
+            phases.append((round(start - t0, 3), round(stop - t0, 3)))
+            time.sleep(max(0.0, min(stop + off_s, end) - time.monotonic()))
 
     def quiesce(self, idle_s=2.0, factor=1.5, timeout_s=None):
         """Wait until the last run is gone; returns ``(seconds waited, drained)``.
@@ -522,8 +554,11 @@ class VerbsLab(harness.SetUpTearDown):
                 return now - start, False
 
     def run(self, name, policy, seconds, interfere=True, warmup_s=5.0, sla=None,
-            window_reports=4, decay_half_life=0.05, link_gbps=None):
-        """One run with a fresh ``resex-agent``: the gate opens once the agent is up."""
+            window_reports=4, decay_half_life=0.05, link_gbps=None, on_off=None):
+        """One run with a fresh ``resex-agent``: the gate opens once the agent is up.
+
+        ``on_off``: the victim alternates (:meth:`measure`).
+        """
         link_gbps = link_gbps or self.net.rate_mbit / 1000.0
         agent = experiment.AgentProcess(self.workdir, name, policy, link_gbps,
                                         window_reports=window_reports,
@@ -537,7 +572,8 @@ class VerbsLab(harness.SetUpTearDown):
         try:
             agent.start(vms=3)
             poller = experiment.CapPoller(self.guests(), None, 0.5).start()
-            result = self.measure(seconds, interfere, warmup_s, sla, quiesced=quiesced)
+            result = self.measure(seconds, interfere, warmup_s, sla, quiesced=quiesced,
+                                  on_off=on_off)
             rows = poller.stop()
             poller = None
         finally:

@@ -231,8 +231,11 @@ class TestPlan(unittest.TestCase):
                                     "--peers", "", "--onoff", ""])
         self.assertEqual([n for n, _k, _a in protocol.plan(args)],
                          ["static 10%", "interfered", "io_shares"])
-        args = protocol.parse_args(["--transport", "rdma", "--sweep", "10", "--peers", ""])
-        self.assertNotIn("onoff", [k for _n, k, _a in protocol.plan(args)])
+        # The verbs victim alternates too (its guest's client follows the host's gate).
+        args = protocol.parse_args(["--transport", "rdma", "--sweep", "10", "--peers", "",
+                                    "--policies", "io_shares"])
+        self.assertEqual([n for n, _k, _a in protocol.plan(args)],
+                         ["static 10%", "interfered", "io_shares", "io_shares on/off"])
         self.assertEqual(args.queue_ms, 100.0)
 
     def test_defaults(self):
@@ -256,6 +259,22 @@ class TestOnOff(unittest.TestCase):
                                100.0 * 27 / 28)
         self.assertIsNone(protocol.on_phase_within([], self.PHASES, 1000.0, 6.0))
 
+    def test_on_phase_seconds_judged_on_longer_windows(self):
+        # A noisy victim: every 4th second misses, the 4 s mean never does.
+        series = [(s, 10, 1090.0 if s % 4 else 1200.0, 0) for s in range(0, 20)]
+        self.assertAlmostEqual(protocol.on_phase_within(series, [(0.0, 20.0)], 1120.0, 4.0),
+                               100.0 * 12 / 16)
+        # Windows of 4 s, from the grace on: 4 (1200) alone misses, 4-5 (1145) and 4-6
+        # (1127) too, then every 4 s mean is 1117.5.
+        judged = protocol.on_phase_within(series, [(0.0, 20.0)], 1120.0, 4.0, window_s=4)
+        self.assertAlmostEqual(judged, 100.0 * 13 / 16)
+        # ... and no window reaches across the off-phase into the next on-phase.
+        two = series + [(s, 10, 5000.0, 0) for s in range(20, 40)] + \
+            [(s, 10, 1000.0, 0) for s in range(40, 60)]
+        self.assertAlmostEqual(
+            protocol.on_phase_within(two, [(0.0, 20.0), (40.0, 60.0)], 1120.0, 4.0, 4),
+            100.0 * (13 + 16) / 32)
+
     def test_release_time_per_off_phase(self):
         times = [0.0, 10.0, 20.5, 22.0, 30.0, 45.0, 61.0, 70.0, 79.0]
         caps = [None, 5.0, 5.0, 60.0, None, 5.0, 5.0, 10.0, 20.0]
@@ -278,7 +297,12 @@ class TestOnOff(unittest.TestCase):
                     caps=[5.0, 5.0, None, 5.0, 5.0, 100.0])
         onoff.update(cap_times=[5.0, 15.0, 21.0, 45.0, 55.0, 63.0], phases=self.PHASES)
         rounds = [round_(1, policies={"io_shares on/off": onoff})]
+        # The static cap's victim runs throughout; judged over the on/off run's on-phases,
+        # on the protect window (2 s: its one 1 s miss at 50 s is within it on 2 s).
+        rounds[0]["runs"]["static 2%"]["series"] = [
+            (s, 10, 1100.0 if s == 50 else 1000.0, 0) for s in range(0, 60)]
         kept, dropped, choice, judged = protocol.evaluate(rounds, 10.0, 3.0, 6.0, 50.0)
+        self.assertEqual(judged["protect_window_s"], 2)
         # 2% needs 2 -> threshold 5; 5% (1080) misses it: the best static cap is 2%, 2 Mbit/s
         self.assertEqual(judged["best_static"], "static 2%")
         row = judged["onoff"][0]
@@ -289,7 +313,7 @@ class TestOnOff(unittest.TestCase):
         text = protocol.format_report(rounds, kept, dropped, choice, judged, "tcp", 10.0,
                                       3.0, True)
         line = [x for x in text.splitlines() if x.startswith("io_shares on/off")][0]
-        self.assertEqual(line.split()[2:], ["5.00", "100", "2.0"])
+        self.assertEqual(line.split()[2:], ["5.00", "100", "100", "2.0"])
 
 
 class TestPhasedProbe(unittest.TestCase):
@@ -326,6 +350,33 @@ class TestPhasedProbe(unittest.TestCase):
         self.assertEqual(calls[:2], [0.2, 0.2])
         self.assertLessEqual(calls[2], 0.2)
         self.assertEqual(calls[-1], 7.0)                     # without on_off: one probe
+
+
+class TestVerbsPhases(unittest.TestCase):
+    def test_the_victims_gate_alternates_and_is_left_open(self):
+        from tests.lab import verbs
+        events = []
+
+        class FakeGate:
+            def open(self):
+                events.append(("open", time.monotonic()))
+                return self
+
+            def close(self):
+                events.append(("close", time.monotonic()))
+
+        lab = verbs.VerbsLab.__new__(verbs.VerbsLab)
+        lab.victim_gate = FakeGate()
+        phases = []
+        t0 = time.monotonic()
+        lab._alternate(t0, 1.0, (0.2, 0.2), phases)
+        self.assertEqual(len(phases), 3)                      # on at 0, 0.4, 0.8
+        self.assertEqual([k for k, _t in events], ["open", "close"] * 3)
+        for (on, off), (_k, t_open), (_k2, t_close) in zip(phases, events[::2], events[1::2]):
+            self.assertAlmostEqual(on, t_open - t0, delta=0.01)
+            self.assertAlmostEqual(off, t_close - t0, delta=0.01)
+        self.assertAlmostEqual(phases[1][0], 0.4, delta=0.15)
+        self.assertLessEqual(phases[-1][1], 1.1)              # the last on-phase cut short
 
 
 class TestRefusal(unittest.TestCase):
