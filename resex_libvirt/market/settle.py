@@ -67,8 +67,13 @@ from resex_libvirt.market import policy
 OPTIONS = (
     policy.Option("target", 0.9, min=0.0, max=1.0, open_min=True,
                   help="The inflation a correction aims at, as a fraction of the victim's "
-                       "threshold: latency_sla_us x (1 + target x threshold). Cut only over "
-                       "the threshold itself."),
+                       "threshold: latency_sla_us x (1 + target x threshold), or lower for a "
+                       "noisy victim (noise_z). Cut only over the threshold itself."),
+    policy.Option("noise_z", 2.0, min=0.0, max=10.0,
+                  help="The aim sits at least this many standard errors of a whole evidence "
+                       "span (the victim's window-to-window noise, learnt online) under the "
+                       "threshold, down to half of it: a noisy victim's mean over time then "
+                       "stays under its bound. 0: the aim is target alone."),
     policy.Option("hold_below", 0.7, min=0.0, max=1.0,
                   help="No release while the victim's inflation is over this fraction of its "
                        "threshold (at most target): from there to the threshold, the hold "
@@ -92,6 +97,11 @@ OPTIONS = (
                        "at half the cut's gain)."),
     policy.Option("deepest_cut", 0.1, min=0.01, max=1.0,
                   help="The deepest cut in one correction, as a fraction of the cap."),
+    policy.Option("deepest_first_cut", 0.02, min=0.001, max=1.0,
+                  help="The deepest first cut of a sender not under control yet, as a "
+                       "fraction of the CPU it uses (its first correction is all the model "
+                       "asks, down to this: a delay spent at a tenth of an uncapped sender's "
+                       "rate is a delay over the bound)."),
     policy.Option("largest_release", 1.0, min=0.0, max=100.0, open_min=True,
                   help="The largest release in one correction, as a fraction of the cap "
                        "(1: at most doubled)."),
@@ -130,6 +140,11 @@ GENTLE_CUT = 0.1
 EVIDENCE = 16
 #: Weight of a new CPU sample in a VM's CPU use (about ten intervals).
 CPU_ALPHA = 0.1
+#: Weight of a judgement's window-to-window spread in a victim's noise (about ten
+#: judgements), and the fewest windows a spread is taken from.
+NOISE_ALPHA, NOISE_WINDOWS = 0.1, 4
+#: A noisy victim's aim is never under this fraction of its threshold.
+AIM_FLOOR = 0.5
 
 #: Per sensitive VM: ``st_seen`` the time of its last window with new requests,
 #: ``st_lastgap`` the seconds before it, ``st_gap`` the seconds between such
@@ -137,7 +152,9 @@ CPU_ALPHA = 0.1
 #: ``st_last`` the time its interferers were last corrected (it is not judged
 #: again for one delay), ``st_e`` its inflation then, ``st_dlog`` the log-cap
 #: step its heaviest interferer got, ``st_slope`` the slope estimate,
-#: ``st_want`` its last decision (-1: none); its evidence since that
+#: ``st_want`` its last decision (-1: none), ``st_sd`` its windows'
+#: inflations' standard deviation about their evidence's mean (a moving
+#: average over judgements; NaN: not yet); its evidence since that
 #: correction: ``st_an`` windows, ``st_as``, ``st_aq`` and ``st_ase`` the sums
 #: of their inflations, of their squares and of their squared standard
 #: errors, ``st_side`` the side (-1, 0, 1) its last window fell off the
@@ -154,6 +171,7 @@ COLUMNS = {"st_seen": (np.nan, np.float64), "st_gap": (np.nan, np.float64),
            "st_held": (np.nan, np.float64), "st_rel": (-np.inf, np.float64),
            "st_moved": (-np.inf, np.float64),
            "st_want": (-1, np.int8), "st_cpu": (np.nan, np.float64),
+           "st_sd": (np.nan, np.float64),
            "st_an": (0.0, np.float64), "st_as": (0.0, np.float64),
            "st_aq": (0.0, np.float64), "st_ase": (0.0, np.float64),
            "st_side": (0.0, np.float64), "st_pe": (np.nan, np.float64),
@@ -195,10 +213,18 @@ class Plan(typing.NamedTuple):
 
 
 def band(step, opts):
-    """The :class:`Band` of ``target`` and ``hold_below`` (:data:`OPTIONS`) for the step's VMs."""
+    """The :class:`Band` of ``target``, ``noise_z`` and ``hold_below`` for the step's VMs.
+
+    The aim is ``target`` of the threshold, or lower by the victim's noise:
+    ``noise_z`` standard errors of a whole evidence span (its windows'
+    spread, ``st_sd``, over the square root of :data:`EVIDENCE`) under the
+    threshold, never under :data:`AIM_FLOOR` of it. The band's bottom keeps
+    its ratio to the aim (``hold_below / target``).
+    """
     threshold = step.vms.threshold_pct
-    return Band(opts.target * threshold, threshold.copy(),
-                min(opts.hold_below, opts.target) * threshold)
+    noise = np.nan_to_num(step.state.st_sd) * opts.noise_z / math.sqrt(EVIDENCE)
+    aim = np.clip(threshold - noise, AIM_FLOOR * threshold, opts.target * threshold)
+    return Band(aim, threshold.copy(), min(1.0, opts.hold_below / opts.target) * aim)
 
 
 def now_s(step):
@@ -285,11 +311,24 @@ def decide(e, se, band, z, full=False):
     return np.where(cut, CUT, np.where(release, RELEASE, np.where(creep, CREEP, HOLD)))
 
 
+def deepest(opts, controlled):
+    """Per row, the log of the deepest cut one correction may make.
+
+    ``deepest_cut`` for a VM under the law's control, ``deepest_first_cut``
+    for one not yet (its first cut, from the CPU it uses).
+    """
+    return np.where(controlled, math.log(opts.deepest_cut), math.log(opts.deepest_first_cut))
+
+
 def log_step(decision, e, aim, slope, opts):
-    """The model's log-cap step for one victim (0.0 for ``HOLD``)."""
+    """The model's log-cap step for one victim (0.0 for ``HOLD``).
+
+    A cut is bounded by the deeper of ``deepest_cut`` and
+    ``deepest_first_cut``; each row's own bound comes after (:func:`deepest`).
+    """
     if decision == CUT:
         step = -opts.gain * math.log(max(e, 1e-9) / aim) / slope
-        return max(step, math.log(opts.deepest_cut))
+        return max(step, math.log(min(opts.deepest_cut, opts.deepest_first_cut)))
     if decision == RELEASE:
         step = opts.release_gain * math.log(aim / max(e, RELEASE_FLOOR * aim)) / slope
         return min(step, math.log1p(opts.largest_release))
@@ -325,7 +364,9 @@ def accumulate(own, rows, e, se, width, z):
     windows count (older ones fade). Two windows in a row off the evidence's
     mean, on the same side, by more than ``width`` (per row, %) and than ``z``
     standard deviations of its windows, are a change, not noise: the
-    evidence starts again from those two.
+    evidence starts again from those two. With :data:`NOISE_WINDOWS` or
+    more windows, the spread between them (their standard deviation) goes
+    into the victim's noise (``st_sd``, :func:`band`).
     """
     k = own.st_an[rows]
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -360,7 +401,12 @@ def accumulate(own, rows, e, se, width, z):
     within = np.sqrt(own.st_ase[rows]) / k
     spread = np.maximum(own.st_aq[rows] / k - mean * mean, 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        between = np.where(k > 1.5, np.sqrt(spread * k / np.maximum(k - 1.0, 1e-9) / k), 0.0)
+        sd = np.sqrt(spread * k / np.maximum(k - 1.0, 1e-9))
+        between = np.where(k > 1.5, sd / np.sqrt(k), 0.0)
+    enough = k >= NOISE_WINDOWS - 0.5
+    if enough.any():
+        old, new = own.st_sd[rows[enough]], sd[enough]
+        own.st_sd[rows[enough]] = np.where(np.isnan(old), new, old + NOISE_ALPHA * (new - old))
     return mean, np.maximum(within, between)
 
 
@@ -369,13 +415,14 @@ def forget(own, v):
     own.st_an[v] = own.st_as[v] = own.st_aq[v] = own.st_ase[v] = own.st_side[v] = 0.0
 
 
-def split(d, traffic, hit, opts):
+def split(d, traffic, hit, floor):
     """Per row, its log-cap step when the cut ``d`` is shared by ``traffic`` among ``hit``.
 
     Each row of ``hit`` is cut in proportion to its share of the traffic
     (the largest sender by ``lam x d``, one with half its traffic by half
     that), with ``lam >= 1`` found so that the traffic left is what a cut
     of ``d`` on all of it would leave: the model's cut is on the aggregate.
+    ``floor``: per row, the log of its deepest cut (:func:`deepest`).
     """
     x = np.where(hit, traffic, 0.0)
     top = x.max(initial=0.0)
@@ -385,7 +432,7 @@ def split(d, traffic, hit, opts):
     goal = math.exp(d) * x.sum()
 
     def left(lam):
-        return float(np.sum(x * np.exp(np.maximum(lam * w * d, math.log(opts.deepest_cut)))))
+        return float(np.sum(x * np.exp(np.maximum(lam * w * d, floor))))
     lo, hi = 1.0, 1.0
     while left(hi) > goal and hi < 1e3:
         lo, hi = hi, 2.0 * hi
@@ -395,7 +442,7 @@ def split(d, traffic, hit, opts):
             lo = mid
         else:
             hi = mid
-    return np.maximum(hi * w * d, math.log(opts.deepest_cut))
+    return np.maximum(hi * w * d, floor)
 
 
 def grow(d, traffic, hit):
@@ -516,7 +563,9 @@ def _ask(step, opts, band, asks, v, decision, e_all, delay, interferes, weight, 
     slope = SLOPE0 if math.isnan(slope) else slope
     d = log_step(decision, e_all[v] / 100.0, band.aim[v] / 100.0, slope, opts)
     if decision == CUT:
-        steps = np.full(n, d) if weight is None else split(d, weight(v, hit), hit, opts)
+        floor = deepest(opts, controlled)
+        steps = (np.maximum(d, floor) if weight is None
+                 else split(d, weight(v, hit), hit, floor))
         want = np.where(hit, steps, np.inf)
         deeper = want < asks.cut
         asks.cut[deeper] = want[deeper]

@@ -167,6 +167,22 @@ class SettleTest(unittest.TestCase):
                 self.assertEqual(policy.TAX if factory is io_shares.IOShares else policy.TARGET,
                                  loop.m.reason("bulk"))
 
+    def test_a_first_cut_goes_as_deep_as_the_model_asks(self):
+        def heavy(cap_pct):
+            return 200.0 * (1.0 + 3.0 * cap_pct / 100.0)       # +300% uncapped
+        for factory in POLICIES:
+            for kwargs, want in (({}, 100.0 * 9.0 / 300.0), ({"deepest_first_cut": 0.1}, 10.0)):
+                with self.subTest(policy=factory.name, **kwargs):
+                    loop = Loop(factory(**kwargs), plant=heavy)
+                    loop.run(100)
+                    first = loop.history[loop.changes()[0] - 1]
+                    # Not a tenth at a time: one delay at 10% would be one over the bound.
+                    self.assertAlmostEqual(want, first, delta=0.01)
+                    # Under control, a cut is at most deepest_cut (a tenth) of the cap.
+                    caps = [first] + [loop.history[t - 1] for t in loop.changes()[1:]]
+                    for before, after in zip(caps, caps[1:]):
+                        self.assertGreaterEqual(after, 0.1 * before - 1e-9)
+
     def test_a_quiet_interferer_keeps_its_cap_for_a_few_delays(self):
         for factory in POLICIES:
             with self.subTest(policy=factory.name):
@@ -301,6 +317,33 @@ class DecideTest(unittest.TestCase):
         self.assertEqual([settle.HOLD], noisy.tolist())
         self.assertEqual([settle.RELEASE],
                          settle.decide(np.array([2.0]), np.array([0.5]), band, 2.0).tolist())
+
+    def test_a_noisy_victim_is_aimed_lower(self):
+        import numpy as np
+        opts = types.SimpleNamespace(target=0.9, hold_below=0.7, noise_z=2.0)
+        step = types.SimpleNamespace(
+            vms=types.SimpleNamespace(threshold_pct=np.array([10.0, 10.0, 10.0, 10.0])),
+            state=types.SimpleNamespace(st_sd=np.array([np.nan, 1.0, 4.0, 40.0])))
+        band = settle.band(step, opts)
+        # Two standard errors of 16 windows (sd / 2) under the threshold, between half of
+        # it and target: unknown and quiet victims at 9, sd 4 at 8, sd 40 at the floor.
+        np.testing.assert_allclose(band.aim, [9.0, 9.0, 8.0, 5.0])
+        np.testing.assert_allclose(band.high, [10.0] * 4)
+        np.testing.assert_allclose(band.low, band.aim * 0.7 / 0.9)
+        opts.noise_z = 0.0
+        np.testing.assert_allclose(settle.band(step, opts).aim, [9.0] * 4)
+
+    def test_the_noise_is_the_spread_between_windows(self):
+        import numpy as np
+        own = types.SimpleNamespace(**{k: np.full(1, v[0], dtype=v[1])
+                                       for k, v in settle.COLUMNS.items()})
+        rows = np.array([0])
+        for e in (5.0, 9.0, 5.0):
+            settle.accumulate(own, rows, np.array([e]), np.array([0.0]), np.array([50.0]), 2.0)
+        self.assertTrue(np.isnan(own.st_sd[0]))            # fewer than 4 windows
+        settle.accumulate(own, rows, np.array([9.0]), np.array([0.0]), np.array([50.0]), 2.0)
+        # 5, 9, 5, 9: the sample standard deviation, 2 x sqrt(4/3)
+        self.assertAlmostEqual(own.st_sd[0], 2.0 * (4.0 / 3.0) ** 0.5)
 
 
 if __name__ == "__main__":

@@ -165,7 +165,9 @@ class CompareTest(unittest.TestCase):
         full = protect_ms()
         self.assertIsNotNone(full)
         self.assertLess(full, 0.1)
-        self.assertIsNone(protect_ms("--policy-arg", "gain=0.1"))
+        # A tenth of the model's cut takes several times as long, if it protects at all.
+        timid = protect_ms("--policy-arg", "gain=0.1")
+        self.assertTrue(timid is None or timid > 4.0 * full, (timid, full))
 
     def test_compare_refuses_an_unknown_policy_parameter(self):
         rc, _, err = call("compare", "paper_64k_vs_2m", "--policies", "latency_target",
