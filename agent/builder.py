@@ -339,14 +339,15 @@ def reload_market(conf, agent):
 
     The policy is rebuilt from ``[market]`` (a policy's state, such as
     IOShares' taxes, starts afresh), prices, the minimum cap and the CPU
-    supply are applied to the market from the next interval, and the
-    deadband to the controller.
+    supply are applied to the market from the next interval, the deadband
+    to the controller and ``[latency] status_interval_s`` to the loop.
     """
     conf.mutate_config_files()
     # First the policy: a name that is not installed fails the reload before
     # anything else changed.
     policy = build_policy(conf)
     agent.controller.deadband_pct = conf.agent.deadband_pct
+    agent.set_status_interval(conf.latency.status_interval_s)
     market = agent.market
     market.set_params(dataclasses.replace(
         market.params, cpu_price=conf.market.cpu_price, io_price=conf.market.io_price,

@@ -470,6 +470,19 @@ class Agent:
             hypervisor_available=watchdog.available if watchdog is not None else True,
             intake_rejected=rejected, status_sent=status[0], status_dropped=status[1])
 
+    def set_status_interval(self, seconds):
+        """Write the VMs' statuses at most once per ``seconds`` from now on (0: never).
+
+        On the loop's thread (the reloader). Without an intake there is no
+        channel to write to, whatever ``seconds``.
+        """
+        if self.intake is None or not seconds:
+            self._status = None
+        elif self._status is None:
+            self._status = status_mod.Throttle(seconds)
+        else:
+            self._status.interval_s = float(seconds)
+
     def statuses(self, uuids):
         """``{uuid: status line}`` of the VMs ``uuids`` under control (:mod:`agent.status`).
 

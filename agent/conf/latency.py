@@ -164,7 +164,7 @@ Related options:
 * ``probe_idle_timeout_s``, ``max_probe_clients``
 """),
     cfg.FloatOpt(
-        "status_interval_s", default=1.0, min=0.0, max=3600.0,
+        "status_interval_s", default=1.0, min=0.0, max=3600.0, mutable=True,
         help="""
 Shortest time in seconds between two status lines the agent writes back down
 a VM's latency channel: whether its last latency window met its SLA, the
@@ -180,6 +180,8 @@ Possible values:
 * 0: write no status (the channel is read only, as before)
 * A positive number of seconds; the default, 1, is about one line per
   second per VM with a channel
+
+Mutable: applied on SIGHUP, from the next interval.
 """),
 ]
 

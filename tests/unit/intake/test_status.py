@@ -220,6 +220,22 @@ class LoopStatusTest(unittest.TestCase):
         run_with_intake(intake, duration=2.0)
         self.assertEqual([], intake.posted)
 
+    def test_sighup_applies_the_status_interval(self):
+        intake = FakeIntake(status_interval_s=0.0)
+        agent, sim = build(intake, duration=2.0)
+        intake.connected = set(sim.vms())
+        # Off at start; turned on by a reload: rounds at 0 and 1 s of the 2 s run.
+        builder.reload_market(test_loop.make_conf(market={"policy": "io_shares"},
+                                                  latency={"status_interval_s": 1.0}), agent)
+        agent.run()
+        self.assertIn(len(intake.posted), (2, 3))
+        # Slower, then off again.
+        agent.set_status_interval(60.0)
+        self.assertEqual(60.0, agent._status.interval_s)
+        builder.reload_market(test_loop.make_conf(market={"policy": "io_shares"},
+                                                  latency={"status_interval_s": 0.0}), agent)
+        self.assertIsNone(agent._status)
+
 
 def channel(intake, params):
     """A connected channel of VM A inside ``intake``, and the guest's end of it."""
