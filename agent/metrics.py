@@ -105,16 +105,13 @@ collectors"), from that record; the balance is read through the record's
 so its series disappear with it.
 """
 
-import logging
 import socket
 import threading
 
 import prometheus_client
 from prometheus_client import core
 
-from resex_libvirt import exceptions
-
-LOG = logging.getLogger(__name__)
+from resex_libvirt import metrics_http
 
 _VM_LABELS = ("vm", "uuid", "project")
 _INFO_LABELS = _VM_LABELS + ("sla_source", "knobs", "io_class", "monitor_only")
@@ -298,8 +295,7 @@ class PrometheusMetrics:
         self.bind_address = bind_address
         self.port = port
         self.registry = registry if registry is not None else prometheus_client.CollectorRegistry()
-        self._server = None
-        self._thread = None
+        self._endpoint = metrics_http.Endpoint(bind_address, port, self.registry, "[metrics]")
         self._lock = threading.Lock()
         self._last = None
         self._health = None
@@ -355,15 +351,7 @@ class PrometheusMetrics:
     # -- serving -----------------------------------------------------------------
     def start(self):
         """Listen and serve on a daemon thread; returns the bound ``(address, port)``."""
-        if self._server is not None:
-            return self.address
-        try:
-            self._server, self._thread = prometheus_client.start_http_server(
-                self.port, addr=self.bind_address, registry=self.registry)
-        except OSError as exc:
-            raise self._cannot_listen(exc) from exc
-        LOG.info("Prometheus metrics on http://%s:%d/metrics", *self.address[:2])
-        return self.address
+        return self._endpoint.start()
 
     def check_address(self):
         """Raise the ``ConfigError`` :meth:`start` would, without listening (``--check``).
@@ -380,28 +368,16 @@ class PrometheusMetrics:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 sock.bind(where)
         except OSError as exc:
-            raise self._cannot_listen(exc) from exc
-
-    def _cannot_listen(self, exc):
-        return exceptions.ConfigError("[metrics] cannot listen on %s port %d: %s"
-                                      % (self.bind_address, self.port, exc))
+            raise self._endpoint.error(exc) from exc
 
     @property
     def address(self):
         """``(host, port)`` the endpoint is bound to (``None`` before :meth:`start`)."""
-        if self._server is None:
-            return None
-        return self._server.server_address[:2]
+        return self._endpoint.address
 
     def close(self):
         """Stop serving and join the server thread."""
-        server, thread = self._server, self._thread
-        self._server = self._thread = None
-        if server is None:
-            return
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+        self._endpoint.close()
 
     # -- the loop's sink ---------------------------------------------------------
     def observe_interval(self, record):

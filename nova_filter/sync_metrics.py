@@ -17,7 +17,8 @@ Off unless ``[placement_sync] metrics_port`` is set; it listens on
 (:mod:`agent.metrics`), it owns its ``CollectorRegistry`` (never the
 process-global one) and serves it with ``prometheus_client``'s
 ``start_http_server`` on a daemon thread. Every name starts with
-``resex_placement_sync_``:
+``resex_placement_sync_`` (the serving is
+:class:`resex_libvirt.metrics_http.Endpoint`, shared with the agent):
 
 ``resex_placement_sync_placement_requests_total{method,outcome}``
     Placement calls by HTTP method and outcome: the status code
@@ -51,16 +52,13 @@ process-global one) and serves it with ``prometheus_client``'s
     Seconds the calls were made to wait for it.
 """
 
-import logging
 import math
 import threading
 import time
 
 import prometheus_client
 
-from resex_libvirt import exceptions
-
-LOG = logging.getLogger(__name__)
+from resex_libvirt import metrics_http
 
 PREFIX = "resex_placement_sync_"
 
@@ -113,8 +111,8 @@ class SyncMetrics(NullMetrics):
         self.registry = (registry if registry is not None
                          else prometheus_client.CollectorRegistry())
         self._clock = clock
-        self._server = None
-        self._thread = None
+        self._endpoint = metrics_http.Endpoint(host, port, self.registry,
+                                               "[placement_sync] metrics:")
         self._lock = threading.Lock()
         self._last_ok = None
         self._make(self.registry)
@@ -161,34 +159,16 @@ class SyncMetrics(NullMetrics):
     # -- serving -------------------------------------------------------------------
     def start(self):
         """Listen and serve on a daemon thread; returns the bound ``(address, port)``."""
-        if self._server is not None:
-            return self.address
-        try:
-            self._server, self._thread = prometheus_client.start_http_server(
-                self.port, addr=self.host, registry=self.registry)
-        except OSError as exc:
-            raise exceptions.ConfigError(
-                "[placement_sync] metrics: cannot listen on %s port %d: %s"
-                % (self.host, self.port, exc)) from exc
-        LOG.info("Prometheus metrics on http://%s:%d/metrics", *self.address[:2])
-        return self.address
+        return self._endpoint.start()
 
     @property
     def address(self):
         """``(host, port)`` the endpoint is bound to (``None`` before :meth:`start`)."""
-        if self._server is None:
-            return None
-        return self._server.server_address[:2]
+        return self._endpoint.address
 
     def close(self):
         """Stop serving and join the server thread."""
-        server, thread = self._server, self._thread
-        self._server = self._thread = None
-        if server is None:
-            return
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+        self._endpoint.close()
 
     # -- observations -----------------------------------------------------------------
     def request(self, method, outcome):
