@@ -233,8 +233,8 @@ class Agent:
         self.pressure_meter = evidence_mod.PressureMeter()
         self._pressure_said = set()
         #: When the VMs' statuses are due (:mod:`agent.status`), or None: none are written.
-        self._status = (status_mod.Throttle(status_interval_s)
-                        if intake is not None and status_interval_s else None)
+        self._status = None
+        self.set_status_interval(status_interval_s)
 
     @property
     def vms(self):

@@ -201,13 +201,17 @@ def time_to_protect(series, limit_us, offset_s=0.0, window_s=1):
     windows = [w for w in series or () if w[1]]
     first = None
     for i, w in enumerate(windows):
-        seg = windows[max(0, i - window_s + 1):i + 1]
-        mean = sum(x[1] * x[2] for x in seg) / sum(x[1] for x in seg)
-        if mean > limit_us:
+        if trailing_mean(windows, i, window_s) > limit_us:
             first = None
         elif first is None:
             first = w[0]
     return None if first is None else first + offset_s
+
+
+def trailing_mean(windows, i, window_s):
+    """The request-weighted mean of ``windows[i]`` and up to ``window_s - 1`` before it."""
+    seg = windows[max(0, i - window_s + 1):i + 1]
+    return sum(x[1] * x[2] for x in seg) / sum(x[1] for x in seg)
 
 
 #: The windows (s) the time to protect may be judged on, shortest first.
@@ -304,9 +308,7 @@ def on_phase_within(series, phases, limit_us, grace_s, window_s=1):
     judged = []
     for on, off in phases:
         inside = [w for w in series or () if w[1] and on + grace_s <= w[0] < off]
-        for i in range(len(inside)):
-            seg = inside[max(0, i - window_s + 1):i + 1]
-            judged.append(sum(x[1] * x[2] for x in seg) / sum(x[1] for x in seg) <= limit_us)
+        judged += [trailing_mean(inside, i, window_s) <= limit_us for i in range(len(inside))]
     if not judged:
         return None
     return 100.0 * sum(judged) / len(judged)
