@@ -105,9 +105,10 @@ OPTIONS = (
     policy.Option("largest_release", 1.0, min=0.0, max=100.0, open_min=True,
                   help="The largest release in one correction, as a fraction of the cap "
                        "(1: at most doubled)."),
-    policy.Option("quiet_delays", 3.0, min=0.0, max=1000.0,
+    policy.Option("quiet_delays", 10.0, min=0.0, max=1000.0,
                   help="A controlled interferer that stops sending keeps its cap this many "
-                       "loop delays."),
+                       "loop delays (a bulk sender that reconnects under a low cap is quiet "
+                       "for tens of seconds; holding a quiet sender costs it nothing)."),
     policy.Option("idle_delays", 1.5, min=0.0, max=1000.0,
                   help="A victim with no new window for this many loop delays is idle: "
                        "interferers that only it held are released to their limit."),
