@@ -421,15 +421,17 @@ class TestRunRounds(unittest.TestCase):
         return protocol.parse_args(["--rounds", "2", "--sweep", "10,2", "--policies",
                                     "io_shares", "--peers", "", "--onoff", ""] + list(extra))
 
-    def test_the_sla_is_declared_once_from_round_one_sweep(self):
+    def test_the_threshold_is_chosen_once_from_round_one_sweep(self):
         lab = FakeLab([1000.0, 1010.0], {10: 1200.0, 2: 1040.0})
         with mock.patch.object(protocol, "read_load", return_value=0.4), \
                 mock.patch("sys.stdout"):
             rounds = protocol.run_rounds(lab, self.args(), loud=False)
-        # 2% needs 4 points, plus the 3 of margin: before any interfered run
-        self.assertEqual(len(lab.declared), 1)
-        self.assertEqual(lab.declared[0][0], 1000.0)
+        # 2% needs 4 points, plus the 3 of margin: before any interfered run;
+        # round 2 declares the same threshold on its own base, as the judge reads it
+        self.assertEqual([d[0] for d in lab.declared], [1000.0, 1010.0])
         self.assertAlmostEqual(lab.declared[0][1], 7.0)
+        self.assertAlmostEqual(lab.declared[1][1], 7.0)
+        self.assertEqual([r["declared_us"] for r in rounds], [1000.0, 1010.0])
         self.assertEqual(lab.order, ["base", "static 10%", "static 2%", "interfered",
                                      "io_shares"] * 2)
         self.assertEqual([r["load"] for r in rounds], [0.4, 0.4])
@@ -441,7 +443,7 @@ class TestRunRounds(unittest.TestCase):
         with mock.patch.object(protocol, "read_load", return_value=2.0), \
                 mock.patch("sys.stdout"):
             rounds = protocol.run_rounds(lab, self.args(), loud=True)
-        self.assertEqual(lab.declared, [(1000.0, 10.0)])
+        self.assertEqual(lab.declared, [(1000.0, 10.0), (1000.0, 10.0)])
         self.assertTrue(all(r["loud"] for r in rounds))
 
     def test_a_round_that_starts_loud_is_marked(self):
