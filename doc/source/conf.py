@@ -47,8 +47,8 @@ html_title = "resex-libvirt"
 #: is listed under "The parts" in the order below, then by name, so that a
 #: new area page never breaks the build with "document isn't included in
 #: any toctree".
-OWN_PAGES = {"index", "install", "cloud", "sla", "operations", "monitoring", "troubleshooting",
-             "versions", "upgrade", "architecture",
+OWN_PAGES = {"index", "install", "deployment", "cloud", "sla", "operations", "monitoring",
+             "troubleshooting", "versions", "upgrade", "architecture",
              "market", "configuration"}
 AREA_ORDER = ["scenarios", "hypervisor", "fabric", "latency", "board", "scheduler"]
 AREA_PLACEHOLDER = "   @AREA_PAGES@\n"
