@@ -88,6 +88,10 @@ _READ_BYTES = 4096
 _UCRED = struct.Struct("3i")
 _CONNECT_RETRY_ERRNOS = (errno.ENOENT, errno.ECONNREFUSED, errno.EAGAIN, errno.EACCES,
                          errno.ENOTSOCK, errno.ENOTDIR, errno.EPERM)
+#: A channel refused for want of permission is retried (libvirt may not have
+#: set its directory's owner yet) but said once, as a warning: if it lasts, the
+#: agent runs without the right to QEMU's socket and hears no report.
+_DENIED_ERRNOS = (errno.EACCES, errno.EPERM)
 
 #: Bytes of status a channel's socket may hold for a guest that does not read
 #: (the kernel doubles it): a few dozen lines.
@@ -144,6 +148,7 @@ class LatencyIntake:
         self._channels = {}
         self._retry_at = {}
         self._retry_path = {}   # the path that failed: a new one (VM restarted) is tried at once
+        self._denied = {}       # VM -> the path whose permission refusal was said
         self._probe_clients = set()
         self._selector = None
         self._thread = None
@@ -341,6 +346,7 @@ class LatencyIntake:
         for vm in [v for v in self._retry_at if v not in wanted]:
             del self._retry_at[vm]
             self._retry_path.pop(vm, None)
+            self._denied.pop(vm, None)
         for vm, path in wanted.items():
             if vm in self._channels or (self._retry_at.get(vm, 0.0) > now
                                         and self._retry_path.get(vm) == path):
@@ -356,6 +362,12 @@ class LatencyIntake:
             sock.close()
             if exc.errno not in _CONNECT_RETRY_ERRNOS:
                 LOG.warning("latency channel of VM %s at %s: %s", vm, path, exc)
+            elif exc.errno in _DENIED_ERRNOS and self._denied.get(vm) != path:
+                self._denied[vm] = path
+                LOG.warning("latency channel of VM %s at %s: %s; retrying, but no latency "
+                            "report is heard until the agent may open QEMU's socket (run it "
+                            "with CAP_DAC_OVERRIDE or in QEMU's group: doc/source/"
+                            "deployment.rst)", vm, path, exc)
             else:
                 LOG.debug("latency channel of VM %s at %s not ready: %s", vm, path, exc)
             self._retry_at[vm] = now + self.params.channel_retry_s
@@ -370,6 +382,7 @@ class LatencyIntake:
         with self._lock:
             self._channels[vm] = conn
         self._retry_at.pop(vm, None)
+        self._denied.pop(vm, None)
         LOG.info("latency channel of VM %s connected (%s)", vm, path)
 
     def _drop_channel(self, vm, why):

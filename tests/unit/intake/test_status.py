@@ -18,9 +18,11 @@ line the channel cannot take.
 """
 
 import dataclasses
+import errno
 import json
 import socket
 import unittest
+from unittest import mock
 
 from agent import builder
 from agent.intake import params as params_mod
@@ -315,3 +317,28 @@ class IntakeWriterTest(unittest.TestCase):
         self.intake.post_status({A: self.line(1)})
         self.intake._write_statuses(1.0)
         self.assertEqual((0, 1), self.intake.status_counts())
+
+
+class DeniedChannelTest(unittest.TestCase):
+    """A channel refused for want of permission is said once as a warning, then retried."""
+
+    def test_a_permission_refusal_warns_once_per_vm_and_path(self):
+        intake = server_mod.LatencyIntake(params_mod.IntakeParams())
+        denied = OSError(errno.EACCES, "Permission denied")
+        with mock.patch("socket.socket.connect", side_effect=denied), \
+                self.assertLogs(server_mod.LOG, level="DEBUG") as logs:
+            for now in (0.0, 10.0, 20.0):
+                intake._connect_channel(A, "/run/x/org.resex.latency.0", now)
+            intake._connect_channel(A, "/run/y/org.resex.latency.0", 30.0)
+        warnings = [r for r in logs.records if r.levelname == "WARNING"]
+        self.assertEqual(2, len(warnings))      # the first refusal, and the new path's
+        self.assertIn("CAP_DAC_OVERRIDE", warnings[0].getMessage())
+        self.assertEqual(30.0 + intake.params.channel_retry_s, intake._retry_at[A])
+
+    def test_a_socket_not_there_yet_stays_at_debug(self):
+        intake = server_mod.LatencyIntake(params_mod.IntakeParams())
+        with mock.patch("socket.socket.connect",
+                        side_effect=OSError(errno.ENOENT, "No such file")), \
+                self.assertLogs(server_mod.LOG, level="DEBUG") as logs:
+            intake._connect_channel(A, "/run/x/org.resex.latency.0", 0.0)
+        self.assertEqual(["DEBUG"], [r.levelname for r in logs.records])
