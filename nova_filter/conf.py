@@ -57,6 +57,10 @@ Possible values:
   file's absolute path.
 * ``etcd3+http://host:port`` or ``etcd3+https://host:port``: an etcd v3
   cluster (multi-node deployments; devstack runs etcd on the controller).
+  Name every member of a cluster, comma-separated
+  (``etcd3+http://10.0.0.1:2379,10.0.0.2:2379,10.0.0.3:2379``; port 2379
+  when left out, IPv6 addresses in brackets): the scheduler's reader moves
+  to the next member when one is down, silent or without a leader.
 
 Related options:
 
@@ -79,7 +83,9 @@ Related options:
     cfg.FloatOpt("board_timeout",
                  default=2.0, min=0.1, max=60.0,
                  help="""
-Timeout of every board call, in seconds (etcd HTTP calls; SQLite busy wait).
+Timeout of every board call, in seconds (etcd: the whole call, shared
+between the members tried when ``board_url`` names several; SQLite busy
+wait).
 
 Possible values:
 

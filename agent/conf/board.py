@@ -40,6 +40,10 @@ Possible values:
   file's absolute path.
 * ``etcd3+http://host:port`` or ``etcd3+https://host:port``: an etcd v3
   cluster, for a fleet (devstack runs etcd on the controller, port 2379).
+  Name every member of a cluster, comma-separated
+  (``etcd3+http://10.0.0.1:2379,10.0.0.2:2379,10.0.0.3:2379``; port 2379
+  when left out, IPv6 addresses in brackets): a call that a member cannot
+  serve (down, silent, no leader) goes to the next one.
 * An empty string: do not publish.
 
 Related options:
@@ -85,7 +89,8 @@ Related options:
         min=0.05,
         max=60.0,
         help="""
-Timeout, in seconds, of every board call (each etcd HTTP request; the SQLite
+Timeout, in seconds, of every board call (on etcd the whole call: with
+several members in ``url`` each member tried gets a share of it; the SQLite
 busy wait). A publish that times out is skipped, logged, and retried at the
 next epoch: the control loop never waits longer than this for the board.
 """),

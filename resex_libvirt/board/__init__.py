@@ -18,7 +18,9 @@ implementations, so a small table, not a plugin framework):
 ``sqlite:///path``
     :class:`~resex_libvirt.board.sqlite.SQLiteBoard`, one file (all-in-one).
 ``etcd3+http://host:port``, ``etcd3+https://host:port``
-    :class:`~resex_libvirt.board.etcd.EtcdBoard`, etcd v3 through etcd3gw.
+    :class:`~resex_libvirt.board.etcd.EtcdBoard`, etcd v3 through its JSON
+    gateway; a cluster's members comma-separated
+    (``etcd3+http://host1:2379,host2:2379,host3:2379``).
 """
 
 import importlib
@@ -43,7 +45,10 @@ def open_board(url, **opts):
     :class:`~resex_libvirt.exceptions.BoardUnavailable` when the store
     cannot be opened.
     """
-    scheme = urllib.parse.urlsplit(url or "").scheme
+    try:
+        scheme = urllib.parse.urlsplit(url or "").scheme
+    except ValueError as exc:     # an unbalanced IPv6 bracket
+        raise exceptions.ConfigError("malformed board URL %r: %s" % (url, exc)) from exc
     if scheme not in BACKENDS:
         raise exceptions.ConfigError(
             "unknown board URL scheme in %r; known: %s" % (url, ", ".join(sorted(BACKENDS))))
@@ -52,11 +57,19 @@ def open_board(url, **opts):
 
 
 def redact(url):
-    """``url`` without any user:password part (for logs and the CLI)."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.username is None and parts.password is None:
+    """``url`` without any user:password part (for logs and the CLI).
+
+    The netloc is cut at its last ``@``, never parsed: an etcd cluster's URL
+    names several ``host:port`` members, which ``urlsplit`` cannot parse.
+    """
+    scheme, sep, rest = (url or "").partition("://")
+    if not sep:
         return url
-    netloc = parts.hostname or ""
-    if parts.port:
-        netloc += ":%d" % parts.port
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+    end = len(rest)
+    for mark in "/?#":
+        if mark in rest:
+            end = min(end, rest.index(mark))
+    netloc = rest[:end]
+    if "@" not in netloc:
+        return url
+    return scheme + sep + netloc.rpartition("@")[2] + rest[end:]

@@ -10,29 +10,39 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""The etcd v3 price board, through etcd3gw (etcd's gRPC-JSON gateway).
+"""The etcd v3 price board, through etcd's gRPC-JSON gateway (etcd3gw's wire format).
 
-``etcd3+http://host:2379`` (or ``etcd3+https://``; query parameters
-``prefix``, ``timeout``, ``lease_ttl`` override the keyword defaults).
-etcd is what an OpenStack control plane already runs (devstack starts it on
-the controller), so a fleet needs no new service.
+``etcd3+http://host:2379`` (or ``etcd3+https://``), or every member of the
+cluster, comma-separated: ``etcd3+http://10.0.0.1:2379,10.0.0.2:2379,10.0.0.3``
+(port 2379 when left out, IPv6 addresses in brackets). Query parameters
+``prefix``, ``timeout``, ``lease_ttl`` override the keyword defaults. etcd is
+what an OpenStack control plane already runs (devstack starts it on the
+controller), so a fleet needs no new service.
 
 Layout and costs:
 
 * One key per host, ``<prefix><host>``, holding the report's JSON. A publish
-  is one ``put`` (measured: about 1.4 ms, doc/source/board.rst), plus a lease keep-alive once a
-  third of the lease TTL has passed.
+  is one ``put`` (measured: about 1.4 ms, doc/source/board.rst), plus a lease
+  keep-alive once a third of the lease TTL has passed.
 * Every key is attached to this agent's **lease**: if the agent dies, its key
   disappears ``lease_ttl`` seconds later (garbage collection of
-  decommissioned hosts). A lease that expired (etcd says "lease not found")
-  is granted again and the put retried once. Freshness is still judged by
-  the record's ``ts``, because leases survive an etcd restart (the clock of
-  a lease restarts with the server).
+  decommissioned hosts). Only a lease etcd says is gone ("lease not found",
+  or a keep-alive without a TTL) is granted again; a lease is the cluster's,
+  so it outlives a member's death or a new leader. Freshness is still judged
+  by the record's ``ts``, because leases survive an etcd restart (the clock
+  of a lease restarts with the server).
 * A snapshot is **one** prefix range read (about 20 ms at 1,000 hosts, 210 ms
   at 10,000), never one read per host.
 * **Every call has a timeout** (``timeout``, seconds): etcd3gw's default
-  blocks for ever.
-* Every etcd3gw or HTTP error becomes ``BoardUnavailable``, cause chained.
+  blocks for ever. With several members it is the budget of the whole call:
+  the member that answered last is asked first, and a member that cannot
+  serve (connection refused or timed out; etcd's "leader changed", "no
+  leader", "request timed out"; any 5xx) hands the call to the next one, each
+  attempt getting an even share of what is left. A pass where every member
+  answered with such an error (an election) is tried again after 0.1 s
+  while the budget lasts; a pass where none answered at all is not.
+* Every error becomes ``BoardUnavailable``, cause chained, naming what each
+  member said.
 
 **Following the board** (:meth:`EtcdBoard.follow`, the scheduler): one
 prefix range read (the full board and its revision ``R``), then one watch
@@ -42,9 +52,11 @@ of the whole fleet every few seconds. The stream is re-opened from the last
 revision seen after ``watch_idle`` seconds (10) without a message: a
 connection to an etcd that died or restarted can stay silent rather than
 close, and etcd's own progress notifications come only every few minutes,
-so a quiet board costs one watch request per ``watch_idle`` instead. If etcd
-compacted that revision away, or the stream cannot be re-opened, the reader
-starts over with a full read.
+so a quiet board costs one watch request per ``watch_idle`` instead. A
+stream that ended or went silent is re-opened on the next member (revisions
+are the cluster's, so it resumes where it was). If etcd compacted that
+revision away the reader starts over with a full read; if no member can
+open the stream, ``follow`` raises and the caller starts over.
 
 Operators must enable etcd auto-compaction: every put adds a revision
 (about 414 bytes, measured), which is why a large fleet publishes on
@@ -54,6 +66,8 @@ change (:mod:`resex_libvirt.board.publish_policy`).
 import base64
 import json
 import logging
+import os
+import re
 import socket
 import threading
 import time
@@ -76,8 +90,21 @@ with warnings.catch_warnings():
 LOG = logging.getLogger(__name__)
 
 DEFAULT_PREFIX = "/resex/board/"
+DEFAULT_PORT = 2379
 SCHEMES = {"etcd3+http": "http", "etcd3+https": "https"}
 _ERRORS = (etcd_exc.Etcd3Exception, requests.RequestException, ValueError, KeyError, TypeError)
+
+#: What etcd says when a member cannot serve a request now but another may
+#: (etcd's rpctypes errors of gRPC code Unavailable).
+_TRANSIENT = ("leader changed", "no leader", "request timed out", "not capable",
+              "too many requests", "server stopped", "timed out")
+#: Pause between two passes over members that all answered with an error.
+_PASS_PAUSE_S = 0.1
+#: The shortest attempt on one member, however little of the budget is left.
+_MIN_ATTEMPT_S = 0.05
+#: A host: a name or an IPv4 address (an IPv6 address comes in brackets).
+_HOST = re.compile(r"^[A-Za-z0-9._-]+$")
+_HOST6 = re.compile(r"^[0-9A-Fa-f:.]+(%[A-Za-z0-9._-]+)?$")
 
 
 def _b64(data):
@@ -105,9 +132,85 @@ def _shutdown_stream(resp):
         LOG.debug("closing the etcd watch stream failed", exc_info=True)
 
 
+def _stream_timeout(resp, seconds):
+    """Let an open stream's reads wait ``seconds`` (its headers came within the attempt's)."""
+    try:
+        resp.raw.connection.sock.settimeout(seconds)
+        return True
+    except (AttributeError, OSError):
+        LOG.debug("could not set the etcd watch stream's read timeout", exc_info=True)
+        return False
+
+
 def _lease_lost(exc):
     text = "%s %s" % (exc, getattr(exc, "detail_text", ""))
     return "lease not found" in text
+
+
+def _unreachable(exc):
+    """True if the member did not answer at all (refused, reset, timed out)."""
+    return isinstance(exc.__cause__, requests.RequestException)
+
+
+def _transient(exc):
+    """True if another member may serve what this one could not (module docstring)."""
+    if isinstance(exc, (etcd_exc.ConnectionFailedError, etcd_exc.ConnectionTimeoutError,
+                        etcd_exc.InternalServerError)):
+        return True
+    text = ("%s %s" % (exc, getattr(exc, "detail_text", "") or "")).lower()
+    return any(word in text for word in _TRANSIENT)
+
+
+def _http_error(resp):
+    """The etcd3gw exception of a non-200 answer, with etcd's own message when it gave one."""
+    cls = {500: etcd_exc.InternalServerError, 503: etcd_exc.ConnectionFailedError,
+           408: etcd_exc.ConnectionTimeoutError,
+           504: etcd_exc.ConnectionTimeoutError}.get(resp.status_code, etcd_exc.Etcd3Exception)
+    message = resp.reason
+    try:
+        body = resp.json()
+        message = body.get("error") or body.get("message") or message
+    except (ValueError, AttributeError):
+        pass
+    return cls(resp.text, "HTTP %d %s" % (resp.status_code, message))
+
+
+def parse_endpoints(netloc, url):
+    """``[(host, port)]`` of a board URL's comma-separated members; ConfigError if malformed.
+
+    A ``user:password@`` part is ignored (the board does not use etcd's
+    authentication); ``redact()`` removes it from logs.
+    """
+    hosts = netloc.rpartition("@")[2]
+    out = []
+    for item in hosts.split(","):
+        item = item.strip()
+        if item.startswith("["):
+            host, closed, rest = item[1:].partition("]")
+            if not closed or (rest and not rest.startswith(":")) or not _HOST6.match(host):
+                raise exceptions.ConfigError(
+                    "bad etcd member %r in board URL %r: an IPv6 address is [address]:port"
+                    % (item, url))
+            port = rest[1:]
+        else:
+            host, _, port = item.partition(":")
+            if not _HOST.match(host) or ":" in port:
+                raise exceptions.ConfigError(
+                    "bad etcd member %r in board URL %r: a member is host:port (IPv6 in "
+                    "brackets), members are separated by commas" % (item, url))
+        if port and not (port.isdigit() and 0 < int(port) < 65536):
+            raise exceptions.ConfigError(
+                "bad port %r of etcd member %r in board URL %r" % (port, item, url))
+        member = (host.lower(), int(port) if port else DEFAULT_PORT)
+        if member in out:
+            raise exceptions.ConfigError(
+                "etcd member %r is named twice in board URL %r" % (item, url))
+        out.append(member)
+    return out
+
+
+def _netloc(host, port):
+    return "[%s]:%d" % (host, port) if ":" in host else "%s:%d" % (host, port)
 
 
 #: Words in an error's chain -> what an operator reads.
@@ -147,17 +250,20 @@ class EtcdBoard(backend.Board):
                  ca_cert=None, cert_key=None, cert_cert=None, clock=time.monotonic,
                  watch_idle=10.0,
                  **_ignored):
-        parts = urllib.parse.urlsplit(url)
-        if parts.scheme not in SCHEMES or not parts.hostname:
+        try:
+            parts = urllib.parse.urlsplit(url)
+        except ValueError as exc:     # an unbalanced IPv6 bracket
+            raise exceptions.ConfigError("bad etcd board URL %r: %s" % (url, exc)) from exc
+        if parts.scheme not in SCHEMES or not parts.netloc.rpartition("@")[2]:
             raise exceptions.ConfigError(
                 "an etcd board URL is etcd3+http://host:port or etcd3+https://host:port, "
-                "got %r" % url)
+                "or every member: etcd3+http://host1:port1,host2:port2,..., got %r" % url)
+        self.members = parse_endpoints(parts.netloc, url)
         query = dict(urllib.parse.parse_qsl(parts.query))
         prefix = query.get("prefix", prefix)
         try:
             self.timeout = float(query.get("timeout", timeout))
             self.lease_ttl = int(query.get("lease_ttl", lease_ttl))
-            port = parts.port or 2379
         except ValueError as exc:
             raise exceptions.ConfigError("bad etcd board URL %r: %s" % (url, exc)) from exc
         if not self.timeout > 0 or self.lease_ttl < 1:
@@ -165,7 +271,12 @@ class EtcdBoard(backend.Board):
         if not prefix.endswith("/"):
             prefix += "/"
         self.prefix = prefix
-        self.url = "%s://%s:%d%s" % (parts.scheme, parts.hostname, port, parts.path)
+        self.endpoints = [_netloc(host, port) for host, port in self.members]
+        self.url = "%s://%s%s" % (parts.scheme, ",".join(self.endpoints), parts.path)
+        protocol = SCHEMES[parts.scheme]
+        self._bases = ["%s://%s" % (protocol, e) for e in self.endpoints]
+        self._current = 0
+        self._api_path = os.environ.get("ETCD3GW_API_PATH")    # as etcd3gw: else asked
         self._clock = clock
         self._lock = threading.Lock()
         self._decoder = backend.RecordDecoder(self.url)
@@ -173,64 +284,164 @@ class EtcdBoard(backend.Board):
         self._lease_refreshed = 0.0
         self._watch_response = None
         self.watch_idle = float(watch_idle)
-        self._client = etcd3gw.client(
-            host=parts.hostname, port=port, protocol=SCHEMES[parts.scheme],
-            ca_cert=ca_cert, cert_key=cert_key, cert_cert=cert_cert, timeout=self.timeout)
+        self._session = requests.Session()
+        if ca_cert is not None:
+            self._session.verify = ca_cert
+        if cert_cert is not None and cert_key is not None:
+            self._session.cert = (cert_cert, cert_key)
+        #: One etcd3gw client per member, sharing the session (maintenance, tools, tests).
+        self._clients = [etcd3gw.client(host=host, port=port, protocol=protocol,
+                                        session=self._session, timeout=self.timeout)
+                         for host, port in self.members]
+
+    @property
+    def _client(self):
+        """The etcd3gw client of the member that answered last."""
+        return self._clients[self._current]
+
+    @property
+    def member(self):
+        """``host:port`` of the member that answered last (the next call asks it first)."""
+        return self.endpoints[self._current]
 
     def _fail(self, what, exc):
         return exceptions.BoardUnavailable(
             "etcd board %s: %s failed: %s" % (self.url, what, why(exc)))
 
+    # -- one call, member after member --------------------------------------------------
+    def _failover(self, what, attempt):
+        """``attempt(index, timeout)`` on the members in turn, within ``timeout`` (docstring).
+
+        Raises what a member answered if it is not a reason to ask another
+        (a lost lease, a bad request), else ``BoardUnavailable`` naming every
+        member's failure.
+        """
+        n = len(self._bases)
+        first = self._current
+        deadline = time.monotonic() + self.timeout
+        failures = {}
+        tried = 0
+        answered = False
+        while True:
+            index = (first + tried) % n
+            left = deadline - time.monotonic()
+            try:
+                result = attempt(index, max(left / (n - tried % n), _MIN_ATTEMPT_S))
+            except etcd_exc.Etcd3Exception as exc:
+                if not _transient(exc):
+                    raise
+                failures[index] = exc
+                answered = answered or not _unreachable(exc)
+            else:
+                if index != self._current:
+                    LOG.info("etcd board %s: %s now goes to member %s", self.url, what,
+                             self.endpoints[index])
+                    self._current = index
+                return result
+            tried += 1
+            if tried % n == 0:
+                if not answered or deadline - time.monotonic() <= _PASS_PAUSE_S:
+                    break
+                answered = False
+                time.sleep(_PASS_PAUSE_S)
+            elif time.monotonic() >= deadline:
+                break
+        last = failures[index]
+        if n == 1:
+            raise self._fail(what, last) from last
+        raise exceptions.BoardUnavailable("etcd board %s: %s failed on every member: %s" % (
+            self.url, what, "; ".join("%s %s" % (self.endpoints[i], why(e))
+                                      for i, e in sorted(failures.items())))) from last
+
+    def _api(self, index, timeout):
+        """The gateway's API path (``/v3/`` since etcd 3.4), asked once of a member."""
+        if self._api_path is None:
+            resp = self._session.get(self._bases[index] + "/version", timeout=timeout)
+            if resp.status_code != 200:
+                raise _http_error(resp)
+            version = tuple(int(p) for p in resp.json()["etcdserver"].split(".")[:2])
+            self._api_path = ("/v3/" if version >= (3, 4) else
+                              "/v3beta/" if version >= (3, 3) else "/v3alpha/")
+        return self._api_path
+
+    def _send(self, index, path, timeout, **kwargs):
+        """One HTTP POST to one member; connection errors as etcd3gw's exceptions."""
+        try:
+            url = self._bases[index] + self._api(index, timeout) + path.lstrip("/")
+            resp = self._session.post(url, timeout=timeout, **kwargs)
+        except requests.Timeout as exc:
+            raise etcd_exc.ConnectionTimeoutError(str(exc)) from exc
+        except requests.RequestException as exc:     # refused, reset, cut short
+            raise etcd_exc.ConnectionFailedError(str(exc)) from exc
+        if resp.status_code != 200:
+            error = _http_error(resp)
+            resp.close()
+            raise error
+        return resp
+
+    def _call(self, what, path, body):
+        """POST ``body`` (JSON) to ``path`` of the API on the first member that serves it."""
+        return self._failover(
+            what, lambda index, timeout: self._send(index, path, timeout, json=body).json())
+
     # -- the lease ----------------------------------------------------------------
+    def _grant(self):
+        result = self._call("lease grant", "/lease/grant", {"TTL": self.lease_ttl, "ID": 0})
+        lease = etcd3gw.Lease(int(result["ID"]), client=self._client)
+        LOG.debug("granted etcd lease %x (ttl %ds) for %s", lease.id, self.lease_ttl,
+                  self.prefix)
+        return lease
+
     def _current_lease(self):
+        """This board's lease, refreshed once a third of its TTL has passed.
+
+        A keep-alive that fails on every member raises and keeps the lease
+        (the cluster still has it); only a lease etcd says is gone is
+        granted again.
+        """
         now = self._clock()
         if self._lease is None:
-            self._lease = self._client.lease(ttl=self.lease_ttl)
+            self._lease = self._grant()
             self._lease_refreshed = now
-            LOG.debug("granted etcd lease %x (ttl %ds) for %s", self._lease.id,
-                      self.lease_ttl, self.prefix)
         elif now - self._lease_refreshed >= self.lease_ttl / 3.0:
-            if self._lease.refresh() <= 0:
+            result = self._call("lease keep-alive", "/lease/keepalive", {"ID": self._lease.id})
+            if int((result.get("result") or {}).get("TTL", -1)) <= 0:
                 LOG.info("etcd lease %x expired; granting a new one", self._lease.id)
-                self._lease = self._client.lease(ttl=self.lease_ttl)
+                self._lease = self._grant()
             self._lease_refreshed = now
         return self._lease
 
     # -- Board ----------------------------------------------------------------------
+    def _put(self, host, key, value):
+        self._call("publish of %s" % host, "/kv/put", {
+            "key": _b64(key.encode("utf-8")), "value": _b64(value.encode("utf-8")),
+            "lease": self._current_lease().id})
+
     def publish(self, report):
         key = self.prefix + report.host
         value = report.to_json()
         with self._lock:
             try:
                 try:
-                    self._client.put(key, value, lease=self._current_lease())
+                    self._put(report.host, key, value)
                 except etcd_exc.Etcd3Exception as exc:
                     if not _lease_lost(exc):
                         raise
                     LOG.info("etcd lease of %s was lost; granting a new one", key)
                     self._lease = None
-                    self._client.put(key, value, lease=self._current_lease())
+                    self._put(report.host, key, value)
             except _ERRORS as exc:
                 raise self._fail("publish of %s" % report.host, exc) from exc
 
     def snapshot(self):
-        try:
-            items = self._client.get_prefix(self.prefix)
-        except _ERRORS as exc:
-            raise self._fail("snapshot", exc) from exc
-        rows = []
-        for value, meta in items:
-            key = meta.get("key", b"")
-            if isinstance(key, bytes):
-                key = key.decode("utf-8", "replace")
-            rows.append((key[len(self.prefix):], value))
+        rows, _revision = self._range()
         return self._decoder.decode(rows)
 
     def _range(self):
         """One prefix range read: ``(rows, revision)``."""
         prefix = self.prefix.encode("utf-8")
         try:
-            result = self._client.post(self._client.get_url("/kv/range"), json={
+            result = self._call("range read", "/kv/range", {
                 "key": _b64(prefix), "range_end": _b64(_prefix_end(prefix))})
             revision = int(result["header"]["revision"])
             rows = [(base64.b64decode(kv["key"]).decode("utf-8", "replace")[len(self.prefix):],
@@ -241,17 +452,23 @@ class EtcdBoard(backend.Board):
         return rows, revision
 
     def _open_watch(self, start_revision):
+        """A watch stream from ``start_revision`` on the first member that opens one."""
         prefix = self.prefix.encode("utf-8")
         request = {"create_request": {
             "key": _b64(prefix), "range_end": _b64(_prefix_end(prefix)),
             "start_revision": start_revision, "progress_notify": True}}
-        try:
-            resp = self._client.session.post(
-                self._client.get_url("/watch"), json=request, stream=True,
-                timeout=(self.timeout, self.watch_idle))
-            if resp.status_code != 200:
+
+        def attempt(index, timeout):
+            # The headers come with etcd's "created" message: within the
+            # attempt's timeout; then the stream may stay quiet watch_idle.
+            resp = self._send(index, "/watch", timeout, json=request, stream=True)
+            if not _stream_timeout(resp, self.watch_idle):
                 resp.close()
-                raise etcd_exc.Etcd3Exception(resp.text, resp.reason)
+                resp = self._send(index, "/watch", (timeout, self.watch_idle),
+                                  json=request, stream=True)
+            return resp
+        try:
+            resp = self._failover("watch from revision %d" % start_revision, attempt)
         except _ERRORS as exc:
             raise self._fail("watch from revision %d" % start_revision, exc) from exc
         self._watch_response = resp
@@ -281,39 +498,47 @@ class EtcdBoard(backend.Board):
                         rows, revision = self._range()
                         yield True, self._decoder.decode(rows)
                         break
-                    header = result.get("header") or {}
-                    events = result.get("events") or ()
-                    changed = []
-                    for event in events:
-                        kv = event.get("kv") or {}
-                        key = base64.b64decode(kv.get("key", "")).decode("utf-8", "replace")
-                        if event.get("type") == "DELETE":
-                            changed.append((key[len(self.prefix):], None))
-                        else:
-                            changed.append((key[len(self.prefix):],
-                                            base64.b64decode(kv.get("value", ""))))
-                        revision = max(revision, int(kv.get("mod_revision", 0)))
-                    if "revision" in header and not events and not result.get("created"):
-                        # A progress notification: everything up to it was delivered.
-                        revision = max(revision, int(header["revision"]))
+                    changed, revision = self._changes(result, revision)
                     if changed:
                         yield False, self._decoder.decode_changes(changed)
             except (requests.RequestException, ValueError, KeyError, TypeError) as exc:
                 if stop.is_set():
                     return
-                LOG.debug("etcd board %s: watch stream ended (%s); resuming from revision %d",
-                          self.url, exc, revision + 1)
+                self._next_member()
+                LOG.debug("etcd board %s: watch stream ended (%s); resuming from revision %d "
+                          "on %s", self.url, exc, revision + 1, self.member)
                 stop.wait(0.1)
             finally:
                 self._watch_response = None
                 resp.close()
 
+    def _next_member(self):
+        """Ask the next member first: the one that answered last went silent or away."""
+        self._current = (self._current + 1) % len(self._bases)
+
+    def _changes(self, result, revision):
+        """``([(host, raw or None)], revision)`` of one watch message."""
+        header = result.get("header") or {}
+        events = result.get("events") or ()
+        changed = []
+        for event in events:
+            kv = event.get("kv") or {}
+            key = base64.b64decode(kv.get("key", "")).decode("utf-8", "replace")
+            if event.get("type") == "DELETE":
+                changed.append((key[len(self.prefix):], None))
+            else:
+                changed.append((key[len(self.prefix):], base64.b64decode(kv.get("value", ""))))
+            revision = max(revision, int(kv.get("mod_revision", 0)))
+        if "revision" in header and not events and not result.get("created"):
+            # A progress notification: everything up to it was delivered.
+            revision = max(revision, int(header["revision"]))
+        return changed, revision
+
     def count(self):
+        prefix = self.prefix.encode("utf-8")
         try:
-            result = self._client.post(self._client.get_url("/kv/range"), json={
-                "key": _b64(self.prefix.encode("utf-8")),
-                "range_end": _b64(_prefix_end(self.prefix.encode("utf-8"))),
-                "count_only": True})
+            result = self._call("count", "/kv/range", {
+                "key": _b64(prefix), "range_end": _b64(_prefix_end(prefix)), "count_only": True})
             return int(result.get("count", 0))
         except _ERRORS as exc:
             raise self._fail("count", exc) from exc
@@ -324,7 +549,10 @@ class EtcdBoard(backend.Board):
             if self._lease is None:
                 return
             try:
-                self._lease.revoke()
+                self._call("lease revoke", "/kv/lease/revoke", {"ID": self._lease.id})
+            except etcd_exc.Etcd3Exception as exc:
+                if not _lease_lost(exc):    # already gone: nothing to withdraw
+                    raise self._fail("lease revoke", exc) from exc
             except _ERRORS as exc:
                 raise self._fail("lease revoke", exc) from exc
             finally:
@@ -335,4 +563,4 @@ class EtcdBoard(backend.Board):
         if resp is not None:
             _shutdown_stream(resp)
         with self._lock:
-            self._client.session.close()
+            self._session.close()

@@ -60,7 +60,7 @@ HOME, EOL, EOS = "\x1b[H", "\x1b[K", "\x1b[J"
 def _parser():
     p = argparse.ArgumentParser(prog="resex-board", description=__doc__.split("\n\n")[0])
     p.add_argument("--url", default=DEFAULT_URL,
-                   help="board URL: sqlite:///path or etcd3+http(s)://host:port "
+                   help="board URL: sqlite:///path or etcd3+http(s)://host:port[,host:port...] "
                         "(default %(default)s)")
     p.add_argument("--max-age", type=float, default=60.0,
                    help="seconds after which a report is stale (default %(default)s)")

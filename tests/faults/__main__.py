@@ -15,7 +15,10 @@
 Columns: the fault; control intervals lost (the loop did not run; the
 hung-libvirtd rows also say how many it ran holding the knobs); VMs whose
 knobs were wrong after recovery; seconds from the end of the fault until the
-agent was whole again (see :mod:`tests.faults.harness`).
+agent was whole again (see :mod:`tests.faults.harness`). The rows on a
+3-member etcd cluster (``-k "etcd cluster"``) say in their note how many
+reports were lost, how many reads of a scheduler's reader were stale (a
+report older than its bound: always 0) and when it served a new report.
 """
 
 import argparse

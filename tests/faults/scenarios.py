@@ -18,6 +18,7 @@ after itself. The tests in :mod:`tests.faults.test_faults` assert on the
 results; ``python -m tests.faults`` prints them as a table.
 """
 
+import dataclasses
 import os
 import signal
 import socket
@@ -31,7 +32,9 @@ import time
 
 from agent import journal as journal_mod
 from agent import resex_agent
+from resex_libvirt.board import reader as reader_mod
 from tests.faults import harness
+from tests.functional.board import etcd_cluster
 from tests.functional.board import etcd_server
 from tests import machine
 
@@ -127,6 +130,187 @@ def etcd_down_at_start(outage=5.0):
     finally:
         os.kill(pid, signal.SIGCONT)
         etcd.cleanUp()
+
+
+class _ClusterWatch:
+    """What the agent published and what a scheduler's reader served, every 20 ms.
+
+    A read is **stale** when the reader served a report older than its
+    ``max_age`` (the bound the filter trusts); **unknown** when it served
+    none (the host is then handled as unknown, never as clean).
+    """
+
+    def __init__(self, reader, host, publisher, max_age):
+        self.reader, self.host, self.publisher, self.max_age = reader, host, publisher, max_age
+        self.timeline = []      # (monotonic, reports published, ts served or None)
+        self.stale = 0
+        self.unknown = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cluster-watch", daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while not self._stop.is_set():
+            wall = time.time()      # before the read: the reader's own now is later
+            rec = self.reader.get(self.host)
+            if rec is None:
+                self.unknown += 1
+            elif wall - rec.ts > self.max_age:
+                self.stale += 1
+            self.timeline.append((time.monotonic(), self.publisher.published,
+                                  None if rec is None else rec.ts))
+            self._stop.wait(0.02)
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(10)
+
+    def published_after(self, ref):
+        """Seconds from ``ref`` (monotonic) until a report was published after it, or None."""
+        timeline = list(self.timeline)
+        before = [p for t, p, _ in timeline if t < ref]
+        count = before[-1] if before else 0
+        return next((t - ref for t, p, _ in timeline if t >= ref and p > count), None)
+
+    def served_after(self, ref, wall_ref):
+        """Seconds from ``ref`` until the reader served a report made after ``wall_ref``."""
+        return next((t - ref for t, _, ts in list(self.timeline)
+                     if t >= ref and ts is not None and ts >= wall_ref), None)
+
+
+@dataclasses.dataclass
+class _ClusterFault:
+    """The agent on every member of a 3-member etcd cluster, a reader following it, a fault.
+
+    ``fault(cluster, board)`` starts it (``board``: the agent's board, whose
+    ``member`` is the one it talks to); after ``outage`` s ``heal(cluster)``
+    ends it. Recovery is counted from the fault's start when the cluster
+    absorbs it (``absorbed``: a quorum is left), from its end otherwise.
+    ``first(cluster)``: the member the agent and the reader ask first.
+    """
+
+    name: str
+    fault: object
+    outage: float = 0.0
+    heal: object = None
+    absorbed: bool = True
+    max_age: float = 10.0
+    first: object = None
+
+    def run(self):
+        cluster = etcd_cluster.EtcdCluster()
+        cluster.setUp()
+        try:
+            url = cluster.url if self.first is None else cluster.first(self.first(cluster))
+            run = harness.Run(board_url=url)
+            reader = reader_mod.BoardReader(
+                url, max_age=self.max_age, refresh_interval=0.5, load_timeout=30.0,
+                board_opts={"prefix": run.conf.board.etcd_prefix,
+                            "timeout": run.conf.board.timeout, "watch_idle": 2.0})
+            try:
+                return self._measured(cluster, run, reader)
+            finally:
+                reader.stop()
+                run.stop()
+                run.close()
+        finally:
+            cluster.cleanUp()
+
+    def _measured(self, cluster, run, reader):
+        host = run.conf.agent.host
+        run.start()
+        run.settle()
+        reader.start()
+        machine.wait_for(lambda: reader.get(host) is not None, 60.0, what="the reader saw it")
+        publisher = run.agent.publisher
+        watch = _ClusterWatch(reader, host, publisher, self.max_age)
+        try:
+            mark = run.mark()
+            lost_before = publisher.failures + publisher.skipped
+            started = time.monotonic()
+            self.fault(cluster, run.parts.board.open())
+            time.sleep(self.outage)
+            if self.heal is not None:
+                self.heal(cluster)
+            ref = started if self.absorbed else time.monotonic()
+            wall_ref = time.time() - (time.monotonic() - ref)
+            machine.wait_for(lambda: watch.published_after(ref) is not None
+                             and watch.served_after(ref, wall_ref) is not None, 120.0)
+            watch.stop()
+            recovery = watch.published_after(ref)
+            served = watch.served_after(ref, wall_ref)
+            lost, held = run.since(mark)
+            reports_lost = publisher.failures + publisher.skipped - lost_before
+            note = ("reports lost %d, stale reads %d of %d (host unknown in %d, max_age "
+                    "%.0f s); the reader served a new report %s s after; recovery from the "
+                    "fault's %s" % (reports_lost, watch.stale, len(watch.timeline),
+                                    watch.unknown, self.max_age,
+                                    "-" if served is None else "%.2f" % served,
+                                    "start" if self.absorbed else "end"))
+            return harness.FaultResult(
+                self.name, lost, held, run.caps_wrong(),
+                float("inf") if recovery is None else recovery, note,
+                loop_waited=run.loop_waited_on_board,
+                details={"reports_lost": reports_lost, "stale": watch.stale,
+                         "samples": len(watch.timeline), "reader_recovery_s": served})
+        finally:
+            watch.stop()
+
+
+def _member_of(cluster, board):
+    return cluster.index_of(board.member)
+
+
+def etcd_leader_killed():
+    """The etcd leader, which the agent and the reader talk to, killed with ``kill -9``.
+
+    It stays down: the cluster goes on with 2 of 3 members.
+    """
+    return _ClusterFault("etcd leader killed (kill -9), 2 of 3 left",
+                         lambda c, b: c.kill(c.leader()),
+                         first=lambda c: c.leader()).run()
+
+
+def etcd_member_partitioned(outage=10.0):
+    """The member the agent talks to stopped (SIGSTOP: silent, connections open), then SIGCONT."""
+    stopped = []
+
+    def fault(cluster, board):
+        stopped.append(_member_of(cluster, board))
+        cluster.pause(stopped[0])
+    return _ClusterFault("etcd member partitioned (SIGSTOP) %.0f s" % outage, fault, outage,
+                         heal=lambda c: c.resume(stopped[0])).run()
+
+
+def etcd_quorum_lost(outage=30.0):
+    """Two of three members killed (the agent's among them) for ``outage`` s, then restarted."""
+    down = []
+
+    def fault(cluster, board):
+        mine = _member_of(cluster, board)
+        down.extend([mine, next(i for i in cluster.live() if i != mine)])
+        for i in down:
+            cluster.kill(i)
+
+    def heal(cluster):
+        for i in down:
+            cluster.start(i)
+    return _ClusterFault("etcd quorum lost (2 of 3 killed) %.0f s" % outage, fault, outage,
+                         heal=heal, absorbed=False).run()
+
+
+def etcd_member_replaced():
+    """The agent's member loses its disk: killed, removed, wiped, added again, started."""
+    return _ClusterFault("etcd member wiped and re-added",
+                         lambda c, b: c.replace(_member_of(c, b))).run()
+
+
+def etcd_compacted():
+    """The history compacted to the current revision and every member defragmented."""
+    def fault(cluster, board):
+        cluster.compact()
+        cluster.defragment()
+    return _ClusterFault("etcd compacted and defragmented", fault).run()
 
 
 def sqlite_corrupt_at_start(outage=3.0):
@@ -422,6 +606,12 @@ TABLE = (
     ("sqlite locked", sqlite_locked, {"outage": 3.0}, {"outage": 10.0}),
     ("etcd stopped", etcd_stopped, {"outage": 3.0}, {"outage": 10.0}),
     ("etcd down at start", etcd_down_at_start, {"outage": 3.0}, {"outage": 5.0}),
+    ("etcd cluster leader killed", etcd_leader_killed, {}, {}),
+    ("etcd cluster member partitioned", etcd_member_partitioned, {"outage": 3.0},
+     {"outage": 10.0}),
+    ("etcd cluster quorum lost", etcd_quorum_lost, {"outage": 5.0}, {"outage": 30.0}),
+    ("etcd cluster member wiped", etcd_member_replaced, {}, {}),
+    ("etcd cluster compacted", etcd_compacted, {}, {}),
     ("sqlite corrupt at start", sqlite_corrupt_at_start, {"outage": 1.0}, {"outage": 3.0}),
     ("libvirt hung", libvirt_hung, {"outage": 3.0}, {"outage": 15.0, "call_timeout_s": 2.0}),
     ("sigterm while hung", sigterm_while_hung, {"outage": 3.0},
