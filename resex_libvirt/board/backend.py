@@ -16,13 +16,16 @@ Two implementations, chosen by URL scheme in :func:`resex_libvirt.board.open_boa
 :mod:`~resex_libvirt.board.sqlite` (one file, the all-in-one default) and
 :mod:`~resex_libvirt.board.etcd` (etcd v3, for a fleet). Every error of the
 store underneath becomes :class:`~resex_libvirt.exceptions.BoardUnavailable`
-with the cause chained. A record that does not validate is
-dropped by :meth:`Board.snapshot` (logged at debug), never returned and never
-raised: one bad agent must not blind the scheduler to the rest of the fleet.
+with the cause chained. Records are untrusted (any compute node can write
+one): a record that does not validate, or that names another host than its
+key, is dropped by :class:`RecordDecoder` (counted in :attr:`Board.rejected`,
+logged), never returned and never raised: one bad agent must not blind the
+scheduler to the rest of the fleet (:doc:`/board`, "Untrusted records").
 Freshness is the reader's business (by ``ts``): a board returns what it holds.
 """
 
 import abc
+import collections
 import logging
 
 from resex_libvirt.board import report as report_mod
@@ -35,6 +38,15 @@ class Board(metaclass=abc.ABCMeta):
 
     #: The URL the board was opened with (credentials never included).
     url = None
+
+    #: The backend's :class:`RecordDecoder` (every backend decodes through one).
+    _decoder = None
+
+    @property
+    def rejected(self):
+        """Records dropped since the board was opened: ``{reason: count}`` of :data:`REASONS`."""
+        counts = self._decoder.rejected if self._decoder is not None else {}
+        return {reason: counts.get(reason, 0) for reason in REASONS}
 
     @abc.abstractmethod
     def publish(self, report):
@@ -75,20 +87,34 @@ class Board(metaclass=abc.ABCMeta):
         self.close()
 
 
-class RecordDecoder:
-    """Turns a backend's ``(host, raw_json)`` rows into ``{host: HostReport}``.
+#: Why a record was dropped: it failed validation / it names another host than its key.
+INVALID, MISPLACED = "invalid", "misplaced"
+REASONS = (INVALID, MISPLACED)
 
-    Invalid rows are dropped (logged at debug once per bad value). A row
-    whose record names another host than its key is dropped too (a
-    copy-paste or a corrupt write must not shadow a real host). The parsed
-    record of each host is kept and reused while its raw value is unchanged:
-    in a large fleet agents publish on change, so most records of a snapshot
-    are the ones of the previous snapshot and validation costs a comparison.
+
+class RecordDecoder:
+    """Turns a backend's ``(host, raw)`` rows into ``{host: HostReport}``.
+
+    ``raw`` is the stored value (bytes or text; anything else is invalid),
+    ``host`` the host its key names. The parsed record of each host is kept
+    and reused while its raw value is unchanged: in a large fleet agents
+    publish on change, so most records of a snapshot are the ones of the
+    previous snapshot and validation costs a comparison.
+
+    A row is dropped, never raised, when its record does not validate
+    (:data:`INVALID`) or names another host than its key (:data:`MISPLACED`:
+    a copy-paste or a forged write must not shadow a real host; a key that
+    is not text, or held bytes that are not UTF-8, names no host). Each
+    dropped value is counted once in :attr:`rejected` (an unchanged one read
+    again is not), and logged at WARNING when the key's record turns bad
+    (at DEBUG while it stays bad, so a broken agent publishing every second
+    logs one line, not one an epoch).
     """
 
     def __init__(self, source):
         self.source = source
         self._last = {}
+        self.rejected = collections.Counter()
 
     def decode(self, rows):
         out = {}
@@ -99,7 +125,7 @@ class RecordDecoder:
             if hit is not None and hit[0] == raw:
                 rec = hit[1]
             else:
-                rec = self._parse(host, raw)
+                rec = self._parse(host, raw, hit)
             seen[host] = (raw, rec)
             if rec is not None:
                 out[host] = rec
@@ -116,19 +142,30 @@ class RecordDecoder:
                 out[host] = None
                 continue
             hit = last.get(host)
-            rec = hit[1] if hit is not None and hit[0] == raw else self._parse(host, raw)
+            rec = hit[1] if hit is not None and hit[0] == raw else self._parse(host, raw, hit)
             last[host] = (raw, rec)
             out[host] = rec
         return out
 
-    def _parse(self, host, raw):
+    def _parse(self, host, raw, hit):
+        """The record of ``raw`` under ``host``'s key, or None; ``hit``: the key's last row."""
         try:
             rec = report_mod.HostReport.from_json(raw)
         except report_mod.InvalidReport as exc:
-            LOG.debug("dropping the board record of %s from %s: %s", host, self.source, exc)
-            return None
-        if rec.host != host:
-            LOG.debug("dropping the board record under %s from %s: it names host %s",
-                      host, self.source, rec.host)
-            return None
+            return self._drop(host, hit, INVALID, exc)
+        except Exception:  # noqa: BLE001 - the boundary: a bad record never blinds the reader
+            LOG.exception("unexpected error validating the board record under %.80r from %s",
+                          host, self.source)
+            return self._drop(host, hit, INVALID, "unexpected error (logged above)")
+        if type(host) is not str or rec.host != host or "\ufffd" in host:
+            return self._drop(host, hit, MISPLACED, "it names host %r" % (rec.host,))
         return rec
+
+    def _drop(self, host, hit, reason, detail):
+        self.rejected[reason] += 1
+        # Warn when the key's record turns bad; its next bad values are DEBUG.
+        level = logging.DEBUG if hit is not None and hit[1] is None else logging.WARNING
+        # A key is any bytes a node chose: logged as a repr, at most 80 characters.
+        LOG.log(level, "dropping the board record under %.80r from %s (%s): %s",
+                host, self.source, reason, detail)
+        return None

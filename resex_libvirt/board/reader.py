@@ -40,6 +40,11 @@ never mutates them).
   is logged once at WARNING, the recovery once at INFO.
 * **First request not blind**: :meth:`BoardReader.start` waits for the first
   full read up to ``load_timeout`` seconds.
+* **Untrusted records**: any compute node can write the board. A record that
+  does not validate, or names another host than its key, is dropped by the
+  board's :class:`~resex_libvirt.board.backend.RecordDecoder` (the key reads
+  as having no record), logged, and counted (:attr:`BoardReader.rejected`);
+  it never stops the follower nor reaches a request.
 """
 
 import logging
@@ -48,6 +53,7 @@ import time
 
 from resex_libvirt import board as board_mod
 from resex_libvirt.board import admission as admission_mod
+from resex_libvirt.board import backend
 from resex_libvirt import exceptions
 
 LOG = logging.getLogger(__name__)
@@ -276,6 +282,15 @@ class BoardReader:
     def loaded_at(self):
         """Wall-clock time of the last successful read, or None."""
         return self._loaded_at
+
+    @property
+    def rejected(self):
+        """Board records dropped since the board was opened: ``{"invalid": n, "misplaced": n}``.
+
+        Each bad value counts once (:class:`~resex_libvirt.board.backend.RecordDecoder`).
+        """
+        board = self._board
+        return board.rejected if board is not None else dict.fromkeys(backend.REASONS, 0)
 
     @property
     def failing(self):

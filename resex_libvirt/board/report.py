@@ -194,6 +194,16 @@ MAX_RECORD_BYTES = 8192
 MAX_PROJECTS = 32
 MAX_PROJECT_CHARS = 64
 
+#: Largest count a record may carry (``vms``, ``epoch``...): exact in a double,
+#: so every reader can do arithmetic with it (a JSON integer has no bound).
+MAX_COUNT = 2 ** 53 - 1
+
+#: Largest ``latency_inflation_pct`` a reader accepts: ten million times the
+#: base latency is no measurement (agents since 1.1 publish at most
+#: :data:`MAX_VM_INFLATION_PCT`), and the scheduler's arithmetic on the index
+#: stays far from overflow.
+MAX_INFLATION_PCT = 1e9
+
 
 class ProjectCount(typing.NamedTuple):
     """One entry of a report's ``projects``: a project's VMs on the host."""
@@ -220,16 +230,36 @@ _FLOATS = (
     ("untaxable_utilisation", 0.0, 1.0),
     ("cpu_price", 0.0, math.inf),
     ("io_price", 0.0, math.inf),
-    ("latency_inflation_pct", 0.0, math.inf),
+    ("latency_inflation_pct", 0.0, MAX_INFLATION_PCT),
     ("sensitive_io_share", 0.0, 1.0),
     ("heavy_io_share", 0.0, 1.0),
 )
 
 
+def _shown(value):
+    """``value`` for an error message: short, and never the repr of a nested value.
+
+    A record's values are untrusted: the repr of an array nested 900 deep
+    (which JSON parses) passes the recursion limit, and one of 8 KB floods
+    the log.
+    """
+    if isinstance(value, (list, tuple, dict)):
+        return "a JSON %s of %d" % ("object" if isinstance(value, dict) else "array", len(value))
+    if type(value) is int and value.bit_length() > 64:
+        return "an integer of %d bits" % value.bit_length()
+    text = repr(value)
+    return text if len(text) <= 64 else text[:60] + "..."
+
+
 def _finite(name, value, lo=None, hi=None):
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidReport("%s must be a number, got %r" % (name, value))
-    value = float(value)
+        raise InvalidReport("%s must be a number, got %s" % (name, _shown(value)))
+    try:
+        value = float(value)
+    except OverflowError as exc:
+        # An integer of hundreds of digits: JSON numbers have no bound.
+        raise InvalidReport("%s must be finite, got an integer of %d bits"
+                            % (name, value.bit_length())) from exc
     if not math.isfinite(value):
         raise InvalidReport("%s must be finite, got %r" % (name, value))
     if lo is not None and value < lo:
@@ -241,27 +271,41 @@ def _finite(name, value, lo=None, hi=None):
 
 def _count(name, value):
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidReport("%s must be a non-negative integer, got %r" % (name, value))
+        raise InvalidReport("%s must be a non-negative integer, got %s" % (name, _shown(value)))
+    if value > MAX_COUNT:
+        raise InvalidReport("%s must be <= %d, got an integer of %d bits"
+                            % (name, MAX_COUNT, value.bit_length()))
+    return value
+
+
+def _unicode(name, value):
+    """``value``, unless it holds a lone surrogate (JSON's ``\\ud800``): no UTF-8 encodes it."""
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidReport("%s is not valid Unicode" % name) from exc
     return value
 
 
 def _text(name, value, allow_empty=False):
     if not isinstance(value, str) or (not allow_empty and not value.strip()):
-        raise InvalidReport("%s must be a non-empty string, got %r" % (name, value))
+        raise InvalidReport("%s must be a non-empty string, got %s" % (name, _shown(value)))
     if len(value) > 255:
         raise InvalidReport("%s is longer than 255 characters" % name)
-    return value
+    return _unicode(name, value)
 
 
 def _project_count(entry):
     if isinstance(entry, ProjectCount):
         return entry
     if not isinstance(entry, dict):
-        raise InvalidReport("a projects entry must be an object, got %r" % (entry,))
+        raise InvalidReport("a projects entry must be an object, got %s" % _shown(entry))
     project = entry.get("project")
     if not isinstance(project, str) or not project or len(project) > MAX_PROJECT_CHARS:
         raise InvalidReport("a projects entry needs a project ID of 1 to %d characters"
                             % MAX_PROJECT_CHARS)
+    _unicode("a project ID", project)
     # Keys a newer minor version adds to an entry are ignored, as a record's are.
     counts = [_count(name, entry.get(name, 0)) for name in ProjectCount._fields[1:]]
     return ProjectCount(project, *counts)
@@ -270,7 +314,7 @@ def _project_count(entry):
 def _projects(value, vms):
     """A report's ``projects`` as a tuple of :class:`ProjectCount`, validated."""
     if not isinstance(value, (list, tuple)):
-        raise InvalidReport("projects must be a list, got %r" % (value,))
+        raise InvalidReport("projects must be a list, got %s" % _shown(value))
     if len(value) > MAX_PROJECTS:
         raise InvalidReport("projects lists more than %d projects" % MAX_PROJECTS)
     out = tuple(_project_count(entry) for entry in value)
@@ -410,11 +454,12 @@ def parse_version(version):
     """``(major, minor)`` of a record's ``version`` (``"1.1"``, or 1.0's integer ``1``)."""
     if type(version) is int:
         return version, 0
-    if isinstance(version, str):
+    if isinstance(version, str) and len(version) <= 16 and version.isascii():
+        # ASCII first: str.isdigit() is true for "\u00b2", which int() refuses.
         major, sep, minor = version.partition(".")
-        if sep and major.isdigit() and minor.isdigit() and len(version) <= 16:
+        if sep and major.isdigit() and minor.isdigit():
             return int(major), int(minor)
-    raise InvalidReport("malformed report version %r" % (version,))
+    raise InvalidReport("malformed report version %s" % _shown(version))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -449,8 +494,8 @@ class HostReport:
     def __post_init__(self):
         major, _minor = parse_version(self.version)
         if major != MAJOR:
-            raise InvalidReport("unknown report version %r (this reader knows %d.x)"
-                                % (self.version, MAJOR))
+            raise InvalidReport("unknown report version %s (this reader knows %d.x)"
+                                % (_shown(self.version), MAJOR))
         _text("host", self.host)
         _text("agent_version", self.agent_version, allow_empty=True)
         _text("state", self.state)
@@ -459,7 +504,7 @@ class HostReport:
             object.__setattr__(self, "untaxable_utilisation", self.link_utilisation)
         for name in _COUNTS:
             value = getattr(self, name)
-            if type(value) is not int or value < 0:
+            if type(value) is not int or not 0 <= value <= MAX_COUNT:
                 _count(name, value)
         if self.sensitive_vms > self.vms or self.heavy_io_vms > self.vms:
             raise InvalidReport("sensitive_vms and heavy_io_vms must be <= vms")
@@ -573,8 +618,8 @@ class HostReport:
             raise InvalidReport("a report must be a JSON object, got %s" % type(data).__name__)
         major, _minor = parse_version(data.get("version"))
         if major != MAJOR:
-            raise InvalidReport("unknown report version %r (this reader knows %d.x)"
-                                % (data.get("version"), MAJOR))
+            raise InvalidReport("unknown report version %s (this reader knows %d.x)"
+                                % (_shown(data.get("version")), MAJOR))
         keys = data.keys()
         if keys != _FIELD_NAMES:
             missing = _REQUIRED - keys
@@ -600,17 +645,32 @@ class HostReport:
             raise InvalidReport("a record must be text, got %s" % type(text).__name__)
         if len(text) > MAX_RECORD_BYTES:
             raise InvalidReport("record longer than %d bytes" % MAX_RECORD_BYTES)
-
-        def no_constants(name):
-            raise InvalidReport("non-finite number %s" % name)
-
         try:
-            data = json.loads(text, parse_constant=no_constants)
+            data = _DECODER.decode(text)
+        except InvalidReport:
+            raise
         except ValueError as exc:
-            if isinstance(exc, InvalidReport):
-                raise
+            # Also an integer of more than 4300 digits (int's conversion limit).
             raise InvalidReport("not JSON: %s" % exc) from exc
+        except RecursionError as exc:
+            # "[[[[..." within the size bound nests past the interpreter's limit.
+            raise InvalidReport("not JSON: nested too deeply") from exc
         return cls.from_dict(data)
+
+
+def _no_constants(name):
+    raise InvalidReport("non-finite number %s" % name)
+
+
+def _unique_keys(pairs):
+    """A JSON object as a dict; a key given twice is ambiguous (readers differ on which wins)."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise InvalidReport("a key is given twice in one object")
+    return out
+
+
+_DECODER = json.JSONDecoder(parse_constant=_no_constants, object_pairs_hook=_unique_keys)
 
 
 #: The wire fields, in declaration order (``congestion_index`` is derived).

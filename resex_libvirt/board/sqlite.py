@@ -90,6 +90,18 @@ _SEQ_SCHEMA = (
 )
 
 
+#: A row as stored bytes: a TEXT value that is not UTF-8 (a writer other than
+#: :meth:`SQLiteBoard.publish`) makes sqlite3 raise on the whole query, which
+#: would blind the reader to every host; as bytes, only that row is dropped.
+_ROW = "CAST(host AS BLOB), CAST(record AS BLOB)"
+
+
+def _rows(rows):
+    """``(host, record)`` of :data:`_ROW` rows; a host that is not UTF-8 reads with U+FFFD."""
+    return [(host.decode("utf-8", "replace") if type(host) is bytes else host, record)
+            for host, record, *_ in rows]
+
+
 def _ensure_seq(conn):
     """Add the change counter to the board if it lacks it (idempotent)."""
     columns = {row[1] for row in conn.execute("PRAGMA table_info(host_report)")}
@@ -172,16 +184,19 @@ class SQLiteBoard(backend.Board):
 
     def snapshot(self):
         rows = self._run("snapshot", lambda conn: conn.execute(
-            "SELECT host, record FROM host_report").fetchall())
-        return self._decoder.decode(rows)
+            "SELECT " + _ROW + " FROM host_report").fetchall())
+        return self._decoder.decode(_rows(rows))
 
     def changes(self, since):
-        """``(rows, last)``: the ``(host, record)`` rows changed after ``seq`` ``since``."""
+        """``(rows, last)``: the ``(host, record)`` rows changed after ``seq`` ``since``.
+
+        ``record`` is the stored bytes (the decoder checks they are UTF-8).
+        """
         rows = self._run("changes", lambda conn: conn.execute(
-            "SELECT host, record, seq FROM host_report WHERE seq > ? ORDER BY seq",
+            "SELECT " + _ROW + ", seq FROM host_report WHERE seq > ? ORDER BY seq",
             (since,)).fetchall())
         last = rows[-1][2] if rows else since
-        return [(host, record) for host, record, _ in rows], last
+        return _rows(rows), last
 
     def follow(self, stop, interval):
         """Everything once, then the rows changed since the last read.
