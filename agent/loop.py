@@ -386,7 +386,9 @@ class Agent:
                 self.version, taxes_interferers=self.market.policy.taxes_interferers,
                 run_delays=self._epoch_run_delays(), state=state,
                 projects={uuid: rec.info.project for uuid, rec in self.vms.items()
-                          if rec.info.project})
+                          if rec.info.project},
+                addresses={uuid: rec.info.addresses for uuid, rec in self.vms.items()
+                           if rec.info.addresses})
         except Exception:
             LOG.exception("could not build the host report of epoch %d", summary.epoch)
             report = None
@@ -516,9 +518,10 @@ class Agent:
 
     def _vm_part(self, v):
         lat = self.last_windows.get(v.vm)
-        return "%s cap %.0f/%.0f%%%s rate %.2f%s (%s)" % (
+        return "%s cap %.0f/%.0f%%%s rate %.2f%s%s (%s)" % (
             self._name(v.vm), v.cap_mean, v.cap_min, self._in_force_part(v), v.rate,
-            " lat %.0fus" % lat.mean_us if lat is not None else "", self.reason(v.vm))
+            " lat %.0fus" % lat.mean_us if lat is not None else "",
+            " peer %s" % lat.peer if lat is not None and lat.peer else "", self.reason(v.vm))
 
     def _in_force_part(self, v):
         """`` in force 1.93%`` where the knobs written say otherwise than the market's cap."""

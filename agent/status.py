@@ -90,6 +90,9 @@ def vm_status(info, window=None, interference_pct=None, cap_pct=None, reason=Non
             "p99_us": round(float(window.p99_us), 3) if window.p99_us > 0 else None,
             "interference_pct": (round(float(interference_pct), 2)
                                  if interference_pct is not None else None)}
+        if window.peer:
+            # The VM's own report named it: the tenant's claim, told back.
+            out["window"]["peer"] = window.peer
     limit = sla.effective_limit(info.vcpus)
     if cap_pct is not None and cap_pct < limit - CAP_TOLERANCE_PCT:
         out["cap"] = {"pct": round(float(cap_pct), 2), "limit_pct": round(float(limit), 2),

@@ -22,7 +22,10 @@
  *   benchex client [--host H] [--port N] (--rate R | --concurrency C) [--requests N]
  *                  [--request-bytes N] [--json] [REPORT]
  *   REPORT: --report-channel PATH [--status-file PATH] | --report-socket PATH --vm UUID
- *           [--report-interval S]
+ *           [--report-interval S] [--report-peer ADDR|auto|none]
+ *   --report-peer: the peer the reports name (benchex/wire.py, version 2): an address
+ *           or a GID; auto (the client's default) the server as connected, its GID over
+ *           verbs; none (the server's default) no peer: version 1 reports
  *   --status-file: the status the agent sends back down the channel (benchex/status.py),
  *           the latest valid one, as JSON for `benchex status --file PATH`
  *
@@ -453,6 +456,122 @@ static void py_float(char *out, size_t cap, double v)
 		snprintf(out + i, cap - (size_t)i, "%.*s.%s", decpt, digits, digits + decpt);
 }
 
+/* ---- the peer a report names (benchex/wire.py: parse_peer) --------------- */
+
+#define PEER_MAX_CHARS 64       /* wire.MAX_PEER_CHARS */
+#define PEER_BUF (PEER_MAX_CHARS + 1)
+
+/* wire._PORT: 1 to 65535, decimal, no leading zero. */
+static int peer_port(const char *s)
+{
+	size_t i, n = strlen(s);
+	long v = 0;
+	if (n < 1 || n > 5 || s[0] == '0')
+		return 0;
+	for (i = 0; i < n; i++) {
+		if (!is_digit(s[i]))
+			return 0;
+		v = v * 10 + (s[i] - '0');
+	}
+	return v <= 65535;
+}
+
+/* Only characters of set, and lo to hi of them (wire._IPV4, wire._IPV6). */
+static int peer_chars(const char *s, const char *set, size_t lo, size_t hi)
+{
+	size_t n = strlen(s);
+	return n >= lo && n <= hi && strspn(s, set) == n;
+}
+
+static int peer_ipv4(const char *s)
+{
+	unsigned char buf[4];
+	return peer_chars(s, "0123456789.", 7, 15) && inet_pton(AF_INET, s, buf) == 1;
+}
+
+static int peer_ipv6(const char *s)
+{
+	unsigned char buf[16];
+	return peer_chars(s, "0123456789abcdef:.", 2, 45) && inet_pton(AF_INET6, s, buf) == 1;
+}
+
+/* wire._GID: eight groups of four hex digits (lower case here). */
+static int peer_gid(const char *s)
+{
+	int i;
+	if (strlen(s) != 39)
+		return 0;
+	for (i = 0; i < 39; i++) {
+		if (i % 5 == 4 ? s[i] != ':' : !is_hex(s[i]))
+			return 0;
+	}
+	return 1;
+}
+
+/*
+ * Lower-case text into out (PEER_BUF bytes) when it names a peer as
+ * wire.parse_peer reads one: A.B.C.D[:PORT], an IPv6 address, [IPV6]:PORT,
+ * or a GID. Returns 1, or 0 when it names none.
+ */
+static int peer_text(const char *text, char *out)
+{
+	char host[PEER_BUF];
+	const char *colon, *end;
+	size_t i, n = strlen(text);
+	if (n < 1 || n > PEER_MAX_CHARS)
+		return 0;
+	for (i = 0; i <= n; i++)
+		out[i] = text[i] >= 'A' && text[i] <= 'Z' ? (char)(text[i] - 'A' + 'a') : text[i];
+	if (out[0] == '[') {
+		end = strstr(out, "]:");
+		if (!end || !peer_port(end + 2))
+			return 0;
+		memcpy(host, out + 1, (size_t)(end - out - 1));
+		host[end - out - 1] = 0;
+		return peer_ipv6(host);
+	}
+	if (peer_gid(out))
+		return 1;
+	colon = strchr(out, ':');
+	if (!colon)
+		return peer_ipv4(out);
+	if (strchr(colon + 1, ':'))
+		return peer_ipv6(out);
+	memcpy(host, out, (size_t)(colon - out));
+	host[colon - out] = 0;
+	return peer_port(colon + 1) && peer_ipv4(host);
+}
+
+/* The peer text of a connected socket address (reporter.sockaddr_peer); 0 if none. */
+static int sockaddr_peer(const struct sockaddr *sa, char *out)
+{
+	char host[INET6_ADDRSTRLEN], text[PEER_BUF + 16];
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+		if (!inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host)))
+			return 0;
+		snprintf(text, sizeof(text), "%s:%u", host, (unsigned)ntohs(in->sin_port));
+	} else if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+		if (!inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host)))
+			return 0;
+		snprintf(text, sizeof(text), "[%s]:%u", host, (unsigned)ntohs(in6->sin6_port));
+	} else {
+		return 0;
+	}
+	return peer_text(text, out);
+}
+
+/* One report line (wire.encode): version 2 with a peer, else 1. Returns its length. */
+static int report_line(char *line, size_t cap, size_t n, double mean, double std, double p99,
+		       const char *vm, const char *peer)
+{
+	return snprintf(line, cap, "{\"v\":%d%s%s%s%s%s%s,\"n\":%zu,\"mean_us\":%.3f,"
+			"\"std_us\":%.3f,\"p99_us\":%.3f}\n", peer ? 2 : 1,
+			peer ? ",\"peer\":\"" : "", peer ? peer : "", peer ? "\"" : "",
+			vm ? ",\"vm\":\"" : "", vm ? vm : "", vm ? "\"" : "", n, mean, std, p99);
+}
+
 /*
  * A number as status.py's _number (finite, >= 0; > 0 with positive) or
  * _signed (signed) takes it, to v; -1 if it would refuse it.
@@ -534,7 +653,8 @@ static int st_window(const struct jval *o, char *out, size_t *len)
 {
 	struct jval req, j;
 	double mean, p99 = 0, intf = 0;
-	int has_p99 = 0, has_intf = 0;
+	int has_p99 = 0, has_intf = 0, has_peer = 0;
+	char peer[PEER_BUF + 16], lower[PEER_BUF];
 	const char *digits;
 	if (!j_get(o, "requests", &req) || req.t != J_NUM || !req.is_int)
 		return -1;
@@ -556,6 +676,11 @@ static int st_window(const struct jval *o, char *out, size_t *len)
 			return -1;
 		has_intf = 1;
 	}
+	if (j_get(o, "peer", &j) && j.t != J_NULL) {
+		if (j.t != J_STR || j_text(&j, peer, sizeof(peer)) || !peer_text(peer, lower))
+			return -1;
+		has_peer = 1;
+	}
 	if (has_intf)
 		st_num(out, len, "{", "interference_pct", intf);
 	else
@@ -565,6 +690,8 @@ static int st_window(const struct jval *o, char *out, size_t *len)
 		st_num(out, len, ", ", "p99_us", p99);
 	else
 		st_cat(out, len, ", \"p99_us\": null");
+	if (has_peer)
+		st_cat(out, len, ", \"peer\": \"%s\"", peer);
 	st_cat(out, len, ", \"requests\": %.*s}", (int)(req.e - digits), digits);
 	return 0;
 }
@@ -693,7 +820,7 @@ static void status_feed(struct status_reader *s, const char *data, size_t n)
 	}
 }
 
-/* ---- the reporter: v1 summaries to the agent's intake --------------------- */
+/* ---- the reporter: summaries to the agent's intake ------------------------ */
 
 /*
  * On the channel the reporter is also the reader of the status the agent
@@ -704,6 +831,8 @@ static void status_feed(struct status_reader *s, const char *data, size_t n)
 struct reporter {
 	const char *path;   /* NULL: not reporting */
 	const char *vm;     /* set for the probe socket */
+	char peer[PEER_BUF];        /* the peer the reports name ("": none, version 1) */
+	int auto_peer;      /* --report-peer auto: the first connection's address */
 	const char *status_file;    /* --status-file, or NULL */
 	double interval_s;
 	double *vals;
@@ -851,20 +980,21 @@ static void reporter_flush(struct reporter *r)
 		mean = 0.001;
 	if (p99 < 0.001)
 		p99 = 0.001;
-	if (r->vm)
-		len = snprintf(line, sizeof(line),
-			       "{\"v\":1,\"vm\":\"%s\",\"n\":%zu,\"mean_us\":%.3f,\"std_us\":%.3f,"
-			       "\"p99_us\":%.3f}\n", r->vm, n, mean, std, p99);
-	else
-		len = snprintf(line, sizeof(line),
-			       "{\"v\":1,\"n\":%zu,\"mean_us\":%.3f,\"std_us\":%.3f,\"p99_us\":%.3f}\n",
-			       n, mean, std, p99);
+	len = report_line(line, sizeof(line), n, mean, std, p99, r->vm,
+			  r->peer[0] ? r->peer : NULL);
 	if (len <= 0 || (size_t)len >= sizeof(line))
 		r->dropped++;
 	else
 		reporter_send(r, line, len);
 	if (r->status)
 		reporter_read_status(r);
+}
+
+/* The client connected to sa: with --report-peer auto, the first address is the peer. */
+static void reporter_connected(struct reporter *r, const struct sockaddr *sa)
+{
+	if (r->auto_peer && !r->peer[0] && !sockaddr_peer(sa, r->peer))
+		r->peer[0] = 0;
 }
 
 static void reporter_add(struct reporter *r, double us)
@@ -881,6 +1011,8 @@ static void reporter_add(struct reporter *r, double us)
 
 struct opts {
 	const char *bind, *host, *report_channel, *report_socket, *vm, *status_file;
+	const char *report_peer;   /* --report-peer ADDR|auto|none, or NULL: the default */
+	int client;                /* benchex client (its reports name the server by default) */
 	long port;
 	double compute_us, rate, report_interval;
 	long reply_bytes, request_bytes, concurrency, requests;
@@ -898,7 +1030,7 @@ static void usage(FILE *f)
 	      "       benchex {server|client} --transport verbs [--verb send|write]"
 	      " [--print-samples S] ...\n"
 	      "REPORT: --report-channel PATH [--status-file PATH] | --report-socket PATH --vm UUID"
-	      " [--report-interval S]\n"
+	      " [--report-interval S] [--report-peer ADDR|auto|none]\n"
 	      "--status-file: write each status the agent sends back down the channel to PATH"
 	      " (JSON), for benchex status --file\n", f);
 }
@@ -986,6 +1118,14 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 			o->report_channel = val;
 		} else if (!strcmp(a, "--status-file")) {
 			o->status_file = val;
+		} else if (!strcmp(a, "--report-peer")) {
+			char peer[PEER_BUF];
+			if (strcmp(val, "auto") && strcmp(val, "none") && !peer_text(val, peer)) {
+				fprintf(stderr, "benchex: --report-peer: not an address, GID, auto or"
+					" none: %s\n", val);
+				return -1;
+			}
+			o->report_peer = val;
 		} else if (!strcmp(a, "--report-socket")) {
 			o->report_socket = val;
 		} else if (!strcmp(a, "--vm")) {
@@ -1043,6 +1183,10 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 		      " channel\n", stderr);
 		return -1;
 	}
+	if (o->report_peer && !o->report_channel && !o->report_socket) {
+		fputs("benchex: --report-peer needs --report-channel or --report-socket\n", stderr);
+		return -1;
+	}
 	if (o->report_channel && o->vm) {
 		fputs("benchex: --vm is not allowed with --report-channel\n", stderr);
 		return -1;
@@ -1073,6 +1217,10 @@ static int reporter_init(struct reporter *r, const struct opts *o)
 			return -1;
 	}
 	if (r->path) {
+		const char *peer = o->report_peer ? o->report_peer : o->client ? "auto" : "none";
+		r->auto_peer = !strcmp(peer, "auto");
+		if (!r->auto_peer && strcmp(peer, "none") && !peer_text(peer, r->peer))
+			return -1;
 		r->vals = malloc(sizeof(double) * REPORT_MAX_SAMPLES);
 		if (!r->vals)
 			return -1;
@@ -1506,6 +1654,12 @@ static int run_client(const struct opts *o)
 		conns[i].fd = connect_to(o->host, o->port);
 		if (conns[i].fd < 0)
 			return 2;
+		if (i == 0) {
+			struct sockaddr_storage peer;
+			socklen_t plen = sizeof(peer);
+			if (getpeername(conns[0].fd, (struct sockaddr *)&peer, &plen) == 0)
+				reporter_connected(&rep, (struct sockaddr *)&peer);
+		}
 		pfds[i].fd = conns[i].fd;
 		pfds[i].events = POLLIN;
 	}
@@ -1622,6 +1776,7 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
+	o.client = !strcmp(argv[1], "client");
 	if (parse_opts(argc, argv, &o))
 		return 2;
 	memset(&sa, 0, sizeof(sa));

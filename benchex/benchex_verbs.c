@@ -29,7 +29,8 @@
  * and sent when due or, if the previous reply is late, as soon as it
  * arrives; its latency runs from its due time (coordinated omission
  * corrected, as the TCP open-loop client). Summaries go through the same
- * reporter as the TCP mode (latency channel or probe socket);
+ * reporter as the TCP mode (latency channel or probe socket), naming the
+ * server's GID as their peer by default (--report-peer auto);
  * --print-samples S also prints every latency, one line per S seconds:
  *   resex-lat tool=benchex verb=send bytes=65536 n=3 samples=812,790,1204
  */
@@ -398,6 +399,37 @@ static void samples_add(struct sample_printer *sp, double us)
 		samples_flush(sp);
 }
 
+/* A GID (16 bytes, network order) as eight groups of four hex digits; 0 if all zero. */
+static int gid_peer(const unsigned char *raw, char *out)
+{
+	int i, any = 0;
+	for (i = 0; i < 16; i++)
+		any |= raw[i];
+	if (!any)
+		return 0;
+	for (i = 0; i < 8; i++)
+		snprintf(out + i * 5, 6, i < 7 ? "%02x%02x:" : "%02x%02x", raw[2 * i], raw[2 * i + 1]);
+	return 1;
+}
+
+/*
+ * With --report-peer auto the reports name the server's GID, as the resolved
+ * route holds it (its path record, else the address's), or, when the route
+ * has none, its address as resolved.
+ */
+static void verbs_name_peer(struct reporter *rep, struct rdma_cm_id *id)
+{
+	const union ibv_gid *dgid = &id->route.addr.addr.ibaddr.dgid;
+	if (!rep->auto_peer || rep->peer[0])
+		return;
+	if (id->route.num_paths > 0 && id->route.path_rec)
+		dgid = &id->route.path_rec[0].dgid;
+	if (gid_peer(dgid->raw, rep->peer) ||
+	    gid_peer(id->route.addr.addr.ibaddr.dgid.raw, rep->peer))
+		return;
+	reporter_connected(rep, rdma_get_peer_addr(id));
+}
+
 static int run_verbs_client(const struct opts *o)
 {
 	struct rdma_event_channel *ec = rdma_create_event_channel();
@@ -440,6 +472,7 @@ static int run_verbs_client(const struct opts *o)
 		vconn_free(&v);
 		return 2;
 	}
+	verbs_name_peer(&rep, v.id);
 	put32(hello, REQUEST_MAGIC);
 	put32(hello + 4, (uint32_t)slen);
 	conn_params(&cp, hello, sizeof(hello));

@@ -21,7 +21,7 @@
 
     REPORT: --report-channel PATH [--status-file PATH]  (in a guest: the virtio-serial port)
           | --report-socket PATH --vm UUID              (on the host: the agent's probe socket)
-            [--report-interval S]
+            [--report-interval S] [--report-peer ADDR|auto|none]
 
 The server prints ``benchex server listening on HOST:PORT`` once it
 accepts connections and runs until SIGINT/SIGTERM. The client prints its
@@ -37,6 +37,12 @@ client reports on the channel it is their reporter that reads the status:
 give them ``--status-file PATH`` and read it with ``benchex status --file
 PATH``. Otherwise ``benchex status`` opens the port itself and waits up to
 ``--wait`` seconds for a line. Exit status: 0, or 3 when no status came.
+
+``--report-peer`` names the other end of the measured requests in each
+report (:mod:`benchex.wire`, version 2): an address (``A.B.C.D[:PORT]``,
+an IPv6 address or ``[IPV6]:PORT``) or a GID; ``auto`` (the client's
+default) the server as connected; ``none`` (the server's default) no peer,
+which writes version 1 reports, as an agent older than version 2 requires.
 """
 
 import argparse
@@ -93,6 +99,11 @@ def _add_report_args(parser):
                        help="the measured VM (with --report-socket)")
     group.add_argument("--report-interval", type=_positive_float, default=0.1, metavar="S",
                        help="seconds per reported window (default 0.1)")
+    group.add_argument("--report-peer", metavar="ADDR|auto|none",
+                       help="the peer the reports name: an address (A.B.C.D[:PORT], IPV6 or "
+                            "[IPV6]:PORT) or a GID; auto: the server as connected (the "
+                            "client's default); none: no peer (the server's default; "
+                            "version 1 reports, for older agents)")
     group.add_argument("--status-file", metavar="PATH",
                        help="with --report-channel: write each status the agent sends back "
                             "to PATH (JSON), for benchex status --file")
@@ -214,11 +225,18 @@ def _reporter(args, parser):
     else:
         if args.status_file:
             parser.error("--status-file needs --report-channel")
+        if args.report_peer:
+            parser.error("--report-peer needs --report-channel or --report-socket")
         return None
     if args.status_file and not args.report_channel:
         parser.error("--status-file needs --report-channel: the status comes down the channel")
+    peer = args.report_peer or (reporter_mod.AUTO if args.command == "client" else "none")
+    if peer == "none":
+        peer = None
+    elif peer != reporter_mod.AUTO and wire.canonical_peer(peer) is None:
+        parser.error("--report-peer: not an address, GID, auto or none: %s" % peer)
     return reporter_mod.LatencyReporter(sink, interval_s=args.report_interval,
-                                        status_file=args.status_file)
+                                        status_file=args.status_file, peer=peer)
 
 
 def main(argv=None):

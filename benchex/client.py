@@ -24,6 +24,10 @@ the request by taking a difference between the two timestamps."
   under a given load. A request's latency runs from its *scheduled* send
   time, so a stalled sender does not hide queueing (coordinated omission).
 
+With a reporter, the reports name the server as their peer
+(``peer="auto"``, :class:`benchex.reporter.LatencyReporter`): its address
+and port as connected.
+
 Both check FCFS from the replies: ``order`` must equal ``arrival`` (see
 :mod:`benchex.protocol`), and on one connection orders must increase.
 """
@@ -58,6 +62,16 @@ def _connect(host, port, timeout):
     return sock
 
 
+def _name_peer(reporter, sock):
+    """Tell the reporter where the requests go: the server, as connected (its reports' peer)."""
+    if reporter is None:
+        return
+    try:
+        reporter.connected(sock.getpeername())
+    except OSError:     # already reset: the requests will say so
+        pass
+
+
 def _read_reply(sock):
     seq, arrival, order, _server_ns, reply_bytes = protocol.parse_reply(
         protocol.recv_exact(sock, protocol.REPLY.size))
@@ -74,6 +88,7 @@ def closed_loop(host, port, requests, concurrency=1, request_bytes=64, reporter=
     remaining = [requests]
     take_lock = threading.Lock()
     socks = [_connect(host, port, timeout) for _ in range(concurrency)]
+    _name_peer(reporter, socks[0])
 
     def run(sock):
         last_order = None
@@ -118,6 +133,7 @@ def open_loop(host, port, requests, rate, request_bytes=64, reporter=None, timeo
         raise ValueError("requests must be >= 1 and rate > 0")
     tally = _Tally(reporter)
     sock = _connect(host, port, timeout)
+    _name_peer(reporter, sock)
     scheduled = [0] * requests
     interval_ns = int(1e9 / rate)
     start_ns = time.perf_counter_ns()

@@ -34,6 +34,10 @@ it reads what arrived, non-blocking and bounded (:data:`STATUS_READS` reads
 of :data:`STATUS_READ_BYTES`), keeps the latest valid status
 (:attr:`LatencyReporter.status`) and, with ``status_file``, writes it there
 for ``benchex status --file`` to print.
+
+A report may name its peer (:mod:`benchex.wire`, version 2): the reporter
+writes the one it was given, or, given :data:`AUTO`, the address the client
+connected to (:meth:`LatencyReporter.connected`).
 """
 
 import errno
@@ -58,6 +62,20 @@ MAX_SAMPLES = 100_000
 #: What one look at the status costs at most: this many non-blocking reads of this many bytes.
 STATUS_READS = 8
 STATUS_READ_BYTES = 4096
+
+#: ``peer``: name the address the client connects to (the server's).
+AUTO = "auto"
+
+
+def sockaddr_peer(sockaddr):
+    """The peer text of a ``getpeername()`` result (``ADDR:PORT``, ``[ADDR]:PORT``), or None.
+
+    An IPv6 zone (``%eth0``) is left out: it means nothing off this guest.
+    """
+    if not isinstance(sockaddr, tuple) or len(sockaddr) < 2:
+        return None
+    host, port = str(sockaddr[0]).partition("%")[0], sockaddr[1]
+    return wire.canonical_peer(("[%s]:%s" if ":" in host else "%s:%s") % (host, port))
 
 
 class _SocketSink:
@@ -218,12 +236,22 @@ class LatencyReporter:
 
     With a sink that reads the agent's status (:class:`ChannelSink`), each
     flush also reads it: :attr:`status` is the latest, and ``status_file``
-    (optional) gets each new one.
+    (optional) gets each new one. ``peer``: the peer the reports name (an
+    address or GID, :func:`benchex.wire.canonical_peer`), :data:`AUTO` for
+    the address the client connects to, or None (version 1 reports).
     """
 
-    def __init__(self, sink, interval_s=0.1, clock=time.monotonic, status_file=None):
+    def __init__(self, sink, interval_s=0.1, clock=time.monotonic, status_file=None,
+                 peer=None):
         if not interval_s > 0:
             raise ValueError("interval_s must be > 0")
+        self.auto_peer = peer == AUTO
+        #: The peer the reports name (canonical text), or None.
+        self.peer = None
+        if peer is not None and not self.auto_peer:
+            self.peer = wire.canonical_peer(peer)
+            if self.peer is None:
+                raise ValueError("not a peer address or GID: %r" % (peer,))
         self.sink = sink
         self.status_file = status_file
         #: The latest status the agent sent (:func:`benchex.status.parse`), or None.
@@ -236,6 +264,14 @@ class LatencyReporter:
         self._started = clock()
         self.sent = 0
         self.dropped = 0
+
+    def connected(self, sockaddr):
+        """The client is connected to ``sockaddr`` (``getpeername()``).
+
+        With ``peer=AUTO`` the first address that is one becomes the peer.
+        """
+        if self.auto_peer and self.peer is None:
+            self.peer = sockaddr_peer(sockaddr)
 
     def add(self, latency_us):
         """Record one latency; send the window if it is due."""
@@ -256,7 +292,7 @@ class LatencyReporter:
             n, mean_us, std_us, p99_us = stats.window(values)
             # The intake requires latencies > 0; a sub-microsecond mean rounds up.
             line = wire.encode(n, max(mean_us, 0.001), std_us, max(p99_us, 0.001),
-                               vm=self.sink.vm)
+                               vm=self.sink.vm, peer=self.peer)
             try:
                 self.sink.send(line)
                 self.sent += 1

@@ -20,7 +20,8 @@ changes, at most once per ``[latency] status_interval_s`` (doc/source/latency.rs
 
     {"v":1,"state":"missed",
      "sla":{"latency_us":200.0,"threshold_pct":10.0,"statistic":"mean"},
-     "window":{"requests":2400,"mean_us":231.0,"p99_us":410.0,"interference_pct":15.5},
+     "window":{"requests":2400,"mean_us":231.0,"p99_us":410.0,"interference_pct":15.5,
+               "peer":"10.0.0.7:7788"},
      "cap":null}
 
     {"v":1,"state":"no_sla","sla":null,"window":null,
@@ -30,8 +31,11 @@ changes, at most once per ``[latency] status_interval_s`` (doc/source/latency.rs
 against the SLA's threshold), :data:`NO_WINDOW` (an SLA, no fresh window),
 :data:`NO_SLA`. ``cap`` is ``null`` unless the VM runs under a CPU cap below
 its own limit; its ``reason`` is a category (:data:`REASONS`), never the
-identity of whoever the cap protects. The line names no VM, host or project
-at all, not even the VM's own: the channel is the identity.
+identity of whoever the cap protects. ``window.peer`` (added to version 1,
+present only when known) is the peer the VM's own latest report named
+(:mod:`benchex.wire`, version 2): the tenant's own claim, told back. The
+line names no VM, host or project at all, not even the VM's own: the
+channel is the identity.
 
 This module is both sides' definition: the agent encodes with
 :func:`encode`; a guest reads with :class:`StatusReader` (bounded framing,
@@ -46,6 +50,7 @@ import math
 import re
 
 from benchex import framing
+from benchex import wire
 
 VERSION = 1
 
@@ -125,10 +130,16 @@ def _window(obj):
         raise ValueError("requests is not a count")
     p99 = obj.get("p99_us")
     intf = obj.get("interference_pct")
-    return {"requests": requests, "mean_us": _number(obj.get("mean_us")),
-            "p99_us": None if p99 is None else _number(p99),
-            # Negative: faster than the SLA's base.
-            "interference_pct": None if intf is None else _signed(intf)}
+    out = {"requests": requests, "mean_us": _number(obj.get("mean_us")),
+           "p99_us": None if p99 is None else _number(p99),
+           # Negative: faster than the SLA's base.
+           "interference_pct": None if intf is None else _signed(intf)}
+    peer = obj.get("peer")
+    if peer is not None:
+        if wire.parse_peer(peer) is None:
+            raise ValueError("peer is not an address or GID")
+        out["peer"] = peer
+    return out
 
 
 def _signed(value):
@@ -241,6 +252,8 @@ def render(status):
             extra += ", p99 %g us" % win["p99_us"]
         if win["interference_pct"] is not None:
             extra += ", interference %+g%%" % win["interference_pct"]
+        if win.get("peer"):
+            extra += ", peer %s" % win["peer"]
         lines.append("window: %d requests, mean %g us%s" % (win["requests"], win["mean_us"],
                                                             extra))
     if cap is None:

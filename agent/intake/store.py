@@ -165,12 +165,15 @@ class ReportStore:
 
         A call hands the windows over: each window's ``new`` counts the
         requests of its reports that arrived since the VM's last window was
-        handed (all of them for its first), 0 when none arrived.
+        handed (all of them for its first), 0 when none arrived. Its
+        ``peer`` is the newest fresh report's that names one, channel and
+        probe alike.
         """
         now = self._clock()
         horizon = self.params.freshness_s
         grouped = {}
         fresh = {}
+        peers = {}
         with self._lock:
             handed = self._handed
             for key in list(self._windows):
@@ -181,9 +184,12 @@ class ReportStore:
                 vm = key[0]
                 grouped.setdefault(vm, []).extend(win.reports())
                 fresh[vm] = fresh.get(vm, 0) + win.requests_after(handed.get(vm, 0))
+                peers[vm] = max(peers.get(vm, (0, None)), win.latest_peer(),
+                                key=lambda found: found[0])
             for vm in grouped:
                 handed[vm] = self._seq
-        return {vm: window_mod.pool(reports, fresh[vm]) for vm, reports in grouped.items()}
+        return {vm: window_mod.pool(reports, fresh[vm], peers[vm][1])
+                for vm, reports in grouped.items()}
 
     def stats(self):
         """``{uuid or UNATTRIBUTED: {"accepted": n, "rejected": {reason: n}}}``."""
@@ -237,7 +243,8 @@ class ReportStore:
             return
         self._last_claim[key] = (now, over)
         LOG.log(logging.WARNING if over else logging.INFO,
-                "VM %s claims latency mean %.1f us (std %.1f, p99 %.1f, n %d) via %s: "
+                "VM %s claims latency mean %.1f us (std %.1f, p99 %.1f, n %d) via %s%s: "
                 "%+.0f%% against its base %.1f us, threshold %.0f%%",
                 vm, report.mean_us, report.std_us, report.p99_us, report.n, source,
+                " to peer %s" % report.peer if report.peer else "",
                 excess, base, sla.interference_threshold_pct)

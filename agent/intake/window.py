@@ -25,6 +25,12 @@ Each report keeps the sequence number the store gave it on arrival, so the
 store can say how many of a window's requests are new since the window it
 handed before (``LatencyWindow.new``): the ``n`` of the pooled reports that
 arrived after that hand-over.
+
+A report may name its peer (version 2 of the wire format); the window names
+the peer of the newest fresh report that names one (:meth:`ReportWindow.latest_peer`),
+so a VM whose application moves to another server is traced to the new one
+as soon as it reports, and one that stops naming a peer keeps the last one
+named until that report ages out.
 """
 
 import collections
@@ -63,16 +69,23 @@ class ReportWindow:
     def reports(self):
         return [r for _ts, _seq, r in self._items]
 
+    def latest_peer(self):
+        """``(seq, peer)`` of the newest kept report that names a peer, or ``(0, None)``."""
+        for _ts, seq, r in reversed(self._items):
+            if r.peer is not None:
+                return seq, r.peer
+        return 0, None
+
     def requests_after(self, seq):
         """The requests (sum of ``n``) of the kept reports that arrived after number ``seq``."""
         return sum(r.n for _ts, s, r in self._items if s > seq)
 
 
-def pool(reports, new=None):
+def pool(reports, new=None, peer=None):
     """One :class:`~resex_libvirt.market.records.LatencyWindow` of ``reports``, or ``None``.
 
     ``new``: how many of the pooled requests are new since the last window
-    handed (``None``: not known).
+    handed (``None``: not known); ``peer``: the peer the window names.
     """
     total = 0
     s1 = 0.0
@@ -88,4 +101,4 @@ def pool(reports, new=None):
     mean = s1 / total
     var = max(0.0, s2 / total - mean * mean)
     return records.LatencyWindow(count=total, mean_us=mean, std_us=math.sqrt(var), p99_us=p99,
-                                 new=new)
+                                 new=new, peer=peer)

@@ -23,7 +23,7 @@ a scheduler of different releases can share a board (a rolling upgrade):
 * a reader rejects another major (:class:`InvalidReport`) and the board drops
   the record: a major changes only when a field changes meaning.
 
-Fields (version 1.3)
+Fields (version 1.4)
 --------------------
 ``version``
     ``"major.minor"`` (:data:`VERSION`); version 1.0 wrote the integer ``1``.
@@ -97,6 +97,17 @@ Fields (version 1.3)
     :data:`MAX_RECORD_BYTES`, the size every reader since 1.0 accepts, so a
     scheduler of an older release still reads a 1.3 record (and ignores the
     field).
+``addresses`` (1.4; default ``{}``)
+    The VMs' addresses, ``{vm: [address, ...]}`` (the VM as the market names
+    it, its UUID on a libvirt host): Nova's fixed IPs and the interfaces'
+    MACs (:func:`~resex_libvirt.fabric.domain_xml.vm_addresses`), so that a
+    latency report naming its peer on another host can be traced there
+    (:func:`~resex_libvirt.board.addresses.resolve`). Latency-sensitive VMs
+    first, then the others, as many as keep the record under
+    :data:`MAX_RECORD_BYTES` (:func:`~resex_libvirt.board.addresses.fit`);
+    at most 8 addresses a VM. A reader leaves out addresses of a kind it
+    does not know; a wrong shape rejects the record
+    (:func:`~resex_libvirt.board.addresses.normalize`).
 
 The congestion index
 --------------------
@@ -143,11 +154,12 @@ import typing
 
 import numpy as np
 
+from resex_libvirt.board import addresses as addresses_mod
 from resex_libvirt.board import evidence as evidence_mod
 from resex_libvirt import exceptions
 
 #: The schema version this module writes: ``"major.minor"``.
-VERSION = "1.3"
+VERSION = "1.4"
 
 #: The major version this module reads (any minor of it).
 MAJOR = 1
@@ -155,7 +167,7 @@ MAJOR = 1
 #: Fields added after 1.0, and the value a reader gives them when an older
 #: agent's record lacks them (``None``: derived, see :meth:`HostReport.__post_init__`).
 DEFAULTS = {"untaxable_utilisation": None, "inflation_reporters": 0, "state": "controlling",
-            "projects": ()}
+            "projects": (), "addresses": ()}
 
 #: ``state``: the agent saw the hypervisor for the epoch / it could not.
 CONTROLLING, BLIND = "controlling", "blind"
@@ -327,6 +339,17 @@ def _projects(value, vms):
     return out
 
 
+def _addresses(value, vms):
+    """A report's ``addresses``, validated (:func:`~resex_libvirt.board.addresses.normalize`)."""
+    try:
+        out = addresses_mod.normalize(value)
+    except ValueError as exc:
+        raise InvalidReport(str(exc)) from exc
+    if len(out) > vms:
+        raise InvalidReport("addresses lists more VMs than the report's vms")
+    return out
+
+
 def project_counts(names, projects, sensitive, heavy):
     """The ``projects`` of an epoch: rows ``names``, ``projects`` ``{vm: project ID}``.
 
@@ -489,6 +512,7 @@ class HostReport:
     inflation_reporters: int = 0
     state: str = CONTROLLING
     projects: tuple = ()
+    addresses: tuple = ()
     congestion_index: float = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -510,6 +534,8 @@ class HostReport:
             raise InvalidReport("sensitive_vms and heavy_io_vms must be <= vms")
         if type(self.projects) is not tuple or self.projects:
             object.__setattr__(self, "projects", _projects(self.projects, self.vms))
+        if type(self.addresses) is not tuple or self.addresses:
+            object.__setattr__(self, "addresses", _addresses(self.addresses, self.vms))
         for name, lo, hi in _FLOATS:
             value = getattr(self, name)
             # Fast path (a snapshot validates every host's record): a float in
@@ -527,7 +553,7 @@ class HostReport:
     @classmethod
     def from_summary(cls, host, ts, summary, link_capacity_bytes_per_s, agent_version,
                      taxes_interferers=True, run_delays=None, state=CONTROLLING,
-                     projects=None):
+                     projects=None, addresses=None):
         """Build the report of ``summary`` (a market ``EpochSummary``) closed at ``ts``.
 
         ``taxes_interferers`` says whether the host's policy taxes
@@ -537,7 +563,8 @@ class HostReport:
         is the host's evidence of CPU contention (:func:`claim_evidence_pct`).
         ``state``: :data:`BLIND` when the agent could not see the hypervisor
         for the epoch. ``projects`` (``{vm: project ID}``) gives the report's
-        ``projects`` (:func:`project_counts`).
+        ``projects`` (:func:`project_counts`), ``addresses`` (``{vm:
+        [address, ...]}``) its ``addresses``, as many as fit.
         """
         columns = summary.columns
         mtus = np.maximum(columns["tx_mtus"], 0)
@@ -565,7 +592,7 @@ class HostReport:
             published = evidence_mod.heard_inflation_pct(
                 claims, claim_evidence_pct(columns, claiming, util, fractions,
                                            run_delays or {}), published)
-        return cls(
+        report = cls(
             host=host,
             ts=float(ts),
             epoch=int(summary.epoch),
@@ -585,6 +612,12 @@ class HostReport:
             state=state,
             projects=project_counts(columns["vm"], projects or {}, sensitive, heavy),
         )
+        if not addresses:
+            return report
+        # What the record without them leaves of the bound every reader accepts.
+        budget = MAX_RECORD_BYTES - len(report.to_json())
+        first = [vm for vm, flag in zip(columns["vm"], sensitive.tolist()) if flag]
+        return dataclasses.replace(report, addresses=addresses_mod.fit(addresses, budget, first))
 
     # -- derived ------------------------------------------------------------------
     @property
@@ -600,6 +633,7 @@ class HostReport:
     def to_dict(self):
         out = {name: getattr(self, name) for name in _FIELD_ORDER}
         out["projects"] = [p.to_dict() for p in self.projects]
+        out["addresses"] = {vm: list(addrs) for vm, addrs in self.addresses}
         return out
 
     def to_json(self):

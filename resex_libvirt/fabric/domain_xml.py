@@ -25,14 +25,30 @@ domain XML (libvirt's "Domain XML format", devices section):
 * the host-side name of every tap device (``<interface>`` with
   ``<target dev=.../>``), which libvirt's interface statistics are keyed by.
 
+And one fact for the other hosts: the VM's addresses (:func:`vm_addresses`),
+which the agent publishes on the board so that a latency report naming its
+peer can be traced to the peer's host and VM (doc/source/board.rst). Nova 34
+writes each port's IPs into its own metadata (``<nova:instance>`` holds
+``<nova:ports><nova:port uuid=...><nova:ip type='fixed' address=...
+ipVersion=.../>``, ``LibvirtConfigGuestMetaNovaPorts`` in
+``nova/virt/libvirt/config.py``); every interface, a VF passed through as
+``<interface type='hostdev'>`` included, has its ``<mac address=...>``.
+
 Addresses come back in the kernel's sysfs spelling ``dddd:bb:ss.f``
 (lower-case hex), the basename of ``/sys/bus/pci/devices/*`` and of the
 ``virtfnN`` links, so they compare equal to what the monitors read there.
 """
 
+import ipaddress
+import re
 import xml.etree.ElementTree as ElementTree
 
 from resex_libvirt import exceptions
+from resex_libvirt.hypervisor import nova_metadata
+
+_MAC = re.compile(r"\A[0-9a-f]{2}(:[0-9a-f]{2}){5}\Z")
+_NOVA_IPS = "metadata/{%(ns)s}instance/{%(ns)s}ports/{%(ns)s}port/{%(ns)s}ip" % {
+    "ns": nova_metadata.NAMESPACE}
 
 
 def pci_address(domain, bus, slot, function):
@@ -120,4 +136,44 @@ def interface_targets(xml):
         if target is None or not target.get("dev"):
             continue
         found.append(target.get("dev"))
+    return tuple(found)
+
+
+def _ip(text):
+    """``text`` as :mod:`ipaddress` writes the address, or None (no zone, no prefix)."""
+    if not isinstance(text, str) or "%" in text or "/" in text:
+        return None
+    try:
+        return str(ipaddress.ip_address(text.strip()))
+    except ValueError:
+        return None
+
+
+def _mac(text):
+    if not isinstance(text, str):
+        return None
+    text = text.strip().lower()
+    return text if _MAC.match(text) else None
+
+
+def vm_addresses(xml):
+    """The VM's addresses from its domain XML (text, or the parsed root element).
+
+    Nova's fixed IPs of each port (``<nova:ports>``; floating IPs are not
+    there: they are translated before they reach the VM), then each
+    interface's MAC, in XML order, each once: IPs as :mod:`ipaddress` writes
+    them, MACs in lower case. A malformed one is skipped.
+    """
+    root = xml if isinstance(xml, ElementTree.Element) else _parse(xml)
+    found = []
+    for ip in root.iterfind(_NOVA_IPS):
+        if ip.get("type", "fixed") != "fixed":
+            continue
+        text = _ip(ip.get("address"))
+        if text is not None and text not in found:
+            found.append(text)
+    for mac in root.iterfind("devices/interface/mac"):
+        text = _mac(mac.get("address"))
+        if text is not None and text not in found:
+            found.append(text)
     return tuple(found)

@@ -77,7 +77,10 @@ class VMInfo:
     ``project`` the ID of the Keystone project that owns it (``<nova:owner>``)
     and ``project_name`` that project's name, if Nova wrote them. The project
     labels the VM's metrics and board entry for operators; it is never told
-    to another tenant (:mod:`agent.status`).
+    to another tenant (:mod:`agent.status`). ``addresses`` are the VM's IPs and
+    MACs (:func:`~resex_libvirt.fabric.domain_xml.vm_addresses`), which the
+    agent publishes on the board (the operators' and the scheduler's, never
+    a tenant's).
     """
 
     uuid: str
@@ -93,6 +96,7 @@ class VMInfo:
     nova_name: str | None = None
     project: str | None = None
     project_name: str | None = None
+    addresses: tuple = ()
 
     @property
     def label(self):

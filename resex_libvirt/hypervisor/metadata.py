@@ -56,6 +56,7 @@ Interfaces and host devices
 import dataclasses
 import xml.etree.ElementTree as ET
 
+from resex_libvirt.fabric import domain_xml
 from resex_libvirt.hypervisor import nova_metadata
 from resex_libvirt import sla as sla_mod
 
@@ -78,7 +79,8 @@ class DomainFacts:
     domain has a virtio-serial controller, without which no channel can be
     hot-plugged. ``project`` is the
     :class:`~resex_libvirt.hypervisor.nova_metadata.NovaProject` that owns a
-    Nova guest (``None`` otherwise or when Nova wrote none).
+    Nova guest (``None`` otherwise or when Nova wrote none). ``addresses``
+    are the VM's IPs and MACs (:func:`~resex_libvirt.fabric.domain_xml.vm_addresses`).
     """
 
     uuid: str
@@ -92,6 +94,7 @@ class DomainFacts:
     virtio_serial: bool = False
     nova_name: str | None = None
     project: nova_metadata.NovaProject | None = None
+    addresses: tuple = ()
 
 
 def _local(tag):
@@ -200,6 +203,7 @@ def parse_domain_xml(text):
         latency_channel=channel,
         interfaces=tuple(interfaces),
         hostdevs=tuple(hostdevs),
+        addresses=domain_xml.vm_addresses(root),
     )
 
 

@@ -59,6 +59,9 @@ class LatencyWindow:
     handed to the market before it (None: not known; the market then takes
     a window equal to the last one as no new requests, any other as new).
     A window handed again without new requests is not new evidence.
+    ``peer``: the other end of the measured requests, as the VM's latest
+    report naming one said (an address or GID, ``benchex.wire.canonical_peer``),
+    or None; the market does not read it.
     """
 
     count: int
@@ -66,6 +69,7 @@ class LatencyWindow:
     std_us: float
     p99_us: float
     new: int | None = None
+    peer: str | None = None
 
     def __post_init__(self):
         for name in ("mean_us", "std_us", "p99_us"):

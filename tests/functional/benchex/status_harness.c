@@ -20,6 +20,10 @@
  *   status_harness parse   each record is a line: its status JSON, or NONE
  *   status_harness feed    the records are reads of one stream: then
  *                          "RECEIVED SKIPPED" and the latest JSON, or NONE
+ *   status_harness peer    each record is a --report-peer value: the peer the
+ *                          reports would name, or NONE
+ *   status_harness report  each record is "N MEAN STD P99 VM PEER" ("-": none):
+ *                          the report line the reporter writes
  */
 #define main benchex_main
 #include "benchex.c"
@@ -32,12 +36,33 @@ int main(int argc, char **argv)
 	char out[STATUS_JSON_MAX];
 	unsigned char h[4];
 	int feed = argc > 1 && !strcmp(argv[1], "feed");
+	int peer = argc > 1 && !strcmp(argv[1], "peer");
+	int report = argc > 1 && !strcmp(argv[1], "report");
 	size_t n;
 	while (fread(h, 1, 4, stdin) == 4) {
 		n = get32(h);
-		if (n > sizeof(data) || fread(data, 1, n, stdin) != n)
+		if (n >= sizeof(data) || fread(data, 1, n, stdin) != n)
 			return 2;
-		if (feed) {
+		data[n] = 0;
+		if (peer) {
+			char text[PEER_BUF];
+			if (strlen(data) != n || !peer_text(data, text))
+				fputs("NONE\n", stdout);
+			else
+				printf("%s\n", text);
+		} else if (report) {
+			char vm[64], pr[PEER_BUF + 1], lower[PEER_BUF], line[256];
+			size_t count;
+			double mean, std, p99;
+			if (sscanf(data, "%zu %lf %lf %lf %63s %64s", &count, &mean, &std, &p99, vm,
+				   pr) != 6)
+				return 2;
+			if (strcmp(pr, "-") && !peer_text(pr, lower))
+				return 2;   /* the reporter never takes one (reporter_init) */
+			report_line(line, sizeof(line), count, mean, std, p99,
+				    strcmp(vm, "-") ? vm : NULL, strcmp(pr, "-") ? lower : NULL);
+			fputs(line, stdout);
+		} else if (feed) {
 			status_feed(&s, data, n);
 			if (s.len >= STATUS_MAX_BYTES)
 				return 3;

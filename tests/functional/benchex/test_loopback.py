@@ -35,6 +35,7 @@ from benchex import reporter as reporter_mod
 from benchex import server as server_mod
 from benchex import stats
 from benchex import status as wire_status
+from benchex import wire
 from resex_libvirt.hypervisor import base
 from resex_libvirt import sla as sla_mod
 from tests.functional.intake.fake_qemu import FakeQemuChannel
@@ -164,6 +165,20 @@ class TestPythonBenchex(LoopbackTestCase):
         self.assertIsNotNone(win, intake.stats())
         self.assertAlmostEqual(summary["mean_us"], win.mean_us, delta=0.01)
         self.assertEqual(0, rep.dropped)
+
+    def test_the_clients_reports_name_the_server_in_the_agents_window(self):
+        intake = self.intake()
+        intake.sync({VM: base.VMInfo(uuid=VM, name="vm", sla=sla_mod.SLA(latency_sla_us=300))})
+        port = self.python_server()
+        rep = reporter_mod.LatencyReporter(
+            reporter_mod.ProbeSocketSink(intake.params.probe_socket_path, VM), interval_s=0.02,
+            peer=reporter_mod.AUTO)
+        client_mod.open_loop("127.0.0.1", port, 100, rate=2000.0, reporter=rep)
+        rep.close()
+        win = wait_for(lambda: intake.windows().get(VM) if intake.windows().get(VM) and
+                       intake.windows()[VM].count == 100 else None)
+        self.assertIsNotNone(win, intake.stats())
+        self.assertEqual("127.0.0.1:%d" % port, win.peer)
 
     def test_server_side_reports_reach_the_window_through_the_guest_channel(self):
         intake, port_path = self.guest_channel()
@@ -443,6 +458,73 @@ class TestCBenchex(LoopbackTestCase):
                              timeout=60, check=False)
         self.assertEqual(0, res.returncode, res.stderr)
         self.assertEqual(wire_status.parse(last), json.loads(res.stdout))
+
+    def channel_reports(self, name, run):
+        """The reports a client run (``run(channel_path)``) wrote to a channel, parsed."""
+        chan = ChannelStandIn(os.path.join(self.dir, name + ".sock"))
+        self.addCleanup(chan.close)
+        client = threading.Thread(target=run, args=(chan.path,), daemon=True)
+        client.start()
+        chan.accept()
+        client.join(120)
+        self.assertFalse(client.is_alive())
+        self.assertTrue(chan.wait_closed())
+        return [wire.parse(json.dumps(r).encode(), wire.SOURCE_CHANNEL) for r in chan.reports]
+
+    def test_the_c_and_python_clients_name_the_same_peer(self):
+        port = self.python_server()
+
+        def python_client(path, peer=reporter_mod.AUTO):
+            rep = reporter_mod.LatencyReporter(reporter_mod.ChannelSink(path),
+                                               interval_s=0.02, peer=peer)
+            client_mod.closed_loop("127.0.0.1", port, 200, concurrency=2, reporter=rep)
+            rep.close()
+
+        def c_client(*extra):
+            def run(path):
+                self.c_client(port, "--requests", "200", "--concurrency", "2",
+                              "--report-interval", "0.02", "--report-channel", path, *extra)
+            return run
+
+        gid = "FE80:0000:0000:0000:0002:C903:0003:1234"
+        runs = {"python": python_client, "c": c_client(),
+                "python-gid": lambda path: python_client(path, gid),
+                "c-gid": c_client("--report-peer", gid),
+                "python-none": lambda path: python_client(path, None),
+                "c-none": c_client("--report-peer", "none")}
+        peers = {}
+        for name, run in runs.items():
+            reports = self.channel_reports(name, run)
+            self.assertEqual(200, sum(r.n for r in reports), name)
+            peers[name] = {r.peer for r in reports}
+        self.assertEqual({"127.0.0.1:%d" % port}, peers["python"])
+        self.assertEqual(peers["python"], peers["c"])
+        self.assertEqual({wire.canonical_peer(gid)}, peers["python-gid"])
+        self.assertEqual(peers["python-gid"], peers["c-gid"])
+        self.assertEqual({None}, peers["python-none"])
+        self.assertEqual({None}, peers["c-none"])
+
+    def test_the_c_server_names_the_peer_it_is_told_to(self):
+        intake, port_path = self.guest_channel()
+        port = self.c_server("--report-channel", port_path, "--report-interval", "0.02",
+                             "--report-peer", "10.0.0.7:7788")
+        client_mod.closed_loop("127.0.0.1", port, 100, concurrency=1)
+        self.stop_c_server()
+        win = wait_for(lambda: intake.windows().get(VM) if intake.windows().get(VM) and
+                       intake.windows()[VM].count == 100 else None)
+        self.assertIsNotNone(win, intake.stats())
+        self.assertEqual("10.0.0.7:7788", win.peer)
+
+    def test_the_c_program_checks_the_peer(self):
+        out = subprocess.run([self.binary, "client", "--report-channel", "/dev/null",
+                              "--report-peer", "server.example"],
+                             capture_output=True, text=True, timeout=60)
+        self.assertEqual(2, out.returncode)
+        self.assertIn("--report-peer", out.stderr)
+        out = subprocess.run([self.binary, "client", "--report-peer", "10.0.0.7"],
+                             capture_output=True, text=True, timeout=60)
+        self.assertEqual(2, out.returncode)
+        self.assertIn("--report-peer needs", out.stderr)
 
     def test_the_c_status_file_needs_the_channel(self):
         out = subprocess.run([self.binary, "client", "--report-socket", "/x", "--vm", VM,

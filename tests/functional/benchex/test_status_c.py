@@ -19,6 +19,8 @@ byte for byte the JSON the Python reporter writes to its ``--status-file``.
 The lines are generated from a fixed seed: valid statuses with numbers in
 every spelling JSON allows, escapes, duplicate and unknown keys, and
 mutations of them (wrong types, out of range, truncated, not UTF-8).
+The same harness holds the C reporter's ``--report-peer`` check and its
+report lines against :mod:`benchex.wire`.
 """
 
 import json
@@ -31,6 +33,7 @@ import tempfile
 import unittest
 
 from benchex import status
+from benchex import wire
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCHEX = os.path.join(HERE, "..", "..", "..", "benchex")
@@ -44,6 +47,36 @@ NAMES = ['"met"', '"missed"', '"no_sla"', '"congestion"', '"' + "a" * 32 + '"', 
          '"m\\u0065an"', '"mean"', '"p99"']
 NOT_NAMES = ['"' + "a" * 33 + '"', '""', '"Met"', '"mean\\u0000"', '"caf\u00e9"', '"x\\ud800"',
              '"tab\\t"', "1", "null", "true", "[]"]
+PEERS = ['"10.0.0.7:7788"', '"[2001:db8::1]:80"', '"FE80:0000:0000:0000:0002:c903:0003:1234"',
+         '"2001:DB8::1"', '"\\u0031.2.3.4"', "null"]
+NOT_PEERS = ['"host.example"', '"10.0.0.7:0"', '""', '"10.0.0.07"', '"fe80::1%eth0"', "7", "[]",
+             '"1.2.3.4\\u0000"', '"' + "1" * 70 + '"', '"caf\u00e9"']
+
+
+def peer_corpus(rnd, count):
+    """--report-peer values: real addresses and GIDs in every spelling, and mutations of them."""
+    pieces = ["10.0.0.7", "255.255.255.255", "0.0.0.0", "::", "::1", "2001:db8::1",
+              "::ffff:10.0.0.7", "1:2:3:4:5:6:7::", "::1:2:3:4:5:6:7", "1::2::3",
+              "fe80:0000:0000:0000:0002:c903:0003:1234", "FE80::2:C903:3:1234", "1.2.3",
+              "1.2.3.4.5", "01.2.3.4", "256.1.1.1", "12345::", "::ffff:1.2.3.04", ":::"]
+    out = []
+    for _ in range(count):
+        text = rnd.choice(pieces)
+        r = rnd.random()
+        if r < 0.2:
+            text = "%s:%s" % (text, rnd.choice(["1", "80", "65535", "65536", "0", "080", ""]))
+        elif r < 0.4:
+            text = "[%s]:%s" % (text, rnd.choice(["1", "443", "65536", "x"]))
+        elif r < 0.6:
+            text = "".join(rnd.choice("0123456789abcdefABCDEF:.[]%x") for _ in
+                           range(rnd.randint(0, 50)))
+        elif r < 0.7:
+            i = rnd.randrange(len(text) + 1)
+            text = text[:i] + rnd.choice("0:.f]") + text[i:]
+        elif r < 0.75:
+            text = ":".join("%04x" % rnd.randrange(65536) for _ in range(8))
+        out.append(text)
+    return out
 
 
 class Generator:
@@ -89,7 +122,8 @@ class Generator:
                                                  ["-1", "1.0", "1e3", "true"])),
                   ("mean_us", self.number),
                   ("p99_us", lambda: self.pick(["null"] + NUMBERS, NOT_NUMBERS)),
-                  ("interference_pct", lambda: self.pick(["null"] + NUMBERS, NOT_NUMBERS))]
+                  ("interference_pct", lambda: self.pick(["null"] + NUMBERS, NOT_NUMBERS)),
+                  ("peer", lambda: self.pick(PEERS, NOT_PEERS, 0.7))]
         cap = [("pct", self.number), ("limit_pct", self.number),
                ("reason", lambda: self.pick(NAMES, NOT_NAMES)),
                ("enforced", lambda: self.pick(["true", "false"], ["1", "null", '"yes"']))]
@@ -156,6 +190,39 @@ class TestCStatusReader(unittest.TestCase):
         lines = [gen.line() for _ in range(20000)]
         valid = self.assertSameAsPython([line for line in lines if len(line) < 1024])
         self.assertGreater(valid, 100)   # the corpus holds valid statuses too
+
+    def test_a_report_peer_is_taken_and_refused_as_wire_py_does(self):
+        peers = peer_corpus(random.Random(4), 20000)
+        got = self.run_harness("peer", [p.encode() for p in peers]).splitlines()
+        self.assertEqual(len(peers), len(got))
+        valid = 0
+        for text, c_out in zip(peers, got):
+            found = wire.parse_peer(text)
+            valid += found is not None
+            self.assertEqual("NONE" if found is None else text.lower(), c_out, text)
+            if found is not None:       # the same address, however each spells it
+                self.assertEqual(found, wire.parse_peer(c_out))
+        self.assertGreater(valid, 1000)
+
+    def test_both_reporters_write_the_same_report(self):
+        rnd = random.Random(5)
+        peers = [p for p in peer_corpus(rnd, 3000) if wire.parse_peer(p) is not None]
+        vm = "3c9d6a52-0000-4000-8000-0000000000be"
+        cases = [(rnd.randint(1, 10 ** 6), rnd.uniform(0.001, 1e7), rnd.uniform(0, 1e7),
+                  rnd.uniform(0.001, 1e7), rnd.choice([None, vm]), rnd.choice(peers + [None]))
+                 for _ in range(2000)]
+        records_in = [("%d %r %r %r %s %s" % (n, m, sd, p, v or "-", peer or "-")).encode()
+                      for n, m, sd, p, v, peer in cases]
+        got = self.run_harness("report", records_in).splitlines(True)
+        self.assertEqual(len(cases), len(got))
+        for (n, m, sd, p, v, peer), c_line in zip(cases, got):
+            source = wire.SOURCE_PROBE if v else wire.SOURCE_CHANNEL
+            py = wire.parse(wire.encode(n, m, sd, p, vm=v, peer=peer).rstrip(b"\n"), source)
+            c = wire.parse(c_line.encode().rstrip(b"\n"), source)
+            self.assertEqual((py.n, py.vm, py.peer), (c.n, c.vm, c.peer), c_line)
+            self.assertEqual(json.loads(c_line)["v"], 2 if peer else 1)
+            for a, b in ((py.mean_us, c.mean_us), (py.std_us, c.std_us), (py.p99_us, c.p99_us)):
+                self.assertAlmostEqual(a, b, delta=0.0011)
 
     def test_numbers_are_written_as_python_writes_them(self):
         rnd = random.Random(2)

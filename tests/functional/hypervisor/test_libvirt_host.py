@@ -104,6 +104,35 @@ NOVA_SENSITIVE = """
 """
 
 
+#: A Nova guest with one port, as Nova 34 writes it (``<nova:ports>``).
+NOVA_PORTS = """
+<domain type='test'>
+  <name>ports-1</name>
+  <uuid>%(uuid)s</uuid>
+  <metadata>
+    <nova:instance xmlns:nova="http://openstack.org/xmlns/libvirt/nova/1.1">
+      <nova:name>rdma-server</nova:name>
+      <nova:ports>
+        <nova:port uuid="9e8d7c6b-0d2f-4d5c-9b8c-1f2e3d4c5b6a">
+          <nova:ip type="fixed" address="10.0.0.7" ipVersion="4"/>
+          <nova:ip type="fixed" address="2001:db8::7" ipVersion="6"/>
+        </nova:port>
+      </nova:ports>
+    </nova:instance>
+  </metadata>
+  <memory>65536</memory>
+  <vcpu>1</vcpu>
+  <os><type arch='i686'>hvm</type></os>
+  <devices>
+    <interface type='ethernet'>
+      <mac address='fa:16:3e:00:00:07'/>
+      <target dev='tap-ports1'/>
+    </interface>
+  </devices>
+</domain>
+"""
+
+
 #: Poll a predicate until true (events arrive on another thread).
 wait_for = functools.partial(machine.wait_for, timeout=10.0)
 
@@ -153,6 +182,15 @@ class DiscoveryTest(TestDriverCase):
         self.assertEqual("/var/lib/resex/latency/sensitive-1.sock", sens.latency_channel)
         self.assertEqual(("tap-sens1",), sens.interfaces)
         self.assertEqual(("0000:3b:00.2",), sens.hostdevs)
+
+    def test_a_vms_addresses_are_novas_fixed_ips_then_its_macs(self):
+        self.assertEqual(("52:54:00:00:00:01",), self.hyp.vms()[SENSITIVE].addresses)
+        uuid = "6a1e4b8c-0000-4000-8000-0000000000b4"
+        dom = self.hyp.connection.get().createXML(NOVA_PORTS % {"uuid": uuid}, 0)
+        self.addCleanup(dom.destroy)
+        self.assertTrue(wait_for(lambda: uuid in self.hyp.vms()))
+        self.assertEqual(("10.0.0.7", "2001:db8::7", "fa:16:3e:00:00:07"),
+                         self.hyp.vms()[uuid].addresses)
 
     def test_pcpus_come_from_the_node(self):
         self.assertEqual(4, self.hyp.pcpus())

@@ -29,6 +29,7 @@ from oslo_config import cfg
 from agent import builder
 from agent import conf as agent_conf
 from agent import journal as journal_mod
+from resex_libvirt.board import addresses
 from resex_libvirt.board import publish_policy
 from resex_libvirt.board import report as report_mod
 from resex_libvirt.board import sqlite as sqlite_board
@@ -437,6 +438,40 @@ class ProjectOwnedHost(CountingHost):
     def vms(self):
         return {uuid: dataclasses.replace(info, project="p-" + info.name)
                 if info.name == "vm2m" else info for uuid, info in super().vms().items()}
+
+
+class PeerAddressedHost(CountingHost):
+    """The simulated host, its VMs with addresses and its latency windows naming a peer."""
+
+    def vms(self):
+        return {uuid: dataclasses.replace(info, addresses=("10.0.0.%d" % k, "fa:16:3e:00:00:%02x"
+                                                           % k))
+                for k, (uuid, info) in enumerate(sorted(super().vms().items()))}
+
+    def windows(self):
+        return {vm: dataclasses.replace(win, peer="10.9.9.9:7788")
+                for vm, win in super().windows().items()}
+
+
+class PeersAndAddressesTest(unittest.TestCase):
+    """The agent shows each window's peer and publishes its VMs' addresses."""
+
+    def test_the_epoch_line_at_debug_names_each_windows_peer(self):
+        agent, _sim = build(duration=1.0, host_cls=PeerAddressedHost)
+        with self.assertLogs("agent.loop", level=logging.DEBUG) as logs:
+            agent.run()
+        every = [m for m in logs.output if "every VM" in m]
+        self.assertTrue(any(" peer 10.9.9.9:7788 (" in m for m in every), every)
+
+    def test_the_host_report_publishes_the_vms_addresses_and_a_peer_resolves(self):
+        agent, sim = build(duration=1.0, host_cls=PeerAddressedHost)
+        agent.run()
+        report = agent.last_report
+        self.assertEqual({uuid: info.addresses for uuid, info in sim.vms().items()},
+                         dict(report.addresses))
+        uuid, info = sorted(sim.vms().items())[1]
+        self.assertEqual((report.host, uuid),
+                         addresses.resolve(info.addresses[0] + ":7788", {report.host: report}))
 
 
 class NovaNamesInLogsTest(unittest.TestCase):

@@ -14,6 +14,7 @@
 
 import contextlib
 import io
+import json
 import os
 import shutil
 import socket
@@ -133,6 +134,75 @@ class TestReporter(unittest.TestCase):
 
     def test_a_probe_sink_needs_a_uuid(self):
         self.assertRaises(ValueError, reporter_mod.ProbeSocketSink, "/x", "instance-1")
+
+
+class TestReporterPeer(unittest.TestCase):
+    """The peer a report names: given, the server as connected, or none (version 1)."""
+
+    def reports(self, peer, connected=None):
+        dir_ = tempfile.mkdtemp(prefix="benchex-peer-")
+        self.addCleanup(shutil.rmtree, dir_, True)
+        fifo = os.path.join(dir_, "port")
+        os.mkfifo(fifo)
+        fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        self.addCleanup(os.close, fd)
+        rep = reporter_mod.LatencyReporter(reporter_mod.ChannelSink(fifo), interval_s=60,
+                                           peer=peer)
+        if connected is not None:
+            rep.connected(connected)
+        rep.add(42.0)
+        rep.close()
+        line = os.read(fd, 4096).rstrip(b"\n")
+        return json.loads(line), wire.parse(line, wire.SOURCE_CHANNEL)
+
+    def test_without_a_peer_the_report_is_version_1(self):
+        raw, r = self.reports(None, ("10.0.0.7", 7788))
+        self.assertEqual((1, None), (raw["v"], r.peer))
+        self.assertNotIn("peer", raw)
+
+    def test_auto_names_the_address_the_client_connected_to(self):
+        raw, r = self.reports(reporter_mod.AUTO, ("10.0.0.7", 7788))
+        self.assertEqual((2, "10.0.0.7:7788"), (raw["v"], r.peer))
+        _raw, r = self.reports(reporter_mod.AUTO, ("FE80::1%eth0", 7788, 0, 2))
+        self.assertEqual("[fe80::1]:7788", r.peer)   # no zone: it means nothing off the guest
+
+    def test_auto_keeps_the_first_connection_and_names_nothing_before_one(self):
+        rep = reporter_mod.LatencyReporter(reporter_mod.ChannelSink("/nonexistent"),
+                                           peer=reporter_mod.AUTO)
+        self.assertIsNone(rep.peer)
+        rep.connected(("10.0.0.7", 1))
+        rep.connected(("10.0.0.8", 2))
+        self.assertEqual("10.0.0.7:1", rep.peer)
+
+    def test_a_given_peer_is_written_in_its_canonical_form(self):
+        raw, r = self.reports("FE80:0000:0000:0000:0002:C903:0003:1234", ("10.0.0.7", 1))
+        self.assertEqual("fe80:0000:0000:0000:0002:c903:0003:1234", raw["peer"])
+        self.assertEqual(raw["peer"], r.peer)
+
+    def test_a_peer_that_is_none_is_refused_at_once(self):
+        self.assertRaises(ValueError, reporter_mod.LatencyReporter,
+                          reporter_mod.ChannelSink("/x"), peer="server.example")
+
+    def test_the_command_line_checks_the_peer(self):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            with self.assertRaises(SystemExit):
+                cli.main(["client", "--report-channel", "/x", "--report-peer", "host:1"])
+        self.assertIn("--report-peer", err.getvalue())
+        with contextlib.redirect_stderr(io.StringIO()):
+            with self.assertRaises(SystemExit):
+                cli.main(["client", "--report-peer", "10.0.0.7"])    # nothing to report to
+
+    def test_the_client_names_the_server_and_the_server_no_one_by_default(self):
+        parser = cli.build_parser()
+        for argv, peer, auto in (
+                (["client", "--report-channel", "/x"], None, True),
+                (["server", "--report-channel", "/x"], None, False),
+                (["client", "--report-channel", "/x", "--report-peer", "none"], None, False),
+                (["server", "--report-channel", "/x", "--report-peer", "10.0.0.7:80"],
+                 "10.0.0.7:80", False)):
+            rep = cli._reporter(parser.parse_args(argv), parser)
+            self.assertEqual((peer, auto), (rep.peer, rep.auto_peer), argv)
 
 
 class TestCommandLine(unittest.TestCase):

@@ -58,6 +58,17 @@ class ParseTest(unittest.TestCase):
         self.assertIsNone(status.parse(json.dumps(dict(GOOD, v="1"))))
         self.assertIsNone(status.parse(json.dumps(GOOD)))     # no version
 
+    def test_a_window_keeps_a_peer_that_names_one_and_refuses_the_line_otherwise(self):
+        for peer in ("10.0.0.7:7788", "[2001:db8::1]:80",
+                     "fe80:0000:0000:0000:0002:c903:0003:1234"):
+            line = json.dumps(dict(GOOD, v=1, window=dict(GOOD["window"], peer=peer)))
+            self.assertEqual(peer, status.parse(line)["window"]["peer"])
+        line = json.dumps(dict(GOOD, v=1, window=dict(GOOD["window"], peer=None)))
+        self.assertNotIn("peer", status.parse(line)["window"])
+        for bad in ("host.example", 7, "10.0.0.7:0", ["10.0.0.7"], ""):
+            line = json.dumps(dict(GOOD, v=1, window=dict(GOOD["window"], peer=bad)))
+            self.assertIsNone(status.parse(line), bad)
+
     def test_bad_lines_give_none(self):
         for bad in (b"", b"\xff", b"[]", b"null", b"{", b'{"v":1}',
                     b'{"v":1,"state":"met","sla":{"latency_us":NaN,"threshold_pct":1}}',

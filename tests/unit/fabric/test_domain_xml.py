@@ -10,12 +10,14 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""Host PCI addresses and tap names from domain XML of the kind Nova writes."""
+"""Host PCI addresses, tap names and the VM's addresses from domain XML of the kind Nova writes."""
 
 import unittest
+import xml.etree.ElementTree as ElementTree
 
 from resex_libvirt import exceptions
 from resex_libvirt.fabric import domain_xml
+from resex_libvirt.hypervisor import metadata
 
 # Shaped like nova.virt.libvirt.config output for an instance with one
 # direct-physical port (<hostdev>), one direct port (<interface type=hostdev>)
@@ -94,3 +96,61 @@ class TestDomainXML(unittest.TestCase):
         self.assertRaises(exceptions.ConfigError, domain_xml.pci_address, 0, 0x100, 0, 0)
         self.assertRaises(exceptions.ConfigError, domain_xml.pci_address, 0, 0, 0x20, 0)
         self.assertRaises(exceptions.ConfigError, domain_xml.normalize_pci_address, "pci")
+
+
+# What Nova 34 writes for an instance with two ports (nova/virt/libvirt/driver.py,
+# _get_guest_config_meta: one <nova:port> per VIF, one <nova:ip> per fixed IP).
+NOVA_PORTS_XML = """
+<domain type='kvm'>
+  <name>instance-0000002b</name>
+  <uuid>7d1e2f3a-0d2f-4d5c-9b8c-1f2e3d4c5b6a</uuid>
+  <metadata>
+    <nova:instance xmlns:nova="http://openstack.org/xmlns/libvirt/nova/1.1">
+      <nova:name>rdma-server</nova:name>
+      <nova:ports>
+        <nova:port uuid="5c4a3a3e-0d2f-4d5c-9b8c-1f2e3d4c5b6a">
+          <nova:ip type="fixed" address="10.0.0.7" ipVersion="4"/>
+          <nova:ip type="fixed" address="2001:DB8:0:0::7" ipVersion="6"/>
+        </nova:port>
+        <nova:port uuid="9e8d7c6b-0d2f-4d5c-9b8c-1f2e3d4c5b6a">
+          <nova:ip type="fixed" address="192.168.100.7" ipVersion="4"/>
+          <nova:ip type="floating" address="203.0.113.7" ipVersion="4"/>
+          <nova:ip type="fixed" address="not-an-ip" ipVersion="4"/>
+          <nova:ip type="fixed" address="10.0.0.7" ipVersion="4"/>
+        </nova:port>
+      </nova:ports>
+    </nova:instance>
+  </metadata>
+  <devices>
+    <interface type='ethernet'>
+      <mac address='FA:16:3E:11:22:33'/>
+      <target dev='tap5c4a3a3e-0d'/>
+    </interface>
+    <interface type='hostdev' managed='yes'>
+      <mac address='fa:16:3e:44:55:66'/>
+      <source><address type='pci' domain='0x0000' bus='0x81' slot='0x00' function='0x3'/></source>
+    </interface>
+    <interface type='network'><mac address='bogus'/></interface>
+  </devices>
+</domain>
+"""
+
+
+class TestVMAddresses(unittest.TestCase):
+
+    def test_novas_fixed_ips_then_every_interfaces_mac_each_once(self):
+        self.assertEqual(("10.0.0.7", "2001:db8::7", "192.168.100.7", "fa:16:3e:11:22:33",
+                          "fa:16:3e:44:55:66"), domain_xml.vm_addresses(NOVA_PORTS_XML))
+
+    def test_a_domain_nova_did_not_define_has_its_macs_only(self):
+        self.assertEqual(("fa:16:3e:11:22:33", "fa:16:3e:44:55:66"),
+                         domain_xml.vm_addresses(NOVA_SRIOV_XML))
+        self.assertEqual((), domain_xml.vm_addresses("<domain><name>x</name></domain>"))
+
+    def test_the_parsed_root_is_read_as_the_text_is(self):
+        root = ElementTree.fromstring(NOVA_PORTS_XML)
+        self.assertEqual(domain_xml.vm_addresses(NOVA_PORTS_XML), domain_xml.vm_addresses(root))
+
+    def test_the_agent_reads_them_with_the_rest_of_the_domain(self):
+        facts = metadata.parse_domain_xml(NOVA_PORTS_XML)
+        self.assertEqual(domain_xml.vm_addresses(NOVA_PORTS_XML), facts.addresses)

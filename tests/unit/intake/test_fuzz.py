@@ -47,7 +47,7 @@ LIMITS = wire.Limits()
 NASTY = [float("nan"), float("inf"), -float("inf"), -1, 0, -0.0, 1e308, 5e-324, 10 ** 30,
          -10 ** 30, 2 ** 63, 2 ** 64 + 1, True, False, None, "", "NaN", "1e3", [], {}, [1],
          {"a": 1}, 1.5e7, 3.6e9, 10_000_000.000001, 1_000_001, 0.5, "\u0000", "\ud800"]
-KEYS = ["v", "n", "mean_us", "std_us", "p99_us", "vm", "x", "", "V", "mean", "\u00e9"]
+KEYS = ["v", "n", "mean_us", "std_us", "p99_us", "vm", "peer", "x", "", "V", "mean", "\u00e9"]
 
 
 def valid(rng, vm=None):
@@ -142,14 +142,16 @@ class TestStructuredFuzz(unittest.TestCase):
 
     @settings(max_examples=300, deadline=None, database=None)
     @given(st.dictionaries(st.sampled_from(KEYS), json_values, max_size=7))
-    def test_any_json_object_is_accepted_only_when_it_is_a_valid_v1_report(self, obj):
+    def test_any_json_object_is_accepted_only_when_it_is_a_valid_report(self, obj):
         data = dumps(obj)
         try:
             r = wire.parse(data, wire.SOURCE_CHANNEL, LIMITS)
         except wire.Rejected as exc:
             self.assertIn(exc.reason, wire.REASONS)
             return
-        self.assertEqual({"v", "n", "mean_us", "std_us", "p99_us"}, set(obj))
+        optional = {"peer"} if obj["v"] == 2 else set()
+        self.assertEqual({"v", "n", "mean_us", "std_us", "p99_us"}, set(obj) - optional)
+        self.assertEqual(wire.canonical_peer(obj.get("peer")), r.peer)
         self.assertIs(type(obj["v"]), int)
         self.assertIs(type(obj["n"]), int)
         self.assertEqual(float(obj["mean_us"]), r.mean_us)

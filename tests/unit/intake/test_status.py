@@ -81,6 +81,16 @@ class StatusContentTest(unittest.TestCase):
         self.assertEqual({"pct": 35.0, "limit_pct": 200.0, "reason": "congestion",
                           "enforced": True}, got["cap"])
 
+    def test_the_peer_the_vms_own_reports_named_is_told_back_with_the_window(self):
+        win = records.LatencyWindow(count=2400, mean_us=231.0, std_us=5.0, p99_us=410.0,
+                                    peer="10.0.0.7:7788")
+        got = status_mod.vm_status(vm(200.0), win, 15.5)
+        self.assertEqual("10.0.0.7:7788", got["window"]["peer"])
+        told = wire.parse(status_mod.encode(got))
+        self.assertEqual("10.0.0.7:7788", told["window"]["peer"])
+        self.assertIn("peer 10.0.0.7:7788", wire.render(told))
+        self.assertNotIn("peer", status_mod.vm_status(vm(200.0), window(), 15.5)["window"])
+
     def test_a_cap_at_the_limit_is_no_cap(self):
         self.assertIsNone(status_mod.vm_status(vm(), cap_pct=199.8, reason=policy.TAX)["cap"])
         self.assertIsNone(status_mod.vm_status(vm(), cap_pct=None)["cap"])

@@ -228,3 +228,58 @@ class TestNewRequests(unittest.TestCase):
         self.assertEqual({}, store.windows())
         store.offer(wire.SOURCE_CHANNEL, rep(100.0, n=10), vm=A)
         self.assertEqual(10, store.windows()[A].new)
+
+
+def peer_rep(mean, peer, n=10, vm=None):
+    return wire.encode(n, mean, 1.0, mean + 5, vm=vm, peer=peer).rstrip(b"\n")
+
+
+class TestPeer(unittest.TestCase):
+    """The window names the peer of the VM's newest fresh report that names one."""
+
+    def test_a_window_names_no_peer_until_a_report_names_one(self):
+        store, _ = make_store()
+        store.offer(wire.SOURCE_CHANNEL, rep(100.0), vm=A)
+        self.assertIsNone(store.windows()[A].peer)
+        store.offer(wire.SOURCE_CHANNEL, peer_rep(100.0, "10.0.0.7:7788"), vm=A)
+        self.assertEqual("10.0.0.7:7788", store.windows()[A].peer)
+
+    def test_the_newest_peer_wins_across_channel_and_probe(self):
+        store, _ = make_store()
+        store.offer(wire.SOURCE_CHANNEL, peer_rep(100.0, "10.0.0.7"), vm=A)
+        store.offer(wire.SOURCE_PROBE, peer_rep(100.0, "[2001:DB8::9]:80", vm=A))
+        self.assertEqual("[2001:db8::9]:80", store.windows()[A].peer)
+        store.offer(wire.SOURCE_CHANNEL, peer_rep(100.0, "10.0.0.8"), vm=A)
+        store.offer(wire.SOURCE_CHANNEL, rep(100.0), vm=A)    # names none: the last one holds
+        self.assertEqual("10.0.0.8", store.windows()[A].peer)
+
+    def test_a_peer_ages_out_with_its_report(self):
+        store, clock = make_store(freshness_s=3.0)
+        store.offer(wire.SOURCE_CHANNEL, peer_rep(100.0, "10.0.0.7"), vm=A)
+        clock.t += 2.0
+        store.offer(wire.SOURCE_CHANNEL, rep(100.0), vm=A)
+        clock.t += 1.5
+        w = store.windows()[A]
+        self.assertEqual((10, None), (w.count, w.peer))
+
+    def test_each_vm_has_its_own_peer(self):
+        store, _ = make_store()
+        store.offer(wire.SOURCE_CHANNEL, peer_rep(100.0, "10.0.0.7"), vm=A)
+        store.offer(wire.SOURCE_CHANNEL, peer_rep(200.0, "10.0.0.9"), vm=B)
+        self.assertEqual({A: "10.0.0.7", B: "10.0.0.9"},
+                         {vm: w.peer for vm, w in store.windows().items()})
+
+    def test_a_bad_peer_drops_the_report_and_is_counted_and_logged(self):
+        store, _ = make_store()
+        bad = b'{"v":2,"peer":"server.example:80","n":10,"mean_us":100,"std_us":1,"p99_us":105}'
+        with self.assertLogs("agent.intake.store", logging.WARNING) as logs:
+            self.assertIsNone(store.offer(wire.SOURCE_CHANNEL, bad, vm=A))
+        self.assertIn("bad_peer", logs.output[0])
+        self.assertEqual({wire.BAD_PEER: 1}, store.stats()[A]["rejected"])
+        self.assertEqual({}, store.windows())
+
+    def test_the_claim_is_logged_with_its_peer(self):
+        store, _ = make_store()
+        with self.assertLogs("agent.intake.store", logging.INFO) as logs:
+            store.offer(wire.SOURCE_CHANNEL, peer_rep(100.0, "10.0.0.7:7788"), vm=A)
+        self.assertIn("via channel to peer 10.0.0.7:7788", logs.output[0])

@@ -114,7 +114,8 @@ class TestRejected(unittest.TestCase):
         self.assertRejected(wire.SCHEMA, dup)
 
     def test_other_versions_are_unsupported(self):
-        self.assertRejected(wire.VERSION_UNSUPPORTED, line(v=2))
+        self.assertRejected(wire.VERSION_UNSUPPORTED, line(v=3))
+        self.assertRejected(wire.VERSION_UNSUPPORTED, line(v=0))
         self.assertRejected(wire.VERSION_UNSUPPORTED, line(v=1.0))
         self.assertRejected(wire.VERSION_UNSUPPORTED, line(v=True))
         self.assertRejected(wire.VERSION_UNSUPPORTED, line(v=...))
@@ -135,6 +136,64 @@ class TestRejected(unittest.TestCase):
         with self.assertRaises(ValueError) as ctx:
             wire.parse(b"[]", wire.SOURCE_CHANNEL)
         self.assertEqual(wire.NOT_OBJECT, ctx.exception.reason)
+
+
+class TestPeer(unittest.TestCase):
+    """Version 2: a report may name its peer; a bad one rejects the report (``bad_peer``)."""
+
+    def parse(self, data, source=wire.SOURCE_CHANNEL):
+        return wire.parse(data, source, LIMITS)
+
+    def test_version_1_reports_stay_valid_and_name_no_peer(self):
+        self.assertIsNone(self.parse(line()).peer)
+        self.assertIsNone(self.parse(line(v=2)).peer)     # the peer is optional in 2
+
+    def test_every_form_of_peer_is_read_and_kept_in_its_canonical_form(self):
+        for text, kept in (("10.0.0.7", "10.0.0.7"), ("10.0.0.7:7788", "10.0.0.7:7788"),
+                           ("2001:DB8:0:0::1", "2001:db8::1"),
+                           ("[2001:db8::1]:443", "[2001:db8::1]:443"),
+                           ("FE80:0000:0000:0000:0002:C903:0003:1234",
+                            "fe80:0000:0000:0000:0002:c903:0003:1234"),
+                           ("0000:0000:0000:0000:0000:ffff:0a00:0007",
+                            "0000:0000:0000:0000:0000:ffff:0a00:0007")):
+            self.assertEqual(kept, self.parse(line(v=2, peer=text)).peer, text)
+            self.assertEqual(kept, self.parse(line(v=2, peer=text, vm=VM),
+                                              wire.SOURCE_PROBE).peer)
+
+    def test_a_gid_is_told_from_an_ipv6_address_by_its_full_form(self):
+        self.assertEqual(wire.PEER_GID,
+                         wire.parse_peer("fe80:0000:0000:0000:0000:0000:0000:0001").kind)
+        self.assertEqual(wire.PEER_IPV6, wire.parse_peer("fe80:0:0:0:0:0:0:1").kind)
+        self.assertEqual(wire.PEER_IPV6, wire.parse_peer("fe80::1").kind)
+        self.assertEqual(wire.PEER_IPV4, wire.parse_peer("10.0.0.7:1").kind)
+        self.assertEqual(7788, wire.parse_peer("[::1]:7788").port)
+
+    def test_a_bad_peer_rejects_the_report(self):
+        for bad in ("", "server.example", "10.0.0.7:0", "10.0.0.7:65536", "10.0.0.07",
+                    "10.0.0.7:", "10.0.0.7:080", "fe80::1%eth0", "[fe80::1]", "[10.0.0.7]:80",
+                    "2001:db8::1:80:", "1.2.3", "::ffff:1.2.3.256", "x" * 65,
+                    "fe80:0000:0000:0000:0002:c903:0003", 10, None, True, ["10.0.0.7"],
+                    {"ip": "10.0.0.7"}, "\u0031.2.3.4\u0000"):
+            with self.assertRaises(wire.Rejected) as ctx:
+                self.parse(line(v=2, peer=bad))
+            self.assertEqual(wire.BAD_PEER, ctx.exception.reason, bad)
+
+    def test_a_peer_in_a_version_1_report_breaks_its_schema(self):
+        with self.assertRaises(wire.Rejected) as ctx:
+            self.parse(line(peer="10.0.0.7"))
+        self.assertEqual(wire.SCHEMA, ctx.exception.reason)
+
+    def test_encode_writes_version_2_with_a_peer_and_refuses_a_bad_one(self):
+        data = wire.encode(10, 200.0, 5.0, 230.0, peer="[2001:DB8::1]:80")
+        self.assertEqual({"v": 2, "peer": "[2001:db8::1]:80"},
+                         {k: v for k, v in json.loads(data).items() if k in ("v", "peer")})
+        self.assertEqual(1, json.loads(wire.encode(10, 200.0, 5.0, 230.0))["v"])
+        self.assertRaises(ValueError, wire.encode, 10, 200.0, 5.0, 230.0, peer="host")
+
+    def test_the_longest_report_fits_the_smallest_line_bound_by_far(self):
+        data = wire.encode(1_000_000, 1e7, 1e7, 1e7, vm=VM,
+                           peer="[ffff:ffff:ffff:ffff:ffff:ffff:ffff:fffe]:65535")
+        self.assertLess(len(data), 230)
 
 
 class TestInvariant(unittest.TestCase):
