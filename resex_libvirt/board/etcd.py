@@ -132,6 +132,11 @@ def _shutdown_stream(resp):
         LOG.debug("closing the etcd watch stream failed", exc_info=True)
 
 
+def _object(value):
+    """``value`` if it is a JSON object, else an empty one (a watch message is untrusted)."""
+    return value if isinstance(value, dict) else {}
+
+
 def _stream_timeout(resp, seconds):
     """Let an open stream's reads wait ``seconds`` (its headers came within the attempt's)."""
     try:
@@ -489,7 +494,7 @@ class EtcdBoard(backend.Board):
                         return
                     if not line:
                         continue
-                    result = json.loads(line).get("result") or {}
+                    result = _object(_object(json.loads(line)).get("result"))
                     if int(result.get("compact_revision", 0) or 0) > 0 or result.get("canceled"):
                         # History is gone (compacted): start over from a full read.
                         LOG.info("etcd board %s: watch cancelled at revision %d (%s); "
@@ -518,11 +523,14 @@ class EtcdBoard(backend.Board):
 
     def _changes(self, result, revision):
         """``([(host, raw or None)], revision)`` of one watch message."""
-        header = result.get("header") or {}
-        events = result.get("events") or ()
+        header = _object(result.get("header"))
+        events = result.get("events")
+        events = events if isinstance(events, list) else ()
         changed = []
         for event in events:
-            kv = event.get("kv") or {}
+            kv = _object(_object(event).get("kv"))
+            if not kv:
+                continue    # not an event: a writer cannot make the follower raise
             key = base64.b64decode(kv.get("key", "")).decode("utf-8", "replace")
             if event.get("type") == "DELETE":
                 changed.append((key[len(self.prefix):], None))

@@ -26,6 +26,7 @@ import io
 import json
 import random
 import threading
+import types
 import unittest
 import urllib.parse
 
@@ -69,6 +70,17 @@ def message(events, revision):
     return json.dumps({"result": {"header": {"revision": str(revision)}, "events": events}})
 
 
+class _Sock:
+    def settimeout(self, seconds):
+        pass
+
+
+class _Raw(io.BytesIO):
+    """A canned body whose socket takes a read timeout, as a live stream's does."""
+
+    connection = types.SimpleNamespace(sock=_Sock())
+
+
 class CannedEtcd(requests.adapters.BaseAdapter):
     """Answers the board's requests with canned bodies; the last watch sets ``stop``."""
 
@@ -95,7 +107,7 @@ class CannedEtcd(requests.adapters.BaseAdapter):
             body = ""
         resp = requests.Response()
         resp.status_code = 200
-        resp.raw = io.BytesIO(body.encode() if isinstance(body, str) else body)
+        resp.raw = _Raw(body.encode() if isinstance(body, str) else body)
         resp.url = request.url
         resp.request = request
         return resp
@@ -126,6 +138,17 @@ class EtcdDecodingTest(unittest.TestCase):
         self.assertEqual(0, batches[0][1]["c1"].sensitive_vms)
         self.assertIsNone(batches[1][1]["c2"])
         self.assertEqual({"invalid": 0, "misplaced": 1}, board.rejected)
+
+    def test_watch_messages_that_are_not_objects_are_skipped(self):
+        good = reports.make("c2", sensitive_vms=3).to_json().encode()
+        body = "\n".join(["[]", "5", json.dumps({"result": []}),
+                          json.dumps({"result": {"header": [], "events": [7, {"kv": []}]}}),
+                          message([put("c2", good, 12)], 12)])
+        board, stop = self.board([kv("c1", reports.make("c1").to_json().encode(), 5)], [body])
+        batches = list(board.follow(stop))
+        self.assertEqual([(True, {"c1"}), (False, {"c2"})],
+                         [(full, set(recs)) for full, recs in batches])
+        self.assertEqual(3, batches[1][1]["c2"].sensitive_vms)
 
     def test_a_range_read_drops_forged_broken_and_undecodable_keys(self):
         board, _ = self.board([
