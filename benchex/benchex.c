@@ -1217,7 +1217,7 @@ static int reporter_init(struct reporter *r, const struct opts *o)
 			return -1;
 	}
 	if (r->path) {
-		const char *peer = o->report_peer ? o->report_peer : o->client ? "auto" : "none";
+		const char *peer = o->report_peer ? o->report_peer : "none";
 		r->auto_peer = !strcmp(peer, "auto");
 		if (!r->auto_peer && strcmp(peer, "none") && !peer_text(peer, r->peer))
 			return -1;

@@ -30,7 +30,7 @@
  * arrives; its latency runs from its due time (coordinated omission
  * corrected, as the TCP open-loop client). Summaries go through the same
  * reporter as the TCP mode (latency channel or probe socket), naming the
- * server's GID as their peer by default (--report-peer auto);
+ * server's GID as their peer with --report-peer auto;
  * --print-samples S also prints every latency, one line per S seconds:
  *   resex-lat tool=benchex verb=send bytes=65536 n=3 samples=812,790,1204
  */

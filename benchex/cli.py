@@ -40,9 +40,11 @@ PATH``. Otherwise ``benchex status`` opens the port itself and waits up to
 
 ``--report-peer`` names the other end of the measured requests in each
 report (:mod:`benchex.wire`, version 2): an address (``A.B.C.D[:PORT]``,
-an IPv6 address or ``[IPV6]:PORT``) or a GID; ``auto`` (the client's
-default) the server as connected; ``none`` (the server's default) no peer,
-which writes version 1 reports, as an agent older than version 2 requires.
+an IPv6 address or ``[IPV6]:PORT``) or a GID; ``auto`` the server as the
+client connected to it; ``none`` (the default) no peer, which writes
+version 1 reports: an agent older than version 2 rejects every version 2
+report, and a tenant's guest may get a new BenchEx before its host gets a
+new agent.
 """
 
 import argparse
@@ -101,9 +103,9 @@ def _add_report_args(parser):
                        help="seconds per reported window (default 0.1)")
     group.add_argument("--report-peer", metavar="ADDR|auto|none",
                        help="the peer the reports name: an address (A.B.C.D[:PORT], IPV6 or "
-                            "[IPV6]:PORT) or a GID; auto: the server as connected (the "
-                            "client's default); none: no peer (the server's default; "
-                            "version 1 reports, for older agents)")
+                            "[IPV6]:PORT) or a GID; auto: the server as the client "
+                            "connected to it; none (the default): no peer, version 1 "
+                            "reports, which every agent reads")
     group.add_argument("--status-file", metavar="PATH",
                        help="with --report-channel: write each status the agent sends back "
                             "to PATH (JSON), for benchex status --file")
@@ -230,7 +232,7 @@ def _reporter(args, parser):
         return None
     if args.status_file and not args.report_channel:
         parser.error("--status-file needs --report-channel: the status comes down the channel")
-    peer = args.report_peer or (reporter_mod.AUTO if args.command == "client" else "none")
+    peer = args.report_peer or "none"
     if peer == "none":
         peer = None
     elif peer != reporter_mod.AUTO and wire.canonical_peer(peer) is None:

@@ -487,7 +487,8 @@ class TestCBenchex(LoopbackTestCase):
             return run
 
         gid = "FE80:0000:0000:0000:0002:C903:0003:1234"
-        runs = {"python": python_client, "c": c_client(),
+        runs = {"python": python_client, "c": c_client("--report-peer", "auto"),
+                "c-default": c_client(),
                 "python-gid": lambda path: python_client(path, gid),
                 "c-gid": c_client("--report-peer", gid),
                 "python-none": lambda path: python_client(path, None),
@@ -503,6 +504,7 @@ class TestCBenchex(LoopbackTestCase):
         self.assertEqual(peers["python-gid"], peers["c-gid"])
         self.assertEqual({None}, peers["python-none"])
         self.assertEqual({None}, peers["c-none"])
+        self.assertEqual({None}, peers["c-default"])     # version 1: every agent reads it
 
     def test_the_c_server_names_the_peer_it_is_told_to(self):
         intake, port_path = self.guest_channel()

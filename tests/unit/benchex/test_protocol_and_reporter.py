@@ -193,10 +193,11 @@ class TestReporterPeer(unittest.TestCase):
             with self.assertRaises(SystemExit):
                 cli.main(["client", "--report-peer", "10.0.0.7"])    # nothing to report to
 
-    def test_the_client_names_the_server_and_the_server_no_one_by_default(self):
+    def test_no_peer_is_named_by_default_and_auto_names_the_server(self):
         parser = cli.build_parser()
         for argv, peer, auto in (
-                (["client", "--report-channel", "/x"], None, True),
+                (["client", "--report-channel", "/x"], None, False),
+                (["client", "--report-channel", "/x", "--report-peer", "auto"], None, True),
                 (["server", "--report-channel", "/x"], None, False),
                 (["client", "--report-channel", "/x", "--report-peer", "none"], None, False),
                 (["server", "--report-channel", "/x", "--report-peer", "10.0.0.7:80"],
