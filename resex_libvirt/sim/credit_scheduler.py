@@ -46,7 +46,7 @@ INFINITE = float("inf")
 class CapScheduler:
     """The CPU budget of one single-vCPU VM under a credit-scheduler cap."""
 
-    __slots__ = ("period_ns", "cap_pct", "knob_pct", "share_pct", "used_ns")
+    __slots__ = ("period_ns", "cap_pct", "knob_pct", "share_pct", "used_ns", "quota")
 
     def __init__(self, period_ns, cap_pct=None):
         if period_ns < 1:
@@ -78,7 +78,10 @@ class CapScheduler:
 
     def _combine(self):
         knob, share = self.knob_pct, self.share_pct
-        self.cap_pct = knob if share is None else (share if knob is None else min(knob, share))
+        cap = self.cap_pct = knob if share is None else (share if knob is None
+                                                         else min(knob, share))
+        #: :meth:`quota_ns`, worked out when the cap or the share changes (the engine reads it).
+        self.quota = INFINITE if cap is None else cap / 100.0 * self.period_ns
 
     @property
     def capped(self):
@@ -86,15 +89,13 @@ class CapScheduler:
 
     def quota_ns(self):
         """CPU time allowed per period (``inf`` when uncapped)."""
-        if self.cap_pct is None:
-            return INFINITE
-        return self.cap_pct / 100.0 * self.period_ns
+        return self.quota
 
     def budget_ns(self):
         """CPU time the VM may still run in the current period."""
         if self.cap_pct is None:
             return INFINITE
-        return max(0.0, self.quota_ns() - self.used_ns)
+        return max(0.0, self.quota - self.used_ns)
 
     def consume(self, ns):
         self.used_ns += ns

@@ -150,6 +150,8 @@ class SimHost(hyp_base.Hypervisor, fabric_base.FabricMonitor):
         self._every = _Rows(tuple(self.testbed.vms))
         self._rows_key = None
         self._rows_vms = []
+        self._readings_key = None
+        self._readings_rows = None
         self._end_ns = round(scenario.duration_s * _NS)
         self.testbed.run_until(0)
 
@@ -166,7 +168,22 @@ class SimHost(hyp_base.Hypervisor, fabric_base.FabricMonitor):
         if not math.isfinite(t_s):
             raise ValueError("t_s must be finite")
         with self._lock:
-            self.testbed.run_until(min(self._end_ns, max(0, round(t_s * _NS))))
+            self.testbed.run_through((min(self._end_ns, max(0, round(t_s * _NS))),))
+            self._collect()
+
+    def advance_through(self, times_s):
+        """:meth:`advance_to` each of ``times_s`` in turn, in one pass of the engine.
+
+        The same model run (``Testbed.run_through``), for a caller that
+        reads nothing between the times.
+        """
+        stops = []
+        for t_s in times_s:
+            if not math.isfinite(t_s):
+                raise ValueError("t_s must be finite")
+            stops.append(min(self._end_ns, max(0, round(t_s * _NS))))
+        with self._lock:
+            self.testbed.run_through(stops)
             self._collect()
 
     def clock(self, sleep=None):
@@ -228,17 +245,43 @@ class SimHost(hyp_base.Hypervisor, fabric_base.FabricMonitor):
             self._rows_key = key
         return self._rows_vms
 
+    def _readings(self, rows):
+        """The model's readings of the VMs of ``rows`` in its order, as read-only int64 rows.
+
+        ``(CPU ns, run delay ns, tx bytes, rx bytes)``: -1, -1, 0 and 0 for
+        a VM not running; ``int()`` truncates the link's float bytes toward
+        zero, as ``astype(int64)`` would. Read in one pass and kept while the
+        model stands still (same time, no VM started or stopped): the
+        controller's three readers of a sweep share it.
+        """
+        tb = self.testbed
+        key = (id(rows), rows.version, tb.now_ns, tb.changes)
+        if self._readings_key != key:
+            cpu, delay, tx = [], [], []
+            for vm in self._row_vms(rows):
+                if vm is not None and vm.state == "active":
+                    cpu.append(vm.cpu_ns)
+                    delay.append(vm.delay_ns)
+                    tx.append(int(vm.tx_bytes))
+                else:
+                    cpu.append(-1)
+                    delay.append(-1)
+                    tx.append(0)
+            # The model keeps no receive counter: a row of zeros.
+            readings = np.array((cpu, delay, tx, [0] * len(cpu)), dtype=np.int64)
+            readings.setflags(write=False)
+            self._readings_rows, self._readings_key = readings, key
+        return self._readings_rows
+
     def cpu_times_rows(self, rows):
         """CPU ns of the VMs of ``rows`` (the market's table) in its order; -1: not running."""
         with self._lock:
-            return np.array([vm.cpu_ns if vm is not None and vm.state == "active" else -1
-                             for vm in self._row_vms(rows)], dtype=np.int64)
+            return self._readings(rows)[0]
 
     def delay_times_rows(self, rows):
         """Run delay ns of the VMs of ``rows`` (the market's table) in order; -1: not running."""
         with self._lock:
-            return np.array([vm.delay_ns if vm is not None and vm.state == "active" else -1
-                             for vm in self._row_vms(rows)], dtype=np.int64)
+            return self._readings(rows)[1]
 
     def set_knobs(self, uuid, cap_pct, weight):
         with self._lock:
@@ -295,11 +338,8 @@ class SimHost(hyp_base.Hypervisor, fabric_base.FabricMonitor):
         counter), aligned with the market's rows.
         """
         with self._lock:
-            vms = self._row_vms(rows)
-            # int() truncates toward zero as astype(int64) of the float would.
-            tx = np.array([int(vm.tx_bytes) if vm is not None and vm.state == "active" else 0
-                           for vm in vms], dtype=np.int64)
-            return tx, np.zeros(len(vms), dtype=np.int64)
+            readings = self._readings(rows)
+            return readings[2], readings[3]
 
     def link(self):
         return fabric_base.LinkInfo("sim0", self.scenario.link_bytes_per_s, self.scenario.mtu)

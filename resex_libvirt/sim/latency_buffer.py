@@ -14,6 +14,7 @@
 
 import collections
 import itertools
+import operator
 
 from resex_libvirt.market import latency
 
@@ -25,17 +26,18 @@ class LatencyBuffer:
     than ``max_age`` ticks are left out of the window so a VM that stops
     reporting stops counting.
 
-    The values are also kept on their own, and while they arrive in tick
-    order (as a reporter sends them) the fresh ones are a run at the end of
-    the buffer: a window finds where it starts from the oldest end (usually
-    at once) and copies the values in one go instead of filtering pairs.
+    The ticks and the values are kept side by side, and while the values
+    arrive in tick order (as a reporter sends them) the fresh ones are a run
+    at the end of the buffer: a window finds where it starts from the oldest
+    end (usually at once) and copies the values in one go instead of
+    filtering pairs.
     """
 
     def __init__(self, size=64, max_age=None):
         if size < 1:
             raise ValueError("size must be >= 1")
         self.max_age = max_age
-        self._items = collections.deque(maxlen=size)
+        self._ticks = collections.deque(maxlen=size)
         self._values = collections.deque(maxlen=size)
         self._last_tick = None
         #: True while every tick added was at or after the previous one.
@@ -44,39 +46,37 @@ class LatencyBuffer:
         self.added = 0
 
     def add(self, value_us, tick):
-        value = float(value_us)
-        self._items.append((tick, value))
-        self._values.append(value)
-        if self._in_order and self._last_tick is not None and tick < self._last_tick:
-            self._in_order = False
-        self._last_tick = tick
-        self.added += 1
+        self.extend((value_us,), (tick,))
 
     def extend(self, values_us, ticks):
         """:meth:`add` each of ``values_us`` with the tick of the same rank in ``ticks``."""
-        items, values = self._items, self._values
+        values = list(map(float, values_us))
+        ticks = list(ticks)
+        if len(values) != len(ticks):
+            raise ValueError("one tick per value")
+        if not ticks:
+            return
         last = self._last_tick
-        in_order = self._in_order
-        n = 0
-        for value, tick in zip(values_us, ticks):
-            value = float(value)
-            items.append((tick, value))
-            values.append(value)
-            if in_order and last is not None and tick < last:
-                in_order = False
-            last = tick
-            n += 1
-        self._last_tick = last
-        self._in_order = in_order
-        self.added += n
+        if self._in_order and ((last is not None and ticks[0] < last) or
+                               any(map(operator.gt, ticks, itertools.islice(ticks, 1, None)))):
+            self._in_order = False
+        self._ticks.extend(ticks)
+        self._values.extend(values)
+        self._last_tick = ticks[-1]
+        self.added += len(values)
 
     def __len__(self):
-        return len(self._items)
+        return len(self._values)
+
+    def _fresh(self, tick):
+        """``(tick, value)`` of the values at most ``max_age`` old at ``tick``."""
+        max_age = self.max_age
+        return [(t, v) for t, v in zip(self._ticks, self._values) if tick - t <= max_age]
 
     def window(self, tick):
         """A :class:`LatencyWindow` of the fresh values, or ``None``."""
         if self.max_age is not None:
-            values = [v for t, v in self._items if tick - t <= self.max_age]
+            values = [v for _t, v in self._fresh(tick)]
         else:
             values = list(self._values)
         return latency.summarize(values)
@@ -92,15 +92,14 @@ class LatencyBuffer:
         max_age = self.max_age
         if max_age is None:
             return latency.summarize(list(self._values), new), None
-        items = self._items
         if not self._in_order:
-            fresh = [(t, v) for t, v in items if tick - t <= max_age]
+            fresh = self._fresh(tick)
             if not fresh:
                 return None, None
             return latency.summarize([v for _t, v in fresh], new), min(t for t, _v in fresh)
         # Ticks in order: ``tick - t`` never grows along the buffer, so the
         # fresh values are the ones from the first fresh one to the end.
-        for start, (t, _v) in enumerate(items):
+        for start, t in enumerate(self._ticks):
             if tick - t <= max_age:
                 break
         else:

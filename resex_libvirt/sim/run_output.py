@@ -17,8 +17,10 @@ Latency percentiles are nearest-rank (the same rule as
 the population one. The plots are the research's (``resex_research.plots``).
 """
 
+import itertools
 import json
 import math
+import operator
 import os
 
 
@@ -36,7 +38,9 @@ def latency_stats(values):
     if n == 0:
         return {"count": 0, "mean_us": None, "p50_us": None, "p99_us": None, "std_us": None}
     mean = math.fsum(values) / n
-    std = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / n)
+    # fsum of (v - mean) ** 2, its terms made in C (the same operations: float - and **).
+    squares = map(pow, map(operator.sub, values, itertools.repeat(mean)), itertools.repeat(2))
+    std = math.sqrt(math.fsum(squares) / n)
     ordered = sorted(values)
     return {"count": n, "mean_us": mean, "p50_us": percentile(ordered, 50),
             "p99_us": percentile(ordered, 99), "std_us": std}

@@ -212,12 +212,14 @@ def run_static(scenario, model=None, series_every=None):
     first step (the end of the first interval, in the scenario's order), and
     never again; the model runs on by itself. A static-cap sweep needs
     nothing else. This makes the same run without the market and the
-    controller: the model advanced one interval at a time as :func:`run`
-    advances it (the link's steps depend on it) and the same knobs written
-    at the same instant, so the VM results and latencies are those of
-    :func:`run` to the last bit (``tests/unit/sim/test_runner.py`` compares
-    them). ``series`` has only ``t_s`` and ``cap_pct``, and there are no
-    ``epochs`` (no market, no ledger). Only for scenarios where
+    controller: the model stopping at the end of every interval as
+    :func:`run` stops it (the link's steps depend on it; after the first
+    interval, in one pass of the engine, ``SimHost.advance_through``) and
+    the same knobs written at the same instant, so the VM results and
+    latencies are those of :func:`run` to the last bit
+    (``tests/unit/sim/test_runner.py`` compares them). ``series`` has only
+    ``t_s`` and ``cap_pct``, and there are no ``epochs`` (no market, no
+    ledger). Only for scenarios where
     :func:`static_applies` (``ValueError`` otherwise).
     """
     if not static_applies(scenario):
@@ -231,23 +233,23 @@ def run_static(scenario, model=None, series_every=None):
               for vm in scenario.vms}
     knobs = [(vm.uuid, None if limits[vm.uuid] >= 100.0 * max(1, vm.vcpus) - 1e-9
               else round(limits[vm.uuid], 2)) for vm in scenario.vms]
-    tally = {uuid: [0, 0.0, float("inf")] for uuid in limits}
-    series = {"t_s": [], "cap_pct": {vm.name: [] for vm in scenario.vms}}
-    for i in range(1, scenario.intervals + 1):
-        t = i * scenario.interval_s
-        host.advance_to(t)
-        if i == 1:
-            for uuid, cap in knobs:
-                host.set_knobs(uuid, cap, market_mod.market.BASE_WEIGHT)
-        for uuid, cap in limits.items():
-            rec = tally[uuid]
-            rec[0] += 1
-            rec[1] += cap
-            rec[2] = min(rec[2], cap)
-        if i % every == 0:
-            series["t_s"].append(round(t, 9))
-            for vm in scenario.vms:
-                series["cap_pct"][vm.name].append(limits[vm.uuid])
+    intervals, interval_s = scenario.intervals, scenario.interval_s
+    if intervals >= 1:
+        host.advance_to(interval_s)
+        for uuid, cap in knobs:
+            host.set_knobs(uuid, cap, market_mod.market.BASE_WEIGHT)
+        # Nobody reads the model until the end: the other intervals in one
+        # pass of the engine, each interval's end still one of its events.
+        host.advance_through(i * interval_s for i in range(2, intervals + 1))
+    tally = {}
+    for uuid, cap in limits.items():
+        cap_sum = 0.0
+        for _i in range(intervals):
+            cap_sum += cap         # added interval by interval, as run() adds it
+        tally[uuid] = [intervals, cap_sum, cap if intervals else float("inf")]
+    ticks = range(every, intervals + 1, every)
+    series = {"t_s": [round(i * interval_s, 9) for i in ticks],
+              "cap_pct": {vm.name: [limits[vm.uuid]] * len(ticks) for vm in scenario.vms}}
     vm_results, latencies, log = _vm_results(scenario, host, tally)
     return RunResult(scenario=scenario.name, policy="none", policy_kwargs={},
                      vms=vm_results, series=series, epochs=[], latencies_us=latencies,

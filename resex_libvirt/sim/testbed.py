@@ -62,6 +62,7 @@ from resex_libvirt.sim import model as model_mod
 from resex_libvirt.sim import workload as workload_mod
 
 IDLE, COMPUTE, POLL = workload_mod.IDLE, workload_mod.COMPUTE, workload_mod.POLL
+INFINITE = credit_scheduler.INFINITE
 
 
 class SimVM:
@@ -136,16 +137,30 @@ class Testbed:
 
     # -- the engine -----------------------------------------------------------
     def run_until(self, until_ns):
-        """Advance the testbed to ``until_ns`` (a no-op for a past time).
+        """Advance the testbed to ``until_ns`` (a no-op for a past time)."""
+        self.run_through((until_ns,))
+
+    def run_through(self, stops_ns):
+        """Advance the testbed to each of ``stops_ns`` in turn (a no-op for a past one).
+
+        The same run as one :meth:`run_until` per stop (each stop is an
+        event: the link's steps depend on it), in one pass of the loop, for
+        a caller that reads nothing between the stops: the VMs' counters
+        are brought up to date at the last one only (their CPU accounting
+        is in integer nanoseconds, so that changes no figure).
 
         One pass of the loop is one event: settle the VMs due now, in the
         order they were added (:meth:`_settle`), find the next event (a
-        period boundary, ``until_ns``, the link's first completion or the
+        period boundary, the stop, the link's first completion or the
         heap's first live event), advance the link to it and note the VMs
         whose transfer completed (:meth:`_transfers_done`) or whose own
         event came. This is the simulator's hot loop: it keeps its state in
         locals and calls out once per step of an event, never once per VM.
         """
+        stops = iter(stops_ns)
+        until_ns = next(stops, None)
+        if until_ns is None:
+            return
         until_ns = int(until_ns)
         link = self.link
         heap = self._heap
@@ -164,7 +179,12 @@ class Testbed:
                 settle([due[o] for o in sorted(due)] if len(due) > 1 else due.values(), now)
                 due.clear()
             if now >= until_ns:
-                break
+                for until_ns in stops:     # the next stop ahead, if any
+                    until_ns = int(until_ns)
+                    if until_ns > now:
+                        break
+                else:
+                    break
             t = boundary if boundary < until_ns else until_ns
             while heap:
                 top = heap[0]
@@ -260,26 +280,20 @@ class Testbed:
                 work = srv.state
                 if work != IDLE:
                     sched = vm.sched
-                    cap = sched.cap_pct
-                    if cap is None:        # CapScheduler.budget_ns, inline: infinite
+                    # CapScheduler.budget_ns, inline (infinite when uncapped).
+                    budget = sched.quota - sched.used_ns
+                    if budget > 0:
                         on_cpu = True
                         if work == COMPUTE:
                             done = now + srv.compute_left
                             if t is None or done < t:
                                 t = done
-                    else:
-                        budget = max(0.0, cap / 100.0 * sched.period_ns - sched.used_ns)
-                        if budget > 0:
-                            on_cpu = True
-                            if work == COMPUTE:
-                                done = now + srv.compute_left
-                                if t is None or done < t:
-                                    t = done
+                        if budget != INFINITE:
                             spent = now + max(1, math.ceil(budget))   # budget runs out
                             if t is None or spent < t:
                                 t = spent
-                        else:
-                            parked = True
+                    else:
+                        parked = True
             elif state == "pending":
                 t = vm.start_ns
             else:

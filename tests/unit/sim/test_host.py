@@ -271,6 +271,35 @@ class SimHostTest(unittest.TestCase):
         rows.remove("not-a-vm")                   # a new version: realigned
         self.assertEqual(2, len(self.host.cpu_times_rows(rows)))
 
+    def test_readings_by_rows_follow_the_model_and_are_read_only(self):
+        rows = table.Table()
+        for uuid in (self.early, self.late):
+            rows.add(uuid)
+        vms = self.host.testbed.vms
+        for t in (0.12, 0.12, 0.13, 0.15):
+            self.host.advance_to(t)
+            self.host.set_knobs(self.late, 40.0, 256)      # the same instant: same readings
+            cpu = self.host.cpu_times_rows(rows)
+            delay = self.host.delay_times_rows(rows)
+            tx, _rx = self.host.counters_rows(rows)
+            self.assertEqual([vms[u].cpu_ns for u in rows.names], cpu.tolist(), t)
+            self.assertEqual([vms[u].delay_ns for u in rows.names], delay.tolist(), t)
+            self.assertEqual([int(vms[u].tx_bytes) for u in rows.names], tx.tolist(), t)
+            for column in (cpu, delay, tx):
+                self.assertRaises(ValueError, column.__setitem__, 0, 1)
+
+    def test_advance_through_is_advance_to_each_time(self):
+        times = [0.007 * k for k in range(1, 60)]
+        one_by_one = host_mod.SimHost(scenario.loads(LIFETIMES))
+        for t in times:
+            one_by_one.advance_to(t)
+        through = host_mod.SimHost(scenario.loads(LIFETIMES))
+        through.advance_through(times)
+        self.assertEqual(one_by_one.now(), through.now())
+        self.assertEqual(one_by_one.results(), through.results())
+        self.assertEqual(one_by_one.windows(), through.windows())
+        self.assertRaises(ValueError, through.advance_through, [0.5, float("nan")])
+
     def test_the_generation_moves_only_when_a_vm_starts_or_stops(self):
         seen = [self.host.generation]
         for t in (0.05, 0.09, 0.15, 0.18, 0.25):

@@ -140,6 +140,67 @@ class EngineReproducibilityTest(unittest.TestCase):
                          _digest(res))
 
 
+def _every_figure(res):
+    """The sha256 of every figure of a run: VMs, latencies, logs, series and epochs."""
+    d = res.to_dict(latencies=True)
+    del d["wall_s"]
+    d["latency_log"] = res.latency_log
+    return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()
+
+
+def _limited(sc, vm_name, cap_pct):
+    import dataclasses
+    vms = tuple(dataclasses.replace(v, sla=dataclasses.replace(v.sla, limit_pct=cap_pct))
+                if v.name == vm_name else v for v in sc.vms)
+    return dataclasses.replace(sc, vms=vms)
+
+
+class GoldenRunsTest(unittest.TestCase):
+    """Runs of today's model and policies give the figures recorded, to the last bit.
+
+    The engine, the host's readings and the runner are tuned for speed
+    (doc/source/performance.rst); none of that may move a figure. Each run
+    here is checked by the digest of everything it returns and by a few of
+    its figures written out (so that a failure says which moved): the
+    product's policies with the market in the loop over a whole epoch, CPU
+    contention with a VM starting mid-run, and a static-cap run without the
+    market. Record again only for an intended change of behaviour.
+    """
+
+    def _check(self, res, digest, figures):
+        got = {(vm, key): getattr(res.vm(vm), key) for vm, key in figures}
+        self.assertEqual(figures, got)
+        self.assertEqual(digest, _every_figure(res))
+
+    def test_io_shares_on_the_paper_scenario(self):
+        res = runner.run(scenario.load("paper_64k_vs_2m").with_duration(1.2), "io_shares")
+        self._check(res, "4a182eb7b183f1f07823e0f0092e63e33234e73d84dced7f18c918e1d94f90ef", {
+            ("vm64k", "latency_mean_us"): 227.18318099204845, ("vm64k", "count"): 5282,
+            ("vm2m", "throughput_mb_s"): 295.3489066666596,
+            ("vm2m", "cap_mean_pct"): 26.367684894302446})
+
+    def test_latency_target_on_the_paper_scenario(self):
+        res = runner.run(scenario.load("paper_64k_vs_2m").with_duration(1.2),
+                         "latency_target")
+        self._check(res, "21bbbf4cbbe5f28cc07342cd3cdf40e3f65ae2b0acee29d6f05e9e24fd1560fc", {
+            ("vm64k", "latency_mean_us"): 227.18318099204845,
+            ("vm2m", "throughput_mb_s"): 295.3489066666596,
+            ("vm2m", "cap_mean_pct"): 26.367684894302446})
+
+    def test_io_shares_under_cpu_contention(self):
+        res = runner.run(scenario.load("cpu_hog_one_pcpu").with_duration(1.2), "io_shares")
+        self._check(res, "64482b6a7d3c0afe98f520c783273992f3a3ab7d9db629a6dd854f41d6d9eb0a", {
+            ("vm64k", "latency_mean_us"): 218.67431455142233, ("vm64k", "cpu_pct"): 95.4812355,
+            ("hog", "cpu_pct"): 9.175027285714286, ("hog", "cap_mean_pct"): 11.24439320285083})
+
+    def test_a_static_cap_run(self):
+        sc = _limited(scenario.load("paper_64k_vs_2m").with_duration(1.2), "vm2m", 27.5)
+        res = runner.run_static(sc)
+        self._check(res, "2e800a7fc58a4aed3228c8edc849483275800c7123b6ee67c286dd2f0b1bc6e9", {
+            ("vm64k", "latency_mean_us"): 227.30650975563552, ("vm64k", "latency_p99_us"): 275.549,
+            ("vm2m", "throughput_mb_s"): 298.8441599999925, ("vm2m", "cpu_pct"): 27.5})
+
+
 class LinkArraysTest(unittest.TestCase):
 
     def test_the_link_on_arrays_carries_the_same_bytes_as_the_loop_to_the_last_bit(self):

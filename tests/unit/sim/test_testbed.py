@@ -230,3 +230,38 @@ class LinkModesTest(unittest.TestCase):
         switching = self._run(9)
         self.assertEqual(inline, arrays)
         self.assertEqual(inline, switching)
+
+
+class RunThroughTest(unittest.TestCase):
+    """run_through: one pass of the loop, the run of one run_until per stop to the last bit."""
+
+    def _testbed(self):
+        tb = testbed_mod.Testbed(GIB, seed=5, pcpus=2)
+        for i in range(5):
+            tb.add_vm("vm%d" % i, server("64K" if i % 2 else "2M", compute_us=30.0 + 7 * i),
+                      start_ns=i * MS // 3, stop_ns=None if i != 3 else 25 * MS)
+        tb.run_until(0)
+        tb.set_cap("vm0", 35.0)
+        return tb
+
+    def _state(self, tb):
+        return (tb.now_ns, tb.link.busy_ns, tb.changes,
+                {n: (vm.state, vm.cpu_ns, vm.delay_ns, vm.tx_bytes, vm.server.latencies,
+                     vm.server.completed, vm.sched.used_ns) for n, vm in tb.vms.items()})
+
+    @settings(max_examples=25, deadline=None)
+    @given(st.lists(st.integers(min_value=0, max_value=40 * MS), min_size=1, max_size=30))
+    def test_the_same_run_as_one_run_until_per_stop(self, stops):
+        stops = sorted(stops) + [stops[0]]       # a stop in the past is a no-op
+        one_by_one = self._testbed()
+        for stop in stops:
+            one_by_one.run_until(stop)
+        through = self._testbed()
+        through.run_through(stops)
+        self.assertEqual(self._state(one_by_one), self._state(through))
+
+    def test_no_stop_is_a_no_op(self):
+        tb = self._testbed()
+        before = self._state(tb)
+        tb.run_through(())
+        self.assertEqual(before, self._state(tb))
