@@ -151,29 +151,8 @@ class Link:
             until_ns = done
         dt_ns = until_ns - now_ns
         self.busy_ns += dt_ns
-        each = bytes_per_ns * dt_ns / n
-        finished = None
-        for t in active:
-            rem = t.remaining
-            if each < rem:
-                rem -= each
-                owner = t.owner
-                owner.tx_bytes += each
-                if rem > EPSILON_BYTES:
-                    t.remaining = rem
-                    continue
-                owner.tx_bytes += rem          # the float rounding's last bytes
-            else:
-                t.owner.tx_bytes += rem        # rem - rem would leave 0.0: nothing to add
-            t.remaining = 0.0
-            if finished is None:
-                finished = [t]
-            else:
-                finished.append(t)
-        if finished is None:
-            return until_ns, ()
-        self.active = [t for t in active if t.remaining > 0.0]
-        return until_ns, finished
+        finished = self._share(active, bytes_per_ns * dt_ns / n)
+        return until_ns, (finished or ())
 
     def advance(self, dt_ns):
         """Carry ``dt_ns`` of traffic; return the transfers that completed."""
@@ -194,6 +173,10 @@ class Link:
             self._rem = self._tx = None
         if self._rem is not None:
             return self._advance_arrays(each)
+        return self._share(active, each)
+
+    def _share(self, active, each):
+        """Carry ``each`` bytes of every transfer in ``active``; those that completed."""
         done = []
         for t in active:
             rem = t.remaining
