@@ -19,7 +19,8 @@
                       [--calibration-dir DIR] [--recalibrate]
 
 ``SCENARIO`` is a packaged fleet scenario (``cluster_default``,
-``cluster_large``, ``cluster_small``) or a TOML file. The first run of a
+``cluster_large``, ``cluster_small``, ``cluster_traits_10k``) or a TOML
+file. The first run of a
 scenario calibrates the host surrogate on the host simulator (about a
 minute) and caches the table; ``--recalibrate`` measures it again.
 """

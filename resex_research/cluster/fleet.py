@@ -36,11 +36,27 @@ agent and the scheduler:
 * the scheduler's reader refreshes every ``refresh_interval_s``: a request
   at time ``t`` sees the board as it stood at the last multiple of that
   interval (writes are handed to the board when a refresh needs them, in
-  order, so the board holds exactly what it would have held);
+  order, so the board holds exactly what it would have held; on SQLite the
+  reader merges the rows changed since its last refresh,
+  :mod:`~resex_research.cluster.board_feed`);
 * report timestamps are the run's start on the wall clock plus simulated
   time, so the admission state's time constant runs in simulated seconds;
 * a failed host stops publishing, and its compute service stops reporting
   (nova's ``ComputeFilter`` rejects it).
+
+**The traits path.** A configuration with ``placement_sync`` runs
+``resex-placement-sync`` (:mod:`~resex_research.cluster.trait_sync`) on the
+same reports: each report reaches the service as it reaches the board, the
+service's writes take their simulated time, and a completed write sets or
+clears ``CUSTOM_RESEX_CLOSED`` in the simulated Placement
+(:meth:`~resex_research.cluster.scheduler.Scheduler.set_trait`), which drops
+the hosts a flavor forbids before ``max_placement_results``. A failed host
+goes silent for the service ``max_age`` after it failed.
+
+**A congested region** (the scenario's ``[congested_region]``): the first
+hosts in provider order carry VMs placed outside the scheduler (a tenant
+pinned to an aggregate) for a part of the day; they are not requests and
+count in no column but the hosts' own reports.
 """
 
 import dataclasses
@@ -49,17 +65,25 @@ import math
 import time
 import uuid as uuid_mod
 
+from nova_filter import conf as resex_conf
+from nova_filter import traits as traits_mod
 from resex_libvirt import board as board_mod
 from resex_libvirt.board import reader as reader_mod
 from resex_libvirt.board import report as report_mod
 from resex_libvirt.sim import run_output
+from resex_research.cluster import board_feed
 from resex_research.cluster import cortex
+from resex_research.cluster import demand
 from resex_research.cluster import scheduler as scheduler_mod
 from resex_research.cluster import spec as spec_mod
+from resex_research.cluster import trait_sync
 
 _NS_UUID = uuid_mod.UUID("0b7e8c2a-3f7d-4c8e-9a61-2b5d7c9e1f30")
 
-ARRIVE, DEPART, IO_DONE, FAIL, PUBLISH = range(5)
+ARRIVE, DEPART, IO_DONE, FAIL, PUBLISH, PIN, UNPIN, SYNC, RECONCILE, SILENT = range(10)
+
+#: The project of the congested region's pinned VMs.
+REGION_PROJECT = "congested-region"
 
 #: Width of the violation timeline's bins, seconds.
 TIMELINE_BIN_S = 900.0
@@ -123,6 +147,12 @@ class Result:
     timeline: list
     inflations: list
     wall_s: float
+    no_valid_host_sensitive: int = 0
+    sensitive_placed: int = 0
+    candidate_limit: int = 0
+    pinned_vms: int = 0
+    placement_sync: bool = False
+    sync: dict | None = None
 
     def to_dict(self, detail=True):
         d = dataclasses.asdict(self)
@@ -151,6 +181,9 @@ def run(scenario, config, requests, surrogate, board_url, board_opts=None, progr
     names = ["compute-%05d" % i for i in range(scenario.hosts)]
     scheduler_mod.register_objects()
     conf = scheduler_mod.NovaConfig()
+    if config.placement_sync:
+        # The service reads the scheduler's [resex] group, plugin loaded or not.
+        resex_conf.register_opts(scheduler_mod.CONF)
     try:
         later = conf.apply(config.nova, registered_only=True)
         sched = scheduler_mod.Scheduler(names, scenario.host_vcpus, scenario.host_ram_mb,
@@ -159,7 +192,7 @@ def run(scenario, config, requests, surrogate, board_url, board_opts=None, progr
         uses_board = reads_board(sched)
         if uses_board:
             # The plugin's [resex] section exists now that nova loaded its classes.
-            resex = dict(later.get("resex", {}))
+            resex = dict(config.nova.get("resex", {}))
             resex.setdefault("board_url", board_url)
             resex.setdefault("refresh_interval", 300.0)
             resex.setdefault("max_age", scenario.max_age_s)
@@ -181,8 +214,18 @@ class _Run:
         self.sur, self.sched, self.progress, self.started = surrogate, sched, progress, started
         self.policy = config.host_policy
         self.flavor_objs = [sched.flavor(f) for f in scenario.flavors]
-        self.hosts = {n: _Host(n, surrogate.lookup(self.policy, 0, 0)) for n in sched.states}
+        self.names = list(sched.states)          # provider order
+        self.hosts = {n: _Host(n, surrogate.lookup(self.policy, 0, 0)) for n in self.names}
         self.reads_board = reads_board(sched)
+        self.sync = None
+        if config.placement_sync:
+            opts = scheduler_mod.CONF.resex
+            self.sync = trait_sync.TraitSync(
+                scenario.placement_sync, opts.congestion_threshold, opts.admission_hysteresis,
+                opts.admission_time_constant, opts.max_age, seed=scenario.seed)
+        self.publishing = self.reads_board or self.sync is not None
+        self.pinned = []
+        self.now = 0.0
         self.board = None
         self.board_url = board_url
         self.reader = None
@@ -192,7 +235,7 @@ class _Run:
         self.publishes = 0
         self.t0_wall = time.time()
         tau = 0.0
-        if self.reads_board and "admission_time_constant" in scheduler_mod.CONF.resex:
+        if self.publishing and "admission_time_constant" in scheduler_mod.CONF.resex:
             tau = scheduler_mod.CONF.resex.admission_time_constant
         self.keepalives = math.ceil(4.0 * tau / scenario.keepalive_s) if tau > 0 else 0
         if self.reads_board:
@@ -201,7 +244,7 @@ class _Run:
         self.heap = []
         self.seq = 0
         self.vms = []
-        self.no_valid_host = 0
+        self.no_valid_host = self.no_valid_host_sensitive = 0
         self.evacuations = self.failed_evacuations = 0
         self.in_use = 0
         self.in_use_int = 0.0
@@ -265,7 +308,7 @@ class _Run:
         if self.features is not None:
             self.features.update(h.name, [(vm.kind, vm.flavor.vcpus, vm.req.project)
                                           for vm in h.vms.values()])
-        if self.reads_board and not h.pending:
+        if self.publishing and not h.pending:
             h.pending = True
             self.push(t + self.sc.report_delay_s, PUBLISH, (h.name, None))
 
@@ -311,9 +354,74 @@ class _Run:
     def emit(self, h, t, rec):
         h.epoch += 1
         d = dict(rec, host=h.name, ts=self.t0_wall + t, epoch=h.epoch)
-        self.seq += 1
-        heapq.heappush(self.outbox, (t, self.seq, report_mod.HostReport.from_dict(d)))
+        report = report_mod.HostReport.from_dict(d)
+        if self.reads_board:
+            self.seq += 1
+            heapq.heappush(self.outbox, (t, self.seq, report))
         self.publishes += 1
+        if self.sync is not None and self.sync.report(h.name, report, self.now):
+            self.sync_wake()
+
+    # -- resex-placement-sync -----------------------------------------------------------
+    def sync_wake(self):
+        """Run the service's worker when it is idle and a job is waiting."""
+        s = self.sync
+        ready = s.ready_at()
+        if not s.busy and ready is not None:
+            s.busy = True
+            self.push(max(ready, self.now), SYNC, None)
+
+    def sync_step(self, t, done):
+        """The worker's job ended at ``t`` (``done``: its ``(host, closed)``); the next one."""
+        s = self.sync
+        s.busy = False
+        if done is not None:
+            host, closed = done
+            self.sched.set_trait(host, traits_mod.CLOSED, closed)
+            s.applied(host, closed, t)
+        job = s.work(t)
+        if job is not None:
+            s.busy = True
+            self.push(job[0], SYNC, job[1])
+        else:
+            self.sync_wake()
+
+    def sync_begin(self):
+        """Placement holds the traits of the day's first reports; reconciliations follow."""
+        for host, closed in self.sync.begin().items():
+            self.sched.set_trait(host, traits_mod.CLOSED, closed)
+        self.push(self.sync.model.reconcile_interval_s, RECONCILE, None)
+
+    def reconcile(self, t):
+        self.sync.reconcile_due(t)
+        self.sync_wake()
+        self.push(t + self.sync.model.reconcile_interval_s, RECONCILE, None)
+
+    # -- the congested region ------------------------------------------------------------
+    def pin_region(self, t):
+        """The region's VMs land on its hosts, claimed outside the scheduler."""
+        reg = self.sc.region
+        flavor = self.flavor_objs[reg.flavor]
+        until = reg.until_s if reg.until_s is not None else self.sc.duration_s
+        base = len(self.requests) + len(self.pinned)
+        for name in self.names[:reg.hosts]:
+            h = self.hosts[name]
+            if not h.up:
+                continue
+            for _ in range(reg.vms_per_host):
+                req = demand.Request(base, reg.flavor, t, until - t, REGION_PROJECT)
+                base += 1
+                vm = _VM(req, self.sc.flavors[reg.flavor])
+                self.sched.claim(name, self.sched.boot_spec(flavor, vm.uuid, REGION_PROJECT))
+                self.add(h, vm, t)
+                self.pinned.append(vm)
+
+    def unpin_region(self, t):
+        """The region's VMs leave (wherever an evacuation took them)."""
+        for vm in self.pinned:
+            if vm.host is not None:
+                self.sched.release(vm.host, self.flavor_objs[vm.req.flavor])
+                self.remove(self.hosts[vm.host], vm, t)
 
     def publish(self, name, gen, t):
         h = self.hosts[name]
@@ -344,10 +452,15 @@ class _Run:
         The plugin opens its process-wide reader (``board.reader.shared``,
         keyed by the board URL, with nova.conf's settings) on the first
         request that concerns it: a first latency-sensitive request, as nova
-        would run it, minus the claim.
+        would run it, minus the claim. On a SQLite board the simulation
+        makes that reader first, in ``follow`` mode over the rows changed
+        between two refreshes (:mod:`~resex_research.cluster.board_feed`): a
+        refresh costs the changes, not the fleet.
         """
         while self.outbox and self.outbox[0][0] <= 0.0:
             self.board.publish(heapq.heappop(self.outbox)[2])
+        if self.board_url.startswith("sqlite:"):
+            board_feed.follow(self.board_url, scheduler_mod.CONF.resex)
         sensitive = next(i for i, f in enumerate(self.sc.flavors)
                          if f.kind == spec_mod.SENSITIVE)
         probe = self.sched.boot_spec(self.flavor_objs[sensitive], "probe", "probe")
@@ -401,6 +514,8 @@ class _Run:
         self.advance_global(t)
         if victims:
             self.in_use -= 1
+        if self.sync is not None:
+            self.push(t + self.sync.max_age, SILENT, name)
         for vm in victims:
             vm.host = None
             self.evacuations += 1
@@ -427,49 +542,81 @@ class _Run:
             if self.features is not None:
                 cortex.STORE = None
 
-    def _run(self):
+    def _start(self):
+        """The day's events, the region's VMs, every agent's first report, the traits."""
         sc = self.sc
         for req in self.requests:
             self.push(req.arrive_s, ARRIVE, req)
         if sc.failure_at_s is not None:
             self.push(sc.failure_at_s, FAIL, None)
+        reg = sc.region
+        if reg is not None:
+            if reg.from_s <= 0.0:
+                self.pin_region(0.0)
+            else:
+                self.push(reg.from_s, PIN, None)
+            if reg.until_s is not None:
+                self.push(reg.until_s, UNPIN, None)
         self.sched.heartbeat()
-        if self.reads_board:
+        if self.publishing:
             # Every agent is running before the day starts: each host's first
-            # report (no VMs yet) is on the board for the first request.
+            # report is on the board for the first request.
             for h in self.hosts.values():
                 self.publish(h.name, None, 0.0)
+        if self.sync is not None:
+            self.sync_begin()
+        if self.reads_board:
             self.open_reader()
-        end = sc.duration_s
+
+    def _run(self):
+        self._start()
+        end = self.sc.duration_s
         next_note = 3600.0
         while self.heap and self.heap[0][0] < end:
             t, _, kind, data = heapq.heappop(self.heap)
+            self.now = t
             if self.progress is not None and t >= next_note:
                 self.progress("%s: %.0f h simulated, %.0f s" % (
                     self.config.name, t / 3600.0, time.monotonic() - self.started))
                 next_note += 3600.0 * 6
-            if kind == ARRIVE:
-                vm = _VM(data, self.sc.flavors[data.flavor])
-                self.vms.append(vm)
-                if self.place(vm, t) is None:
-                    self.no_valid_host += 1
-                else:
-                    self.push(t + data.lifetime_s, DEPART, vm)
-            elif kind == DEPART:
-                if data.host is not None:
-                    h = self.hosts[data.host]
-                    self.sched.release(data.host, self.flavor_objs[data.req.flavor])
-                    self.remove(h, data, t)
-            elif kind == IO_DONE:
-                self.sched.io_op_done(data)
-            elif kind == FAIL:
-                self.fail(self.pick_failure(), t)
-            elif kind == PUBLISH:
-                self.publish(data[0], data[1], t)
+            self.handle(kind, t, data)
         for h in self.hosts.values():
             self.touch(h, end)
         self.advance_global(end)
         return self.result(end)
+
+    def handle(self, kind, t, data):
+        """One event of the loop."""
+        if kind == ARRIVE:
+            vm = _VM(data, self.sc.flavors[data.flavor])
+            self.vms.append(vm)
+            if self.place(vm, t) is None:
+                self.no_valid_host += 1
+                self.no_valid_host_sensitive += vm.kind == spec_mod.SENSITIVE
+            else:
+                self.push(t + data.lifetime_s, DEPART, vm)
+        elif kind == DEPART:
+            if data.host is not None:
+                h = self.hosts[data.host]
+                self.sched.release(data.host, self.flavor_objs[data.req.flavor])
+                self.remove(h, data, t)
+        elif kind == IO_DONE:
+            self.sched.io_op_done(data)
+        elif kind == PUBLISH:
+            self.publish(data[0], data[1], t)
+        elif kind == SYNC:
+            self.sync_step(t, data)
+        elif kind == RECONCILE:
+            self.reconcile(t)
+        elif kind == SILENT:
+            if self.sync.silent(data, t):
+                self.sync_wake()
+        elif kind == FAIL:
+            self.fail(self.pick_failure(), t)
+        elif kind == PIN:
+            self.pin_region(t)
+        elif kind == UNPIN:
+            self.unpin_region(t)
 
     def result(self, end):
         sens = [vm for vm in self.vms if vm.kind == spec_mod.SENSITIVE and vm.alive_s > 0]
@@ -491,4 +638,8 @@ class _Run:
             publishes=self.publishes, clamped_s=self.clamped_s,
             timeline=[round(v, 3) for v in self.timeline],
             inflations=[round(v, 4) for v in infl],
-            wall_s=time.monotonic() - self.started)
+            wall_s=time.monotonic() - self.started,
+            no_valid_host_sensitive=self.no_valid_host_sensitive, sensitive_placed=len(sens),
+            candidate_limit=self.sched.limit, pinned_vms=len(self.pinned),
+            placement_sync=self.sync is not None,
+            sync=None if self.sync is None else self.sync.summary(end))

@@ -32,7 +32,11 @@ Around the filters the sim does what the rest of nova does:
   ``[scheduler] max_placement_results`` of them (default 1000): the first
   ones in provider order, or a random sample when the placement service's
   ``[placement] randomize_allocation_candidates`` is on (the scenario's
-  ``hosts.randomize_candidates``);
+  ``hosts.randomize_candidates``). Before that cut it honours the flavor's
+  traits as Placement does (``trait:NAME=required`` or ``forbidden`` in
+  its extra specs) against the traits each host's provider carries
+  (:meth:`Scheduler.set_trait`; every host carries ``CUSTOM_RESEX_MANAGED``,
+  as nova-compute sets it from the agent's provider config);
 * **the choice** among the weighed hosts as ``SchedulerManager`` makes it:
   one of the best ``[filter_scheduler] host_subset_size`` (a seeded draw);
 * **the claim**: ``HostState.consume_from_request`` on the chosen host, as
@@ -47,6 +51,7 @@ Around the filters the sim does what the rest of nova does:
 
 import contextlib
 import datetime
+import itertools
 import os
 import random
 
@@ -57,10 +62,28 @@ from nova import exception as nova_exc  # noqa: E402
 from nova import objects  # noqa: E402
 from nova.scheduler import host_manager  # noqa: E402
 
+from nova_filter import traits as traits_mod  # noqa: E402
+
 CONF = nova.conf.CONF
+
+#: A flavor's extra spec asking Placement for a trait: ``trait:NAME=required|forbidden``.
+TRAIT_PREFIX = "trait:"
 
 CELL_UUID = "7d3c5a1e-0f4f-4c61-9d0a-1c2f3e4d5a6b"
 _registered = False
+
+
+def flavor_traits(extra_specs):
+    """``(required, forbidden)`` trait names of a flavor's extra specs, as Placement reads them."""
+    required, forbidden = set(), set()
+    for key, value in extra_specs.items():
+        if key.startswith(TRAIT_PREFIX):
+            name = key[len(TRAIT_PREFIX):]
+            if value == "required":
+                required.add(name)
+            elif value == "forbidden":
+                forbidden.add(name)
+    return frozenset(required), frozenset(forbidden)
 
 
 def register_objects():
@@ -167,6 +190,9 @@ class Scheduler:
             self.states[name] = s
         self._order = [self.states[n] for n in hosts]
         self.cell = objects.CellMapping(uuid=CELL_UUID, name="cell1")
+        #: trait -> the hosts whose resource provider carries it.
+        self.holders = {traits_mod.MANAGED: set(hosts)}
+        self._flavor_traits = {}
 
     # -- requests -----------------------------------------------------------------
     @staticmethod
@@ -212,17 +238,50 @@ class Scheduler:
         s = self.states[host]
         s.num_io_ops = max(0, s.num_io_ops - 1)
 
+    def set_trait(self, host, trait, present):
+        """Put ``trait`` on ``host``'s resource provider, or take it off."""
+        have = self.holders.setdefault(trait, set())
+        if present:
+            have.add(host)
+        else:
+            have.discard(host)
+
+    def claim(self, host, spec):
+        """Claim ``spec`` on ``host`` outside the scheduler (a VM pinned there)."""
+        self.states[host].consume_from_request(spec)
+
+    def _traits(self, flavor):
+        """``(allowed, barred)`` host sets of ``flavor``'s traits (``allowed`` None: any)."""
+        key = (flavor.name, tuple(sorted(flavor.extra_specs.items())))
+        wanted = self._flavor_traits.get(key)
+        if wanted is None:
+            wanted = self._flavor_traits[key] = flavor_traits(flavor.extra_specs)
+        required, forbidden = wanted
+        allowed = None
+        if required:
+            allowed = set.intersection(*(self.holders.get(t, set()) for t in required))
+        barred = set().union(*(self.holders.get(t, ()) for t in forbidden))
+        return allowed, barred
+
     def candidates(self, spec):
-        """Placement's allocation candidates: the hosts with room for the flavor."""
+        """Placement's allocation candidates: the hosts with room and the flavor's traits.
+
+        The traits are applied first, then the ``max_placement_results`` cut:
+        in provider order (the hosts' order, ``compute-00000`` first) or, with
+        ``randomize_candidates``, a seeded sample of every host that fits.
+        """
         f = spec.flavor
         disk = (f.root_gb + f.ephemeral_gb) * 1024
-        fit = [s for s in self._order
+        allowed, barred = self._traits(f)
+        fit = (s for s in self._order
                if s.vcpus_total * s.cpu_allocation_ratio - s.vcpus_used >= f.vcpus
-               and s.free_ram_mb >= f.memory_mb and s.free_disk_mb >= disk]
+               and s.free_ram_mb >= f.memory_mb and s.free_disk_mb >= disk
+               and s.host not in barred and (allowed is None or s.host in allowed))
+        if not self.randomize:
+            return list(itertools.islice(fit, self.limit))
+        fit = list(fit)
         if len(fit) <= self.limit:
             return fit
-        if not self.randomize:
-            return fit[:self.limit]
         keep = sorted(self._rng.sample(range(len(fit)), self.limit))
         return [fit[i] for i in keep]
 

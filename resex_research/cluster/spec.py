@@ -14,8 +14,9 @@
 
 The format is documented key by key in ``doc/source/fleet.rst``; the
 packaged scenarios live in the ``scenarios`` directory next to this module
-(``cluster_default``, ``cluster_large``, ``cluster_small``). Every error is
-a :class:`~resex_libvirt.exceptions.ConfigError` naming the file and the key;
+(``cluster_default``, ``cluster_large``, ``cluster_small``,
+``cluster_traits_10k``). Every error is a
+:class:`~resex_libvirt.exceptions.ConfigError` naming the file and the key;
 unknown keys are rejected.
 
 The ``[nova.<group>]`` tables are nova.conf sections: each key is set on
@@ -31,16 +32,19 @@ import math
 import os
 import tomllib
 
+from nova_filter import traits as traits_mod
 from resex_libvirt import exceptions
 from resex_libvirt.sim import scenario as host_scenario
 from resex_libvirt import sla as sla_mod
 from resex_research.cluster import surrogate as surrogate_mod
+from resex_research.cluster import trait_sync
 from resex_research import policy_catalog
 
 SUFFIX = ".toml"
 
 _TOP = {"name", "description", "seed", "duration_s", "hosts", "host_sim", "flavors",
-        "arrivals", "lifetimes", "failure", "timing", "nova", "configurations"}
+        "arrivals", "lifetimes", "failure", "timing", "nova", "configurations",
+        "congested_region", "placement_sync"}
 _HOSTS = {"count", "vcpus", "ram_mb", "disk_gb", "randomize_candidates"}
 _HOST_SIM = {"link_bytes_per_s", "mtu", "sensitive_workload", "bulk_workload",
              "sensitive_points", "max_bulk", "run_s", "warmup_s", "seed"}
@@ -50,7 +54,9 @@ _ARRIVALS = {"mean_per_hour", "daily_swing", "peak_hour", "initial_vms"}
 _LIFETIMES = {"alpha", "min_s", "max_s"}
 _FAILURE = {"at_s", "host"}
 _TIMING = {"report_delay_s", "keepalive_s", "refresh_interval_s", "build_s", "max_age_s"}
-_CONFIG = {"name", "description", "host_policy", "nova"}
+_CONFIG = {"name", "description", "host_policy", "nova", "placement_sync"}
+_REGION = {"hosts", "vms_per_host", "flavor", "from_s", "until_s"}
+_SYNC = {f.name for f in dataclasses.fields(trait_sync.SyncModel)}
 
 SENSITIVE, BULK, NEUTRAL = "sensitive", "bulk", "neutral"
 
@@ -73,6 +79,22 @@ class Configuration:
     description: str
     host_policy: str
     nova: dict     # {group: {option: value}}, shared sections merged in
+    placement_sync: bool = False   # resex-placement-sync keeps the traits
+
+
+@dataclasses.dataclass(frozen=True)
+class CongestedRegion:
+    """The first ``hosts`` hosts in provider order, each with ``vms_per_host`` pinned VMs.
+
+    The VMs (of flavor index ``flavor``) are placed outside the scheduler
+    (a tenant pinned to an aggregate) from ``from_s`` to ``until_s``.
+    """
+
+    hosts: int
+    vms_per_host: int
+    flavor: int
+    from_s: float
+    until_s: float | None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,6 +126,8 @@ class FleetScenario:
     max_age_s: float
     configurations: tuple
     path: str | None = None
+    region: CongestedRegion | None = None
+    placement_sync: trait_sync.SyncModel = trait_sync.SyncModel()
 
     def configuration(self, name):
         for c in self.configurations:
@@ -127,9 +151,13 @@ class FleetScenario:
         if hosts < 1:
             raise exceptions.ConfigError("hosts must be >= 1")
         scale = hosts / self.hosts
+        region = self.region
+        if region is not None:
+            region = dataclasses.replace(region, hosts=min(int(hosts),
+                                                           round(region.hosts * scale)))
         return dataclasses.replace(self, hosts=int(hosts),
                                    mean_per_hour=self.mean_per_hour * scale,
-                                   initial_vms=round(self.initial_vms * scale))
+                                   initial_vms=round(self.initial_vms * scale), region=region)
 
 
 def scenarios_dir():
@@ -270,10 +298,12 @@ def parse(data, source="<fleet scenario>", default_name="cluster"):
     fail_at = failure.num("at_s", None, lo=0.0)
     fail_host = failure.text("host", "busiest")
     configs = _configurations(top, data.get("nova", {}), data.get("configurations"))
+    host_count = hosts.num("count", integer=True, lo=1, hi=100000)
+    region = _region(top, flavors, host_count, duration)
     return FleetScenario(
         name=name, description=top.text("description", ""),
         seed=top.num("seed", 1, integer=True, lo=0), duration_s=duration,
-        hosts=hosts.num("count", integer=True, lo=1, hi=100000), host_vcpus=host_vcpus,
+        hosts=host_count, host_vcpus=host_vcpus,
         host_ram_mb=hosts.num("ram_mb", integer=True, lo=1),
         host_disk_gb=hosts.num("disk_gb", 10000, integer=True, lo=1),
         randomize_candidates=_flag(hosts, "randomize_candidates", False),
@@ -292,7 +322,48 @@ def parse(data, source="<fleet scenario>", default_name="cluster"):
         refresh_interval_s=timing.num("refresh_interval_s", 2.0, positive=True),
         build_s=timing.num("build_s", 120.0, lo=0.0),
         max_age_s=timing.num("max_age_s", 60.0, positive=True),
-        configurations=configs, path=source)
+        configurations=configs, path=source, region=region,
+        placement_sync=_sync_model(top.sub("placement_sync", _SYNC, required=False)))
+
+
+def _region(top, flavors, host_count, duration):
+    """The ``[congested_region]`` table, or None."""
+    if "congested_region" not in top.data:
+        return None
+    t = top.sub("congested_region", _REGION)
+    names = [f.name for f in flavors]
+    default = next((f.name for f in flavors if f.kind == BULK), None)
+    flavor = t.text("flavor", default) if default is not None else t.text("flavor")
+    if flavor not in names:
+        raise t.error("flavor", "must name one of the [[flavors]] (%s), got %r"
+                      % (", ".join(names), flavor))
+    start = t.num("from_s", 0.0, lo=0.0)
+    until = t.num("until_s", None, lo=0.0)
+    if until is not None and until <= start:
+        raise t.error("until_s", "must be after from_s")
+    return CongestedRegion(
+        hosts=t.num("hosts", integer=True, lo=1, hi=host_count),
+        vms_per_host=t.num("vms_per_host", 1, integer=True, lo=1),
+        flavor=names.index(flavor), from_s=start,
+        until_s=until if until is not None and until < duration else None)
+
+
+def _sync_model(t):
+    """The ``[placement_sync]`` table: the service's timing (defaults: :class:`SyncModel`)."""
+    d = trait_sync.SyncModel()
+    policy = t.text("unknown_host_policy", d.unknown_host_policy)
+    if policy not in traits_mod.UNKNOWN_POLICIES:
+        raise t.error("unknown_host_policy", "must be one of %s, got %r"
+                      % (", ".join(traits_mod.UNKNOWN_POLICIES), policy))
+    return trait_sync.SyncModel(
+        watch_latency_s=t.num("watch_latency_s", d.watch_latency_s, lo=0.0),
+        call_s=t.num("call_s", d.call_s, lo=0.0),
+        max_calls_per_second=t.num("max_calls_per_second", d.max_calls_per_second, lo=0.0),
+        conflict_probability=t.num("conflict_probability", d.conflict_probability,
+                                   lo=0.0, hi=0.99),
+        reconcile_interval_s=t.num("reconcile_interval_s", d.reconcile_interval_s,
+                                   positive=True),
+        unknown_host_policy=policy)
 
 
 def _flavors(top, raw_flavors):
@@ -379,5 +450,6 @@ def _configurations(top, raw_nova, raw_configs):
         for group, opts in _nova_sections(c.data.get("nova", {}),
                                           (source, c.path + ".nova")).items():
             nova.setdefault(group, {}).update(opts)
-        configs.append(Configuration(cname, c.text("description", cname), policy, nova))
+        configs.append(Configuration(cname, c.text("description", cname), policy, nova,
+                                     placement_sync=_flag(c, "placement_sync", False)))
     return tuple(configs)

@@ -19,7 +19,10 @@ requests once, and runs each configuration on them
 compares the configuration named ``e`` (placement and market) with ``a``
 (nova's defaults), ``b`` (nova's IoOps pair) and ``f`` (cortex-like CPU
 weighers, :mod:`.cortex`) against the study's goals,
-which are printed, never asserted.
+which are printed, never asserted. When a configuration runs
+``resex-placement-sync`` (:mod:`.trait_sync`), :func:`trait_rows` adds the
+comparison of Placement's candidate limit: refusals, violations and what
+the service cost.
 """
 
 import os
@@ -37,6 +40,10 @@ from resex_research import plots
 COLUMNS = ["config", "host policy", "viol-s total", "viol-s/VM p50", "p99",
            "inflation % p50", "p99", "NoValidHost", "failed evac", "hosts in use",
            "bulk TB", "wall s"]
+
+TRAIT_COLUMNS = ["config", "traits", "NoValidHost", "sensitive", "sensitive placed",
+                 "viol-s total", "viol-s/VM p99", "closed peak", "trait sets", "clears",
+                 "Placement calls", "calls/min", "peak/min", "trait lag s p50", "p99", "max"]
 
 
 def board_url_for(base, scenario, config, tmpdir):
@@ -100,6 +107,40 @@ def rows(results):
     return out
 
 
+def trait_rows(results):
+    """One row per configuration: refusals, violations and the service's calls and lags."""
+    out = []
+    for r in results:
+        row = [r.configuration, "yes" if r.placement_sync else "no", "%d" % r.no_valid_host,
+               "%d" % r.no_valid_host_sensitive, "%d" % r.sensitive_placed,
+               "%.0f" % r.violation_s_total, "%.0f" % r.violation_s_p99]
+        s = r.sync
+        if s is None:
+            row += ["-"] * (len(TRAIT_COLUMNS) - len(row))
+        else:
+            row += ["%d" % s["closed_peak"], "%d" % s["set"], "%d" % s["cleared"],
+                    "%d" % s["calls"], "%.1f" % s["calls_per_min_mean"],
+                    "%d" % s["calls_per_min_peak"], "%.1f" % s["lag_s_p50"],
+                    "%.1f" % s["lag_s_p99"], "%.1f" % s["lag_s_max"]]
+        out.append(row)
+    return out
+
+
+def trait_table(results):
+    """The candidate-limit comparison, when a configuration keeps the traits; else []."""
+    if not any(r.placement_sync for r in results):
+        return []
+    limit = max(r.candidate_limit for r in results)
+    lines = ["", run_output.table(
+        "Placement traits under max_placement_results = %d (NoValidHost: all, then "
+        "latency-sensitive; calls: resex-placement-sync's)" % limit,
+        TRAIT_COLUMNS, trait_rows(results))]
+    pinned = max(r.pinned_vms for r in results)
+    if pinned:
+        lines.append("%d VMs pinned in the congested region (not requests)" % pinned)
+    return lines
+
+
 def goals(results):
     """The study's goals, ``[(goal, measured, met)]``; empty without configurations a and e."""
     by = {r.configuration: r for r in results}
@@ -148,6 +189,7 @@ def format_table(data):
         lines.append("%s: %s; filters %s; weighers %s%s" % (
             r.configuration, r.description, ", ".join(r.filters), ", ".join(r.weighers),
             "; reads the board (%d reports published)" % r.publishes if r.reads_board else ""))
+    lines += trait_table(results)
     g = goals(results)
     if g:
         lines += ["", "Goals (printed, not asserted):"]

@@ -24,10 +24,47 @@ def _text(extra=""):
 
 
 def test_packaged_scenarios_load():
-    assert {"cluster_default", "cluster_large", "cluster_small"} <= set(spec.names())
+    assert {"cluster_default", "cluster_large", "cluster_small",
+            "cluster_traits_10k"} <= set(spec.names())
     for name in spec.names():
+        spec.load(name)
+    for name in ("cluster_default", "cluster_large", "cluster_small"):
         sc = spec.load(name)
         assert [c.name for c in sc.configurations] == ["a", "b", "c", "d", "e", "f"]
+        assert sc.region is None and not any(c.placement_sync for c in sc.configurations)
+
+
+def test_the_traits_scenario_closes_more_than_placements_first_thousand():
+    sc = spec.load("cluster_traits_10k")
+    assert sc.hosts == 10000 and sc.duration_s == 86400 and not sc.randomize_candidates
+    a, b = sc.configurations
+    assert (a.name, a.placement_sync, b.name, b.placement_sync) == ("a", False, "b", True)
+    limit = a.nova["scheduler"]["max_placement_results"]
+    assert limit == 1000 and b.nova == a.nova
+    assert sc.region.hosts >= 2 * limit and sc.region.from_s == 0.0
+    sensitive = [f for f in sc.flavors if f.kind == spec.SENSITIVE]
+    assert all(f.extra_specs["trait:CUSTOM_RESEX_CLOSED"] == "forbidden" for f in sensitive)
+    # The trait is the filter's verdict for the flavor's own threshold.
+    assert all(float(f.extra_specs["resex:interference_threshold_pct"])
+               == a.nova["resex"]["congestion_threshold"] for f in sensitive)
+
+
+def test_the_region_and_the_service_are_checked():
+    region = '\n[congested_region]\nhosts = 4\nflavor = "bulk.large"\nuntil_s = 600.0\n'
+    sc = spec.loads(_text(region))
+    assert sc.region.hosts == 4 and sc.flavors[sc.region.flavor].name == "bulk.large"
+    assert sc.with_hosts(sc.hosts * 2).region.hosts == 8
+    assert sc.placement_sync == spec.trait_sync.SyncModel()
+    with pytest.raises(exceptions.ConfigError, match="congested_region.flavor"):
+        spec.loads(_text(region.replace("bulk.large", "huge")))
+    with pytest.raises(exceptions.ConfigError, match="congested_region.hosts"):
+        spec.loads(_text(region.replace("hosts = 4", "hosts = 400")))
+    with pytest.raises(exceptions.ConfigError, match="congested_region.until_s"):
+        spec.loads(_text(region.replace("until_s = 600.0", "from_s = 700.0\nuntil_s = 600.0")))
+    with pytest.raises(exceptions.ConfigError, match="placement_sync.call_ms"):
+        spec.loads(_text("\n[placement_sync]\ncall_ms = 5\n"))
+    with pytest.raises(exceptions.ConfigError, match="unknown_host_policy"):
+        spec.loads(_text('\n[placement_sync]\nunknown_host_policy = "maybe"\n'))
 
 
 def test_default_scenario_is_a_few_hundred_hosts_for_a_day_and_large_is_5k():
