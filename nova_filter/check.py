@@ -110,8 +110,7 @@ def _board(conf, say):
     opts = conf.resex
     url = opts.board_url
     try:
-        board = board_mod.open_board(url, timeout=opts.board_timeout, prefix=opts.etcd_prefix,
-                                     ca_cert=opts.board_ca_cert, create=False)
+        board = board_mod.open_board(url, **conf_mod.board_options(opts))
         try:
             reports = board.snapshot()
         finally:

@@ -103,6 +103,27 @@ Related options:
 
 * ``board_url``
 """),
+    cfg.StrOpt("board_cert_file",
+               help="""
+Client certificate the scheduler presents to an ``etcd3+https`` board whose
+etcd requires one (``--client-cert-auth``), with ``board_key_file``.
+
+Possible values:
+
+* A file path (PEM), or unset: no client certificate.
+
+Related options:
+
+* ``board_key_file``, ``board_ca_cert``
+"""),
+    cfg.StrOpt("board_key_file",
+               help="""
+Private key of ``board_cert_file`` (PEM, unencrypted). Set both or neither.
+
+Related options:
+
+* ``board_cert_file``
+"""),
     cfg.FloatOpt("max_age",
                  default=60.0, min=1.0,
                  help="""
@@ -311,6 +332,13 @@ Possible values:
 ]
 
 ALL_OPTS = board_opts + placement_opts + admission_opts
+
+
+def board_options(opts):
+    """The board's keyword arguments of ``[resex]`` ``opts``: a reader's, never creating it."""
+    return {"timeout": opts.board_timeout, "prefix": opts.etcd_prefix,
+            "ca_cert": opts.board_ca_cert, "cert_cert": opts.board_cert_file,
+            "cert_key": opts.board_key_file, "create": False}
 
 
 def register_opts(conf):

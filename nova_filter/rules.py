@@ -173,5 +173,4 @@ def board_reader(conf):
         opts.board_url, max_age=opts.max_age, refresh_interval=opts.refresh_interval,
         load_timeout=opts.first_load_timeout, mode=opts.board_read_mode,
         tau=opts.admission_time_constant, hysteresis=opts.admission_hysteresis,
-        board_opts={"timeout": opts.board_timeout, "prefix": opts.etcd_prefix,
-                    "ca_cert": opts.board_ca_cert, "create": False})
+        board_opts=conf_mod.board_options(opts))

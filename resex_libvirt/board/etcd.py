@@ -292,8 +292,18 @@ class EtcdBoard(backend.Board):
         self._session = requests.Session()
         if ca_cert is not None:
             self._session.verify = ca_cert
-        if cert_cert is not None and cert_key is not None:
+        if (cert_cert is None) != (cert_key is None):
+            raise exceptions.ConfigError(
+                "etcd board %s: a client certificate needs its key, and a key its "
+                "certificate (got only the %s)" % (self.url, "certificate" if cert_cert
+                                                   else "key"))
+        if cert_cert is not None:
             self._session.cert = (cert_cert, cert_key)
+        # Given with every request: a session's ``verify`` loses to the
+        # environment's REQUESTS_CA_BUNDLE (requests merges it first), which
+        # would silently replace the configured CA.
+        self._tls = {"verify": True if ca_cert is None else ca_cert,
+                     "cert": None if cert_cert is None else (cert_cert, cert_key)}
         #: One etcd3gw client per member, sharing the session (maintenance, tools, tests).
         self._clients = [etcd3gw.client(host=host, port=port, protocol=protocol,
                                         session=self._session, timeout=self.timeout)
@@ -361,7 +371,8 @@ class EtcdBoard(backend.Board):
     def _api(self, index, timeout):
         """The gateway's API path (``/v3/`` since etcd 3.4), asked once of a member."""
         if self._api_path is None:
-            resp = self._session.get(self._bases[index] + "/version", timeout=timeout)
+            resp = self._session.get(self._bases[index] + "/version", timeout=timeout,
+                                     **self._tls)
             if resp.status_code != 200:
                 raise _http_error(resp)
             version = tuple(int(p) for p in resp.json()["etcdserver"].split(".")[:2])
@@ -373,7 +384,7 @@ class EtcdBoard(backend.Board):
         """One HTTP POST to one member; connection errors as etcd3gw's exceptions."""
         try:
             url = self._bases[index] + self._api(index, timeout) + path.lstrip("/")
-            resp = self._session.post(url, timeout=timeout, **kwargs)
+            resp = self._session.post(url, timeout=timeout, **self._tls, **kwargs)
         except requests.Timeout as exc:
             raise etcd_exc.ConnectionTimeoutError(str(exc)) from exc
         except requests.RequestException as exc:     # refused, reset, cut short

@@ -67,6 +67,12 @@ def _parser():
     p.add_argument("--prefix", default=None, help="etcd key prefix (default /resex/board/)")
     p.add_argument("--timeout", type=float, default=5.0,
                    help="timeout of the board read, seconds (default %(default)s)")
+    p.add_argument("--ca-cert", default=None, metavar="PATH",
+                   help="CA bundle that verifies an etcd3+https board (default: the system's)")
+    p.add_argument("--cert-file", default=None, metavar="PATH",
+                   help="client certificate for an etcd that requires one (with --key-file)")
+    p.add_argument("--key-file", default=None, metavar="PATH",
+                   help="private key of --cert-file")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.add_argument("--threshold", type=float, default=10.0,
                    help="congestion index (percent) above which a host refuses "
@@ -280,7 +286,13 @@ def main(argv=None, out=None):
         parser.error("--watch needs a positive number of seconds")
     if args.count < 0:
         parser.error("--count must be >= 0")
+    if (args.cert_file is None) != (args.key_file is None):
+        parser.error("--cert-file and --key-file go together")
     opts = {"timeout": args.timeout, "create": False}
+    for name, value in (("ca_cert", args.ca_cert), ("cert_cert", args.cert_file),
+                        ("cert_key", args.key_file)):
+        if value is not None:
+            opts[name] = value
     if args.prefix:
         opts["prefix"] = args.prefix
     if args.watch is not None:

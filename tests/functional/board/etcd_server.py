@@ -21,6 +21,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
@@ -37,12 +38,51 @@ def free_port():
         return s.getsockname()[1]
 
 
-class EtcdServer(fixtures.Fixture):
-    """One etcd member on 127.0.0.1; ``url`` is the board URL to use."""
+def _openssl(*args):
+    subprocess.run(("openssl",) + args, check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
 
-    def __init__(self, start_timeout=30.0):
+
+def make_certs(directory):
+    """A test CA, a server certificate for 127.0.0.1 and a client's (EC P-256, one day).
+
+    Returns ``{"ca", "server_cert", "server_key", "client_cert", "client_key"}`` paths.
+    """
+    def path(name):
+        return os.path.join(directory, name)
+
+    key = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+    _openssl("req", "-x509", *key, "-keyout", path("ca.key"), "-out", path("ca.pem"),
+             "-days", "1", "-subj", "/CN=resex-test-ca")
+    # etcd's gateway dials its own gRPC port with the server's certificate: it
+    # must be good for client authentication too.
+    server = "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth"
+    for who, ext in (("server", server), ("client", "extendedKeyUsage=clientAuth")):
+        with open(path(who + ".ext"), "w") as f:
+            f.write(ext + "\n")
+        _openssl("req", *key, "-keyout", path(who + ".key"), "-out", path(who + ".csr"),
+                 "-subj", "/CN=resex-test-" + who)
+        _openssl("x509", "-req", "-in", path(who + ".csr"), "-CA", path("ca.pem"),
+                 "-CAkey", path("ca.key"), "-CAcreateserial", "-days", "1",
+                 "-extfile", path(who + ".ext"), "-out", path(who + ".pem"))
+    return {"ca": path("ca.pem"), "server_cert": path("server.pem"),
+            "server_key": path("server.key"), "client_cert": path("client.pem"),
+            "client_key": path("client.key")}
+
+
+class EtcdServer(fixtures.Fixture):
+    """One etcd member on 127.0.0.1; ``url`` is the board URL to use.
+
+    ``tls``: the member serves HTTPS and requires a client certificate signed
+    by a test CA (``--client-cert-auth``); ``certs`` holds the files
+    (:func:`make_certs`).
+    """
+
+    def __init__(self, start_timeout=30.0, tls=False):
         super().__init__()
         self.start_timeout = start_timeout
+        self.tls = tls
+        self.certs = None
         self.proc = None
 
     @staticmethod
@@ -54,20 +94,30 @@ class EtcdServer(fixtures.Fixture):
         self.addCleanup(shutil.rmtree, self.data_dir, True)
         self.client_port = free_port()
         self.peer_port = free_port()
-        self.url = "etcd3+http://127.0.0.1:%d" % self.client_port
+        scheme = "https" if self.tls else "http"
+        self.url = "etcd3+%s://127.0.0.1:%d" % (scheme, self.client_port)
+        if self.tls:
+            self.certs = make_certs(self.data_dir)
         self.addCleanup(self.kill)
         self.start()
 
     def start(self):
-        client = "http://127.0.0.1:%d" % self.client_port
+        client = "%s://127.0.0.1:%d" % ("https" if self.tls else "http", self.client_port)
         peer = "http://127.0.0.1:%d" % self.peer_port
+        tls, context = [], None
+        if self.tls:
+            tls = ["--cert-file", self.certs["server_cert"], "--key-file",
+                   self.certs["server_key"], "--client-cert-auth", "--trusted-ca-file",
+                   self.certs["ca"]]
+            context = ssl.create_default_context(cafile=self.certs["ca"])
+            context.load_cert_chain(self.certs["client_cert"], self.certs["client_key"])
         log = open(os.path.join(self.data_dir, "etcd.log"), "ab")
         try:
             self.proc = subprocess.Popen(
                 [ETCD, "--name", "resex-test", "--data-dir", os.path.join(self.data_dir, "d"),
                  "--listen-client-urls", client, "--advertise-client-urls", client,
                  "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-                 "--initial-cluster", "resex-test=" + peer],
+                 "--initial-cluster", "resex-test=" + peer] + tls,
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         finally:
             log.close()
@@ -77,7 +127,8 @@ class EtcdServer(fixtures.Fixture):
                 raise RuntimeError("etcd exited with %s; see %s/etcd.log"
                                    % (self.proc.returncode, self.data_dir))
             try:
-                with urllib.request.urlopen(client + "/health", timeout=1) as resp:
+                with urllib.request.urlopen(client + "/health", timeout=1,
+                                            context=context) as resp:
                     if b'"true"' in resp.read():
                         return
             except OSError:
