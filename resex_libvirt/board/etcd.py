@@ -183,8 +183,8 @@ def _http_error(resp):
 def parse_endpoints(netloc, url):
     """``[(host, port)]`` of a board URL's comma-separated members; ConfigError if malformed.
 
-    A ``user:password@`` part is ignored (the board does not use etcd's
-    authentication); ``redact()`` removes it from logs.
+    A ``user:password@`` part is not a member: the board authenticates with
+    it (:class:`EtcdBoard`); ``redact()`` removes it from logs.
     """
     hosts = netloc.rpartition("@")[2]
     out = []
@@ -264,6 +264,13 @@ class EtcdBoard(backend.Board):
                 "an etcd board URL is etcd3+http://host:port or etcd3+https://host:port, "
                 "or every member: etcd3+http://host1:port1,host2:port2,..., got %r" % url)
         self.members = parse_endpoints(parts.netloc, url)
+        # etcd's user authentication: ``user:password@`` (the JSON gateway
+        # cannot take a user from a certificate's common name).
+        self._credentials = None
+        if parts.username:
+            self._credentials = {"name": urllib.parse.unquote(parts.username),
+                                 "password": urllib.parse.unquote(parts.password or "")}
+        self._tokens = {}       # member index -> its auth token (a simple token is a member's)
         query = dict(urllib.parse.parse_qsl(parts.query))
         prefix = query.get("prefix", prefix)
         try:
@@ -381,6 +388,28 @@ class EtcdBoard(backend.Board):
         return self._api_path
 
     def _send(self, index, path, timeout, **kwargs):
+        """One HTTP POST to one member, authenticated if the URL names a user.
+
+        A token the member no longer knows (it restarted, or expired it) is
+        asked for again once.
+        """
+        if self._credentials is None:
+            return self._post(index, path, timeout, **kwargs)
+        for again in (False, True):
+            token = self._tokens.get(index)
+            if token is None:
+                token = self._tokens[index] = self._post(
+                    index, "/auth/authenticate", timeout, json=self._credentials).json()["token"]
+            try:
+                return self._post(index, path, timeout, headers={"Authorization": token},
+                                  **kwargs)
+            except etcd_exc.Etcd3Exception as exc:
+                if again or "invalid auth token" not in ("%s %s" % (
+                        exc, getattr(exc, "detail_text", ""))).lower():
+                    raise
+                self._tokens.pop(index, None)
+
+    def _post(self, index, path, timeout, **kwargs):
         """One HTTP POST to one member; connection errors as etcd3gw's exceptions."""
         try:
             url = self._bases[index] + self._api(index, timeout) + path.lstrip("/")

@@ -43,10 +43,13 @@ def _openssl(*args):
                    stderr=subprocess.DEVNULL)
 
 
-def make_certs(directory):
+def make_certs(directory, users=()):
     """A test CA, a server certificate for 127.0.0.1 and a client's (EC P-256, one day).
 
-    Returns ``{"ca", "server_cert", "server_key", "client_cert", "client_key"}`` paths.
+    Returns ``{"ca", "server_cert", "server_key", "client_cert", "client_key"}``
+    paths, and for each name of ``users`` ``users[name] = (cert, key)``, a
+    client certificate whose common name is ``name`` (etcd's user, once its
+    authentication is on).
     """
     def path(name):
         return os.path.join(directory, name)
@@ -57,17 +60,22 @@ def make_certs(directory):
     # etcd's gateway dials its own gRPC port with the server's certificate: it
     # must be good for client authentication too.
     server = "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth"
-    for who, ext in (("server", server), ("client", "extendedKeyUsage=clientAuth")):
+    client = "extendedKeyUsage=clientAuth"
+    for who, ext, cn in ((("server", server, "resex-test-server"),
+                          ("client", client, "resex-test-client"))
+                         + tuple(("user-" + name, client, name) for name in users)):
         with open(path(who + ".ext"), "w") as f:
             f.write(ext + "\n")
         _openssl("req", *key, "-keyout", path(who + ".key"), "-out", path(who + ".csr"),
-                 "-subj", "/CN=resex-test-" + who)
+                 "-subj", "/CN=" + cn)
         _openssl("x509", "-req", "-in", path(who + ".csr"), "-CA", path("ca.pem"),
                  "-CAkey", path("ca.key"), "-CAcreateserial", "-days", "1",
                  "-extfile", path(who + ".ext"), "-out", path(who + ".pem"))
     return {"ca": path("ca.pem"), "server_cert": path("server.pem"),
             "server_key": path("server.key"), "client_cert": path("client.pem"),
-            "client_key": path("client.key")}
+            "client_key": path("client.key"),
+            "users": {name: (path("user-%s.pem" % name), path("user-%s.key" % name))
+                      for name in users}}
 
 
 class EtcdServer(fixtures.Fixture):
@@ -78,10 +86,11 @@ class EtcdServer(fixtures.Fixture):
     (:func:`make_certs`).
     """
 
-    def __init__(self, start_timeout=30.0, tls=False):
+    def __init__(self, start_timeout=30.0, tls=False, users=()):
         super().__init__()
         self.start_timeout = start_timeout
         self.tls = tls
+        self.users = tuple(users)
         self.certs = None
         self.proc = None
 
@@ -97,7 +106,7 @@ class EtcdServer(fixtures.Fixture):
         scheme = "https" if self.tls else "http"
         self.url = "etcd3+%s://127.0.0.1:%d" % (scheme, self.client_port)
         if self.tls:
-            self.certs = make_certs(self.data_dir)
+            self.certs = make_certs(self.data_dir, self.users)
         self.addCleanup(self.kill)
         self.start()
 

@@ -50,10 +50,12 @@ class EtcdClientCertificateTest(unittest.TestCase):
         nova_conf.register_opts(conf)
         conf([], default_config_files=[])
         certs = self.etcd.certs
-        conf.set_override("board_url", self.etcd.url, "resex")
-        conf.set_override("board_ca_cert", certs["ca"], "resex")
-        conf.set_override("board_cert_file", certs["client_cert"], "resex")
-        conf.set_override("board_key_file", certs["client_key"], "resex")
+        for name, value in (("board_url", self.etcd.url), ("board_ca_cert", certs["ca"]),
+                            ("board_cert_file", certs["client_cert"]),
+                            ("board_key_file", certs["client_key"])):
+            # The [resex] group object is the module's: an override outlives this conf.
+            conf.set_override(name, value, "resex")
+            self.addCleanup(conf.clear_override, name, "resex")
         opts = nova_conf.board_options(conf.resex)
         with board_mod.open_board(self.etcd.url, **opts) as board:
             self.assertEqual(2, board.snapshot()["c1"].sensitive_vms)
