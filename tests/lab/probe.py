@@ -52,6 +52,11 @@ class RecordingReporter:
         if self.reporter is not None:
             self.reporter.add(latency_us)
 
+    def connected(self, sockaddr):
+        """The client connected to ``sockaddr`` (the reports' peer, if they name one)."""
+        if self.reporter is not None:
+            self.reporter.connected(sockaddr)
+
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
