@@ -51,6 +51,7 @@ import base64
 import os
 import random
 import re
+import resource
 import statistics
 import tempfile
 import time
@@ -59,6 +60,8 @@ import urllib.request
 from resex_libvirt import board as board_mod
 from resex_libvirt.board import backend
 from resex_libvirt.board import reader as reader_mod
+from resex_libvirt import exceptions
+from tests.functional.board import etcd_cluster
 from tests.functional.board import etcd_server
 from tests.unit.board import reports
 
@@ -127,6 +130,8 @@ class MeasuredReader(reader_mod.BoardReader):
         super().__init__(*args, on_change=self._seen, **kwargs)
         self.pending = pending
         self.delays = []
+        #: ``(published, delay)`` of each record seen (perf_counter seconds).
+        self.seen = []
         self._counted = set()
         self.cpu = 0.0
         self.cpu_mark = 0.0
@@ -154,6 +159,7 @@ class MeasuredReader(reader_mod.BoardReader):
             if published is not None and key not in self._counted:
                 self._counted.add(key)
                 self.delays.append(now - published)
+                self.seen.append((published, now - published))
 
 
 def etcd_load(server):
@@ -224,6 +230,73 @@ def scheduler_view(label, url, board, fill, sizes, workers_list, rate, window, s
                     flush=True)
 
 
+def leader_change(hosts, rate, window, kill_at, settle_s=10.0):
+    """The scheduler's view of a 3-member etcd cluster whose leader is killed (-9).
+
+    The board is filled with ``hosts`` reports; one publisher updates random
+    hosts at ``rate`` a second for ``window`` seconds and one following
+    reader (the scheduler's) watches, both naming the leader first; the
+    leader is killed ``kill_at`` seconds in. Prints the staleness of the
+    updates published before the kill, in the ``settle_s`` after it
+    (during) and after that, the publishes that failed, the reader's
+    memory, and the hosts whose latest published report the reader did not
+    hold at the end (a lost report read as an older one).
+    """
+    cluster = etcd_cluster.EtcdCluster()
+    cluster.setUp()
+    try:
+        leader = cluster.leader()
+        url = cluster.first(leader)
+        with board_mod.open_board(url, timeout=5, lease_ttl=600) as board:
+            fill_etcd(board, hosts, time.time())
+            pending, latest = {}, {}
+            reader = MeasuredReader(url, max_age=600, refresh_interval=2.0, load_timeout=120,
+                                    board_opts={"timeout": 5}, mode="follow", pending=pending)
+            reader.start()
+            rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            rng = random.Random(hosts)
+            failed, killed, t0 = 0, None, time.perf_counter()
+            next_at = t0
+            while time.perf_counter() - t0 < window:
+                if killed is None and time.perf_counter() - t0 >= kill_at:
+                    cluster.kill(leader)
+                    killed = time.perf_counter()
+                host = "compute-%05d" % rng.randrange(hosts)
+                rec = reports.make(host, ts=time.time(), link_utilisation=rng.random() * 0.5)
+                pending[(host, rec.ts)] = time.perf_counter()
+                try:
+                    board.publish(rec)
+                    latest[host] = rec.ts
+                except exceptions.BoardUnavailable:
+                    failed += 1
+                next_at += 1.0 / rate
+                time.sleep(max(0.0, next_at - time.perf_counter()))
+            time.sleep(5.0)
+            reader.stop(timeout=60)
+            rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            entries, _ = reader.fresh(now=time.time())
+            lost = sum(1 for h, ts in latest.items()
+                       if entries.get(h) is None or entries[h].report.ts < ts)
+    finally:
+        cluster.cleanUp()
+    phases = (("before", None, killed), ("during", killed, killed + settle_s),
+              ("after", killed + settle_s, None))
+    print("\nthe scheduler's view across a leader change: 3 etcd members, %d hosts, %g "
+          "reports/s for %gs, the leader killed (-9) %gs in" % (hosts, rate, window, kill_at))
+    print("%-8s %7s %11s %11s %11s" % ("phase", "seen", "stale_p50", "stale_p99", "stale_max"))
+    for name, lo, hi in phases:
+        d = [delay for pub, delay in reader.seen
+             if (lo is None or pub >= lo) and (hi is None or pub < hi)]
+        sent = sum(1 for pub in pending.values()
+                   if (lo is None or pub >= lo) and (hi is None or pub < hi))
+        print("%-8s %6.0f%% %9.0fms %9.0fms %9.0fms" % (
+            name, 100.0 * len(d) / max(1, sent), pct(d, 0.5) * 1e3, pct(d, 0.99) * 1e3,
+            max(d, default=float("nan")) * 1e3))
+    print("publishes failed: %d of %d; reader's process max RSS %.0f -> %.0f MB; hosts whose "
+          "latest published report the reader did not hold at the end: %d"
+          % (failed, len(pending), rss0 / 1024, rss1 / 1024, lost))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m bench board")
     parser.add_argument("--publishes", type=int, default=200)
@@ -239,7 +312,16 @@ def main(argv=None):
                         help="backends of the scheduler-view table")
     parser.add_argument("--skip-calls", action="store_true",
                         help="only the scheduler-view table")
+    parser.add_argument("--leader-change", type=int, default=0, metavar="HOSTS",
+                        help="only the leader-change table, with this many hosts (3 etcd "
+                             "members; --rate and --window as above, the kill at a third)")
     args = parser.parse_args(argv)
+    if args.leader_change:
+        if not etcd_server.EtcdServer.available():
+            print("etcd: skipped, /usr/bin/etcd is not installed (Debian etcd-server)")
+            return 0
+        leader_change(args.leader_change, args.rate, args.window, args.window / 3.0)
+        return 0
     sizes = [int(s) for s in args.sizes.split(",")]
     if not args.skip_calls:
         calls(args, sizes)
