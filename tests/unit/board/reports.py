@@ -12,8 +12,11 @@
 
 """Host reports for tests: a valid record with the fields a test cares about."""
 
+import os
+import tempfile
 import time
 
+from resex_libvirt import board as board_mod
 from resex_libvirt.board import report as report_mod
 
 
@@ -26,3 +29,13 @@ def make(host="compute1", ts=None, **fields):
         sensitive_io_share=0.0, heavy_io_share=0.0, agent_version="test")
     values.update(fields)
     return report_mod.HostReport(**values)
+
+
+def sqlite_board(test):
+    """``(path, url, board)``: a SQLite board in a temporary directory, closed with ``test``."""
+    tmp = tempfile.TemporaryDirectory(prefix="resex-board-")
+    test.addCleanup(tmp.cleanup)
+    path = os.path.join(tmp.name, "board.sqlite")
+    board = board_mod.open_board("sqlite://" + path)
+    test.addCleanup(board.close)
+    return path, "sqlite://" + path, board

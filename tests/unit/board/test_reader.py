@@ -14,7 +14,6 @@
 
 import logging
 import os
-import tempfile
 import threading
 import time
 import unittest
@@ -29,12 +28,7 @@ NOW = 1_800_000_000.0
 class ReaderTest(unittest.TestCase):
 
     def setUp(self):
-        tmp = tempfile.TemporaryDirectory(prefix="resex-reader-")
-        self.addCleanup(tmp.cleanup)
-        self.path = os.path.join(tmp.name, "board.sqlite")
-        self.url = "sqlite://" + self.path
-        self.board = board_mod.open_board(self.url)
-        self.addCleanup(self.board.close)
+        self.path, self.url, self.board = reports.sqlite_board(self)
         self.now = NOW
         self.reader = reader_mod.BoardReader(self.url, max_age=30, refresh_interval=3600,
                                              load_timeout=10, clock=lambda: self.now)
@@ -146,11 +140,7 @@ class FollowingReaderTest(unittest.TestCase):
     """The cache kept by following: admission state per host, safe under concurrent reads."""
 
     def setUp(self):
-        tmp = tempfile.TemporaryDirectory(prefix="resex-reader-")
-        self.addCleanup(tmp.cleanup)
-        self.url = "sqlite://" + os.path.join(tmp.name, "board.sqlite")
-        self.board = board_mod.open_board(self.url)
-        self.addCleanup(self.board.close)
+        _path, self.url, self.board = reports.sqlite_board(self)
 
     def test_one_noisy_epoch_does_not_close_a_quiet_host(self):
         reader = reader_mod.BoardReader(self.url, max_age=600, tau=20.0, hysteresis=0.3,

@@ -155,11 +155,7 @@ class IncrementalReadTest(unittest.TestCase):
     """A follower reads everything once, then only the rows changed since."""
 
     def setUp(self):
-        tmp = tempfile.TemporaryDirectory(prefix="resex-board-")
-        self.addCleanup(tmp.cleanup)
-        self.path = os.path.join(tmp.name, "board.sqlite")
-        self.board = board_mod.open_board("sqlite://" + self.path)
-        self.addCleanup(self.board.close)
+        self.path, _url, self.board = reports.sqlite_board(self)
 
     def test_only_rows_changed_since_the_last_read_are_read_again(self):
         for host in ("a", "b", "c"):

@@ -28,10 +28,8 @@ reproducible seed.
 
 import json
 import logging
-import os
 import random
 import sqlite3
-import tempfile
 import threading
 import time
 import unittest
@@ -41,7 +39,6 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from resex_libvirt import board as board_mod
 from resex_libvirt.board import backend
 from resex_libvirt.board import reader as reader_mod
 from resex_libvirt.board import report as report_mod
@@ -287,11 +284,7 @@ class SQLiteRowsTest(unittest.TestCase):
     """Rows written by something other than an agent: any SQLite storage class, any bytes."""
 
     def setUp(self):
-        tmp = tempfile.TemporaryDirectory(prefix="resex-board-")
-        self.addCleanup(tmp.cleanup)
-        self.path = os.path.join(tmp.name, "board.sqlite")
-        self.board = board_mod.open_board("sqlite://" + self.path)
-        self.addCleanup(self.board.close)
+        self.path, _url, self.board = reports.sqlite_board(self)
         self.board.publish(reports.make("good"))
 
     def insert(self, host_sql, record_sql, *args):
@@ -351,12 +344,7 @@ class FollowerTest(unittest.TestCase):
     """The scheduler's follower: a forged or broken record never reaches a request."""
 
     def setUp(self):
-        tmp = tempfile.TemporaryDirectory(prefix="resex-reader-")
-        self.addCleanup(tmp.cleanup)
-        self.path = os.path.join(tmp.name, "board.sqlite")
-        self.url = "sqlite://" + self.path
-        self.board = board_mod.open_board(self.url)
-        self.addCleanup(self.board.close)
+        self.path, self.url, self.board = reports.sqlite_board(self)
         self.reader = reader_mod.BoardReader(self.url, refresh_interval=3600, load_timeout=30)
         self.addCleanup(self.reader.stop)
 
