@@ -132,49 +132,22 @@ def etcd_down_at_start(outage=5.0):
         etcd.cleanUp()
 
 
-class _ClusterWatch:
-    """What the agent published and what a scheduler's reader served, every 20 ms.
-
-    A read is **stale** when the reader served a report older than its
-    ``max_age`` (the bound the filter trusts); **unknown** when it served
-    none (the host is then handled as unknown, never as clean).
-    """
+class _ClusterWatch(etcd_cluster.ReaderSampler):
+    """What the agent published and what a scheduler's reader served, every 20 ms."""
 
     def __init__(self, reader, host, publisher, max_age):
-        self.reader, self.host, self.publisher, self.max_age = reader, host, publisher, max_age
-        self.timeline = []      # (monotonic, reports published, ts served or None)
-        self.stale = 0
-        self.unknown = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="cluster-watch", daemon=True)
-        self._thread.start()
-
-    def _run(self):
-        while not self._stop.is_set():
-            wall = time.time()      # before the read: the reader's own now is later
-            rec = self.reader.get(self.host)
-            if rec is None:
-                self.unknown += 1
-            elif wall - rec.ts > self.max_age:
-                self.stale += 1
-            self.timeline.append((time.monotonic(), self.publisher.published,
-                                  None if rec is None else rec.ts))
-            self._stop.wait(0.02)
-
-    def stop(self):
-        self._stop.set()
-        self._thread.join(10)
+        super().__init__(reader, host, max_age, lambda: publisher.published)
 
     def published_after(self, ref):
         """Seconds from ``ref`` (monotonic) until a report was published after it, or None."""
         timeline = list(self.timeline)
-        before = [p for t, p, _ in timeline if t < ref]
+        before = [p for t, _w, p, _ts in timeline if t < ref]
         count = before[-1] if before else 0
-        return next((t - ref for t, p, _ in timeline if t >= ref and p > count), None)
+        return next((t - ref for t, _w, p, _ts in timeline if t >= ref and p > count), None)
 
     def served_after(self, ref, wall_ref):
         """Seconds from ``ref`` until the reader served a report made after ``wall_ref``."""
-        return next((t - ref for t, _, ts in list(self.timeline)
+        return next((t - ref for t, _w, _p, ts in list(self.timeline)
                      if t >= ref and ts is not None and ts >= wall_ref), None)
 
 
@@ -243,7 +216,7 @@ class _ClusterFault:
             reports_lost = publisher.failures + publisher.skipped - lost_before
             note = ("reports lost %d, stale reads %d of %d (host unknown in %d, max_age "
                     "%.0f s); the reader served a new report %s s after; recovery from the "
-                    "fault's %s" % (reports_lost, watch.stale, len(watch.timeline),
+                    "fault's %s" % (reports_lost, len(watch.stale), watch.samples,
                                     watch.unknown, self.max_age,
                                     "-" if served is None else "%.2f" % served,
                                     "start" if self.absorbed else "end"))
@@ -251,8 +224,8 @@ class _ClusterFault:
                 self.name, lost, held, run.caps_wrong(),
                 float("inf") if recovery is None else recovery, note,
                 loop_waited=run.loop_waited_on_board,
-                details={"reports_lost": reports_lost, "stale": watch.stale,
-                         "samples": len(watch.timeline), "reader_recovery_s": served})
+                details={"reports_lost": reports_lost, "stale": len(watch.stale),
+                         "samples": watch.samples, "reader_recovery_s": served})
         finally:
             watch.stop()
 

@@ -30,6 +30,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -303,3 +304,47 @@ class EtcdCluster(fixtures.Fixture):
         if answers is not None:
             answers.append(answer)
         return True
+
+
+class ReaderSampler:
+    """What a scheduler's reader served for ``host``, every 20 ms, on its own thread.
+
+    ``timeline``: ``(monotonic, wall, published, ts)`` per read, ``published``
+    what ``published()`` said then (e.g. an agent publisher's count), ``ts``
+    the served report's or None. A read is **stale** when the reader served a
+    report older than ``max_age`` (the bound the filter trusts); **unknown**
+    when it served none (the host is then handled as unknown, never as clean).
+    """
+
+    def __init__(self, reader, host, max_age, published=lambda: None):
+        self.reader, self.host, self.max_age, self.published = reader, host, max_age, published
+        self.timeline = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="reader-sampler", daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while not self._stop.is_set():
+            wall = time.time()      # before the read: the reader's own now is later
+            rec = self.reader.get(self.host)
+            self.timeline.append((time.monotonic(), wall, self.published(),
+                                  None if rec is None else rec.ts))
+            self._stop.wait(0.02)
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(10)
+
+    @property
+    def samples(self):
+        return len(self.timeline)
+
+    @property
+    def stale(self):
+        """The age of each report served past ``max_age``, in seconds."""
+        return [wall - ts for _t, wall, _p, ts in list(self.timeline)
+                if ts is not None and wall - ts > self.max_age]
+
+    @property
+    def unknown(self):
+        return sum(1 for *_rest, ts in list(self.timeline) if ts is None)

@@ -23,7 +23,6 @@ import http.server
 import json
 import socket
 import threading
-import time
 import unittest
 
 from etcd3gw import exceptions as etcd_exc
@@ -285,7 +284,7 @@ class EtcdClusterTest(testtools.TestCase):
         # Fresh reports until the reader serves one (it must be younger than max_age).
         self.assertTrue(wait_until(lambda: published(board, reports.make("c1", sensitive_vms=1))
                                    and vms_of(reader) == 1))
-        sampler = _StaleSampler(reader, "c1", max_age)
+        sampler = etcd_cluster.ReaderSampler(reader, "c1", max_age)
         self.addCleanup(sampler.stop)
         kept = self.cluster.follower()
         down = [i for i in range(3) if i != kept]
@@ -367,28 +366,3 @@ def _vms_on(board, host="c1"):
     except exceptions.BoardUnavailable:
         return None
     return None if rec is None else rec.sensitive_vms
-
-
-class _StaleSampler:
-    """Reads ``host`` from ``reader`` every 20 ms; keeps every report served past ``max_age``."""
-
-    def __init__(self, reader, host, max_age):
-        self.reader, self.host, self.max_age = reader, host, max_age
-        self.samples = 0
-        self.stale = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="stale-sampler", daemon=True)
-        self._thread.start()
-
-    def _run(self):
-        while not self._stop.is_set():
-            now = time.time()       # before the read: the reader's own now is later
-            rec = self.reader.get(self.host)
-            if rec is not None and now - rec.ts > self.max_age:
-                self.stale.append(now - rec.ts)
-            self.samples += 1
-            self._stop.wait(0.02)
-
-    def stop(self):
-        self._stop.set()
-        self._thread.join(10)
