@@ -109,6 +109,11 @@ OPTIONS = (
                   help="A controlled interferer that stops sending keeps its cap this many "
                        "loop delays (a bulk sender that reconnects under a low cap is quiet "
                        "for tens of seconds; holding a quiet sender costs it nothing)."),
+    policy.Option("ceiling_delays", 60.0, min=0.0, max=100000.0,
+                  help="A cap a cut came down from is the VM's ceiling for this many loop "
+                       "delays: a release goes at most half way to it (in log) and past it "
+                       "only by a creep, so that the cap settles under the last cap that was "
+                       "too high instead of doubling back over it. 0: no ceiling."),
     policy.Option("idle_delays", 1.5, min=0.0, max=1000.0,
                   help="A victim with no new window for this many loop delays is idle: "
                        "interferers that only it held are released to their limit."),
@@ -164,7 +169,9 @@ AIM_FLOOR = 0.5
 #: ``st_held`` when a victim last named it as an interferer (or it sent under
 #: control), ``st_rel`` the time before which a VM no victim holds is not
 #: released again, ``st_moved`` when its cap last moved, ``st_cpu`` its CPU
-#: use (a moving average over about ten intervals).
+#: use (a moving average over about ten intervals), ``st_ceil`` the cap its
+#: last cut came down from (its ceiling; NaN: none) and ``st_ceilx`` the time
+#: that ceiling expires.
 COLUMNS = {"st_seen": (np.nan, np.float64), "st_gap": (np.nan, np.float64),
            "st_span": (np.nan, np.float64), "st_last": (-np.inf, np.float64),
            "st_e": (np.nan, np.float64), "st_dlog": (np.nan, np.float64),
@@ -176,7 +183,8 @@ COLUMNS = {"st_seen": (np.nan, np.float64), "st_gap": (np.nan, np.float64),
            "st_an": (0.0, np.float64), "st_as": (0.0, np.float64),
            "st_aq": (0.0, np.float64), "st_ase": (0.0, np.float64),
            "st_side": (0.0, np.float64), "st_pe": (np.nan, np.float64),
-           "st_pse": (np.nan, np.float64), "st_lastgap": (np.nan, np.float64)}
+           "st_pse": (np.nan, np.float64), "st_lastgap": (np.nan, np.float64),
+           "st_ceil": (np.nan, np.float64), "st_ceilx": (-np.inf, np.float64)}
 
 HOLD, CUT, RELEASE, CREEP = 0, 1, 2, 3
 
@@ -573,6 +581,7 @@ def _ask(step, opts, band, asks, v, decision, e_all, delay, interferes, weight, 
         asks.cause[deeper] = v
     else:
         steps = np.full(n, d) if weight is None else grow(d, weight(v, hit), hit)
+        steps = _shared_under_ceiling(own, t, hit, steps)
         want = np.where(hit, steps, np.inf)
         lesser = hit & (want < asks.release)
         asks.release[lesser] = want[lesser]
@@ -621,6 +630,8 @@ def _apply(step, opts, asks, controlled, gone, up, spared, e_all):
     releasing = ~cutting & controlled & ~asks.blocked & (asks.release < np.inf)
     releasing &= (asks.release > 0.0) & (ready | up)
     logd[releasing] = asks.release[releasing]
+    # A spared VM grows back whatever its victims say, ceiling or not.
+    under_ceiling(own, t, base, releasing if spared is None else releasing & ~spared, logd)
     new = np.minimum(np.maximum(base * np.exp(logd), floor), limit)
     # Released at once: controlled VMs no active victim holds (idle victims).
     new[gone] = limit[gone]
@@ -629,6 +640,13 @@ def _apply(step, opts, asks, controlled, gone, up, spared, e_all):
     # A VM asked to be cut is answered even where its cap cannot go lower (at its
     # floor): the caller's check that cutting helps counts those corrections too.
     moved = ((releasing | gone) & (np.abs(new - was) > 1e-9)) | cutting
+    # The cap a cut came down from was too high: the VM's ceiling for a while. A
+    # first cut (from the CPU used, not a cap) keeps a ceiling still live: the
+    # victim went idle, the VM was released to its limit, and is back.
+    live = cutting & (own.st_ceilx > t) & np.isfinite(own.st_ceil)
+    renew = cutting & (controlled | ~live)
+    own.st_ceil[renew] = base[renew]
+    own.st_ceilx[cutting] = t + opts.ceiling_delays * asks.reach[cutting]
     rows = moved.nonzero()[0]
     free = new[rows] >= limit[rows]
     own.st_cap[rows] = np.where(free, np.nan, new[rows])
@@ -644,6 +662,44 @@ def _apply(step, opts, asks, controlled, gone, up, spared, e_all):
     why = cause[rows]
     return Plan(rows, new[rows], why, cutting[rows],
                 np.where(why >= 0, e_all[np.maximum(why, 0)], 0.0), asks.judged)
+
+
+def ceiling_bound(own, t, base):
+    """Per row, the largest log-cap release its ceiling allows from ``base`` (inf: none).
+
+    A VM with a ceiling (the cap a cut last came down from, ``ceiling_delays``
+    delays ago or less) grows at most half way to it in log, and by a creep
+    (:data:`CREEP_STEP`) once within two creeps of it or past it: the
+    model's release from a victim at its base doubles the cap, and on a
+    plant whose latency rises steeply past some cap (a link that fills) a
+    doubling goes back over the cap that was too high, is cut, and doubles
+    again. Bisecting towards the ceiling, the cap settles under it; creeping
+    past it, the law still finds a plant that changed, slowly.
+    """
+    live = (own.st_ceilx > t) & np.isfinite(own.st_ceil)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gap = np.log(own.st_ceil / base)
+    return np.where(live, np.maximum(0.5 * gap, math.log1p(CREEP_STEP)), np.inf)
+
+
+def under_ceiling(own, t, base, releasing, logd):
+    """Bound the releases ``logd`` of the ``releasing`` rows by their ceilings, in place."""
+    np.minimum(logd, ceiling_bound(own, t, base), out=logd, where=releasing)
+
+
+def _shared_under_ceiling(own, t, hit, steps):
+    """``steps`` (a release shared among ``hit``) scaled so that no row passes its ceiling.
+
+    All scaled alike: bounded one by one, the larger sender (nearer its
+    ceiling, the one the cuts came down on) would grow less than its share
+    and each cut-and-release cycle would move cap to the smaller one.
+    """
+    rows = hit & (steps > 0.0) & ~np.isnan(own.st_cap)
+    if not rows.any():
+        return steps
+    bound = ceiling_bound(own, t, np.where(rows, own.st_cap, 1.0))
+    scale = np.min(bound[rows] / steps[rows])
+    return steps * min(1.0, scale)
 
 
 def naming(vms, demands, heavier, eligible):

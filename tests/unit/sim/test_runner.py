@@ -174,18 +174,18 @@ class GoldenRunsTest(unittest.TestCase):
 
     def test_io_shares_on_the_paper_scenario(self):
         res = runner.run(scenario.load("paper_64k_vs_2m").with_duration(1.2), "io_shares")
-        self._check(res, "4a182eb7b183f1f07823e0f0092e63e33234e73d84dced7f18c918e1d94f90ef", {
-            ("vm64k", "latency_mean_us"): 227.18318099204845, ("vm64k", "count"): 5282,
-            ("vm2m", "throughput_mb_s"): 295.3489066666596,
-            ("vm2m", "cap_mean_pct"): 26.367684894302446})
+        self._check(res, "7bcc2f0e93b4973937fdb0fe79caffed06d72f05d854da0af28d0383e97f42da", {
+            ("vm64k", "latency_mean_us"): 226.4693971309928, ("vm64k", "count"): 5298,
+            ("vm2m", "throughput_mb_s"): 284.86314666666084,
+            ("vm2m", "cap_mean_pct"): 26.281259963837414})
 
     def test_latency_target_on_the_paper_scenario(self):
         res = runner.run(scenario.load("paper_64k_vs_2m").with_duration(1.2),
                          "latency_target")
-        self._check(res, "21bbbf4cbbe5f28cc07342cd3cdf40e3f65ae2b0acee29d6f05e9e24fd1560fc", {
-            ("vm64k", "latency_mean_us"): 227.18318099204845,
-            ("vm2m", "throughput_mb_s"): 295.3489066666596,
-            ("vm2m", "cap_mean_pct"): 26.367684894302446})
+        self._check(res, "1d453b181450ed8e056f6616703ae02f4851ab5f77ed3d0555be2cfd0d593143", {
+            ("vm64k", "latency_mean_us"): 226.4693971309928,
+            ("vm2m", "throughput_mb_s"): 284.86314666666084,
+            ("vm2m", "cap_mean_pct"): 26.281259963837414})
 
     def test_io_shares_under_cpu_contention(self):
         res = runner.run(scenario.load("cpu_hog_one_pcpu").with_duration(1.2), "io_shares")
