@@ -174,18 +174,18 @@ class GoldenRunsTest(unittest.TestCase):
 
     def test_io_shares_on_the_paper_scenario(self):
         res = runner.run(scenario.load("paper_64k_vs_2m").with_duration(1.2), "io_shares")
-        self._check(res, "7bcc2f0e93b4973937fdb0fe79caffed06d72f05d854da0af28d0383e97f42da", {
-            ("vm64k", "latency_mean_us"): 226.4693971309928, ("vm64k", "count"): 5298,
-            ("vm2m", "throughput_mb_s"): 284.86314666666084,
-            ("vm2m", "cap_mean_pct"): 26.281259963837414})
+        self._check(res, "44c580ccabc304beb87d4f8a9bdbaeccc6e413194399e3688d1b2ce024404329", {
+            ("vm64k", "latency_mean_us"): 227.05695856196786, ("vm64k", "count"): 5285,
+            ("vm2m", "throughput_mb_s"): 293.60127999999304,
+            ("vm2m", "cap_mean_pct"): 26.349665011062093})
 
     def test_latency_target_on_the_paper_scenario(self):
         res = runner.run(scenario.load("paper_64k_vs_2m").with_duration(1.2),
                          "latency_target")
-        self._check(res, "1d453b181450ed8e056f6616703ae02f4851ab5f77ed3d0555be2cfd0d593143", {
-            ("vm64k", "latency_mean_us"): 226.4693971309928,
-            ("vm2m", "throughput_mb_s"): 284.86314666666084,
-            ("vm2m", "cap_mean_pct"): 26.281259963837414})
+        self._check(res, "0c96f474fb8c0473df3016dc1f74a0435cefc6225765c5b9adf9db28a15c8214", {
+            ("vm64k", "latency_mean_us"): 227.05695856196786,
+            ("vm2m", "throughput_mb_s"): 293.60127999999304,
+            ("vm2m", "cap_mean_pct"): 26.349665011062093})
 
     def test_io_shares_under_cpu_contention(self):
         res = runner.run(scenario.load("cpu_hog_one_pcpu").with_duration(1.2), "io_shares")
