@@ -27,6 +27,7 @@ import math
 import numpy as np
 
 from resex_libvirt.market import policy
+from resex_libvirt.market import table
 
 #: ``cc_wait`` and ``cc_run``: each VM's smoothed run delay and CPU use (percent
 #: of one pCPU; NaN: none yet); ``cc_boost``: the weight factor in force
@@ -90,20 +91,24 @@ def smooth(step, opts, counters):
     if not seen.any():
         return True
     alpha = 1.0 / max(1.0, opts.cpu_smoothing * step.intervals_per_epoch)
-    capped = vms.cap_pct < vms.limit_pct
+    unseen = ~seen
     for col, new in (("cc_wait", vms.run_delay_pct), ("cc_run", vms.cpu_pct)):
         old = getattr(own, col)
-        upd = np.where(np.isnan(old), new, old + alpha * (new - old))
-        upd = np.where(seen, upd, old)
+        # old + alpha x (new - old), new where old is NaN, old where unsampled.
+        upd = new - old
+        upd *= alpha
+        upd += old
+        np.copyto(upd, new, where=np.isnan(old))
+        np.copyto(upd, old, where=unseen)
         if col == "cc_wait":
-            upd = np.where(capped, np.nan, upd)
+            np.copyto(upd, np.nan, where=vms.cap_pct < vms.limit_pct)
         setattr(own, col, upd)
     return True
 
 
 def stretch_of(own):
     """Per row: ``100 x wait / run`` of the smoothed run delay (inf: waited, never ran)."""
-    wait, run = np.nan_to_num(own.cc_wait), np.nan_to_num(own.cc_run)
+    wait, run = table.nan_to_num(own.cc_wait), table.nan_to_num(own.cc_run)
     with np.errstate(over="ignore"):
         stretch = np.divide(wait, run, out=np.full(len(own), np.inf), where=run > 0.0)
     stretch[wait <= 0.0] = 0.0
@@ -196,14 +201,14 @@ def decide(step, opts, counters):
     held = own.cc_cap
     factor = math.pow(0.5, 1.0 / max(1e-9, opts.cpu_half_life * step.intervals_per_epoch
                                      / every))
-    run = np.nan_to_num(own.cc_run)
-    wait = np.nan_to_num(own.cc_wait)
+    run = table.nan_to_num(own.cc_run)
+    wait = table.nan_to_num(own.cc_wait)
     boost = _boosts(own.cc_boost, opts, hit, waiting, run, wait, factor)
     own.cc_boost = boost
     # The waiting sensitive VMs whose weight is at its ceiling: only caps help them more.
     spent = waiting & (boost >= opts.cpu_boost_max)
     moved = _caps(step, opts, held, hit, spent, run, wait, factor)
-    counters.quiet = not (np.nan_to_num(own.cc_wait) > 0.0).any() \
+    counters.quiet = not (table.nan_to_num(own.cc_wait) > 0.0).any() \
         and not (boost > 1.0).any() and np.isnan(held).all()
     if counters.quiet:
         own.cc_wait = np.full(len(own), np.nan)
@@ -241,7 +246,7 @@ def _caps(step, opts, held, hit, spent, run, wait, factor):
     if opts.cpu_caps and spent.any() and ((hit & spent).any() or len(held_rows)):
         demand = np.minimum(run + wait, vms.limit_pct)
         # What a victim may still wait: cpu_target of its threshold, over its run.
-        slack = run * opts.cpu_target * np.nan_to_num(vms.threshold_pct) / 100.0
+        slack = run * opts.cpu_target * table.nan_to_num(vms.threshold_pct) / 100.0
         room = max(0.0, 100.0 * step.pcpus - float((demand - slack)[spent].sum()))
         users = ~spent & vms.sampled & (run > 0.0)
         rows = users.nonzero()[0]

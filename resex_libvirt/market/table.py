@@ -178,6 +178,24 @@ def pick(cond, yes, no):
     return out
 
 
+_LARGEST = number(np.finfo(np.float64).max)
+_LOWEST = number(-np.finfo(np.float64).max)
+
+
+def nan_to_num(values, nan=0.0):
+    """``numpy.nan_to_num(values, nan=nan)`` of a float64 column, cheaper on short rows.
+
+    A new array: NaN becomes ``nan``, +inf and -inf the largest and lowest
+    finite floats (whatever ``nan`` is, as numpy's: the masks are those of
+    ``values``); every other value is kept to the last bit (-0.0 too).
+    numpy's own costs about 20 us a call in Python before any arithmetic.
+    """
+    out = np.minimum(values, _LARGEST)
+    np.maximum(out, _LOWEST, out=out)
+    np.copyto(out, nan, where=np.isnan(values))
+    return out
+
+
 def filled(n, value, dtype=np.float64):
     """``numpy.full(n, value, dtype)``, cheaper on short rows."""
     out = np.empty(n, dtype=dtype)

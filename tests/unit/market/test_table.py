@@ -195,6 +195,32 @@ class NumberTest(unittest.TestCase):
             table.ONE += 1.0
 
 
+class NanToNumTest(unittest.TestCase):
+    """table.nan_to_num: numpy's nan_to_num of a float64 column, to the last bit."""
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.lists(st.floats(allow_nan=True, allow_infinity=True, width=64), max_size=40),
+           st.sampled_from([0.0, -np.inf, np.inf, -1.5, 7.0]))
+    def test_every_value_is_numpys(self, values, nan):
+        rows = np.array(values, dtype=np.float64)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got = table.nan_to_num(rows, nan=nan)
+        self.assertEqual(np.nan_to_num(rows, nan=nan).tobytes(), got.tobytes())
+        self.assertIsNot(rows, got)
+
+    def test_signed_zeros_and_the_infinities(self):
+        rows = np.array([-0.0, 0.0, np.inf, -np.inf, np.nan, -np.nan])
+        for nan in (0.0, -np.inf):
+            self.assertEqual(np.nan_to_num(rows, nan=nan).tobytes(),
+                             table.nan_to_num(rows, nan=nan).tobytes())
+
+    def test_the_column_is_not_changed(self):
+        rows = np.array([np.nan, np.inf, 1.0])
+        table.nan_to_num(rows)
+        self.assertEqual(np.array([np.nan, np.inf, 1.0]).tobytes(), rows.tobytes())
+
+
 class NameRankTest(unittest.TestCase):
 
     @settings(max_examples=100, deadline=None)
