@@ -158,7 +158,7 @@ class IOShares(policy.Policy):
         e = settle.inflation(vms)
         spared = vms.sensitive & vms.reported & (e > self.opts.protect * vms.threshold_pct)
 
-        interferes = settle.naming(vms, demands, self.opts.heavier, demands > 0.0)
+        interferes = settle.naming(vms, demands, self.opts.heavier, demands > 0.0, e)
 
         def weight(v, hit):
             return ioshare

@@ -94,7 +94,7 @@ class LatencyTarget(policy.Policy):
         e = settle.inflation(vms)
         # A sensitive VM whose own latency is over its target is never lowered.
         spared = vms.sensitive & vms.reported & (e > band.aim)
-        interferes = settle.naming(vms, demands, self.opts.heavier, eligible)
+        interferes = settle.naming(vms, demands, self.opts.heavier, eligible, e)
         checked = response.checked_plan(self.check, step, band.aim, lambda: settle.plan(
             step, self.opts, band, interferes, spared=spared))
         if checked is None:

@@ -713,14 +713,15 @@ def _shared_under_ceiling(own, t, hit, steps):
     return steps * min(1.0, scale)
 
 
-def naming(vms, demands, heavier, eligible):
+def naming(vms, demands, heavier, eligible, e=None):
     """The ``interferes(v)`` of :func:`plan` both production policies use.
 
     The VMs of ``eligible`` whose demand is at least ``heavier`` times
     ``v``'s own, less the latency-sensitive VMs never cut for ``v``
-    (:func:`not_for`), never ``v``.
+    (:func:`not_for`), never ``v``. ``e``: the step's :func:`inflation`,
+    if the caller has it (else worked out again).
     """
-    load = loads(vms)
+    load = loads(vms, e)
 
     def interferes(v):
         hit = eligible & (demands >= heavier * demands[v])
@@ -730,10 +731,13 @@ def naming(vms, demands, heavier, eligible):
     return interferes
 
 
-def loads(vms):
-    """Per row, its inflation against its threshold (-inf: no window or no threshold)."""
+def loads(vms, e=None):
+    """Per row, its inflation against its threshold (-inf: no window or no threshold).
+
+    ``e``: the step's :func:`inflation`, if the caller has it (not changed).
+    """
     ok = vms.reported & (vms.threshold_pct > 0.0)
-    load = inflation(vms)
+    load = inflation(vms) if e is None else e.copy()
     np.divide(load, vms.threshold_pct, out=load, where=ok)
     np.copyto(load, -np.inf, where=~ok)
     return table.nan_to_num(load, nan=-np.inf)
