@@ -687,10 +687,13 @@ def ceiling_bound(own, t, base):
     again. Searching towards the ceiling, the cap settles under it; creeping
     past it, the law still finds a plant that changed, slowly.
     """
+    bound = np.full(len(base), np.inf)
     live = (own.st_ceilx > t) & np.isfinite(own.st_ceil)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        gap = np.log(own.st_ceil / base)
-    return np.where(live, np.maximum(BISECT * gap, math.log1p(CREEP_STEP)), np.inf)
+    if live.any():
+        with np.errstate(divide="ignore"):
+            gap = np.log(own.st_ceil[live] / base[live])
+        bound[live] = np.maximum(BISECT * gap, math.log1p(CREEP_STEP))
+    return bound
 
 
 def under_ceiling(own, t, base, releasing, logd):
