@@ -608,9 +608,7 @@ class Scenarios:
         Told from resex-placement-sync's by the global request id that
         nova-compute sends (``[req-... req-...``; the service sends none).
         """
-        return len(re.findall(r"\[req-\S+ req-[^\n]*\"PUT /resource_providers/%s/traits\" "
-                              r"status: 200" % self.provider_uuid(node),
-                              self.log_lines("placement", mark)))
+        return nova_trait_writes(self.log_lines("placement", mark), self.provider_uuid(node))
 
     def _candidates(self, node):
         """Is ``node`` among Placement's candidates for a flavor forbidding the trait?
@@ -655,14 +653,9 @@ class Scenarios:
         match = re.search(r"host node1: %s set \([^\n]*" % CLOSED, log)
         assert match, "resex-placement-sync logged no trait set for node1"
         t_set = _log_time(log, match)
-        published = [ts for ts in records if ts <= t_set]
-        assert published, "no board record of node1 before the trait was set"
-        t_pub = max(published)
+        t_pub, first = closing_records(records, t_set, THRESHOLD_PCT)
+        assert t_pub is not None, "no board record of node1 before the trait was set"
         self.figures["placement_closing_record_index_pct"] = records[t_pub]
-        # The first record over the threshold: the smoothed index (the
-        # filter's and the service's, admission_time_constant) follows later.
-        first = min((ts for ts, index in records.items() if index > THRESHOLD_PCT),
-                    default=None)
         if first is not None:
             self.figures["placement_first_congested_record_to_trait_s"] = seen["trait"] - first
         self.figures["placement_set_logged"] = match.group(0).split(" _log ")[0]
@@ -1058,6 +1051,29 @@ def _gaps(samples):
     if since is not None:
         gaps.append(samples[-1][0] - since)
     return gaps
+
+
+def closing_records(records, t_set, threshold):
+    """``(closing, first)`` publication times among ``records`` (``{ts: congestion index}``).
+
+    ``closing``: the last record published at or before ``t_set`` (the
+    service's trait set: the record that took the smoothed index over);
+    ``first``: the first record whose raw index passed ``threshold`` (the
+    smoothing, ``admission_time_constant``, follows later). None if none.
+    """
+    closing = max((ts for ts in records if ts <= t_set), default=None)
+    first = min((ts for ts, index in records.items() if index > threshold), default=None)
+    return closing, first
+
+
+def nova_trait_writes(placement_log, provider_uuid):
+    """nova-compute's successful ``PUT /resource_providers/{uuid}/traits`` in Placement's log.
+
+    nova-compute sends a global request id (``[req-... req-...``);
+    resex-placement-sync sends none (``[None req-...``).
+    """
+    return len(re.findall(r"\[req-\S+ req-[^\n]*\"PUT /resource_providers/%s/traits\" "
+                          r"status: 200" % re.escape(provider_uuid), placement_log))
 
 
 def _below(value, limit):
