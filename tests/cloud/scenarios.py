@@ -35,7 +35,9 @@ Each scenario is a method of :class:`Scenarios` that raises
 * ``rdma_guests``: Soft-RoCE guests booted through Nova, heard and
   controlled by node1's agent;
 * (f) Placement traits (:data:`PLACEMENT`): resex-placement-sync keeps
-  ``CUSTOM_RESEX_CLOSED`` on congested node1; with the filter disabled a
+  ``CUSTOM_RESEX_CLOSED`` on congested node1 (measured from the board record
+  that closed it to the trait and to Placement's candidates without node1,
+  on a cloud cleared of the earlier rows' servers); with the filter disabled a
   flavor forbidding the trait is kept off node1 by Placement itself;
   nova-compute's own trait updates against it (how long it is missing);
   the service killed and restarted; Placement down for a while.
@@ -563,12 +565,18 @@ class Scenarios:
                 "%s's provider lacks %s (the plugin's provider config file)" % (node, MANAGED))
         if not self._sync_running():
             self.cloud.start_placement_sync(reconcile_interval=RECONCILE_S)
+        mark = self.log_size("resex-placement-sync")
         if "bulk-p" not in self.servers:
+            self._placement_clean_slate()
+            mark = self.log_size("resex-placement-sync")
             self.boot("bulk-p", "resex.bulk", "resex-bulk", node="node1", nic=True)
         t0 = time.monotonic()
-        self.wait_for("node1 closed in Placement (%s)" % CLOSED,
-                      lambda: CLOSED in self.provider_traits("node1"), timeout=240,
-                      interval=1.0)
+        if "placement_board_to_trait_s" in self.figures:
+            self.wait_for("node1 closed in Placement (%s)" % CLOSED,
+                          lambda: CLOSED in self.provider_traits("node1"), timeout=240,
+                          interval=1.0)
+        else:
+            self._measure_closing(mark)
         self.figures.setdefault("placement_node1_closed_s", time.monotonic() - t0)
         if TRAITS_FLAVOR not in (f.name for f in self.conn.compute.flavors()):
             base = self.flavor("resex.sensitive")
@@ -577,6 +585,85 @@ class Scenarios:
             specs = dict(self.conn.compute.fetch_flavor_extra_specs(base).extra_specs or {})
             specs.update({"trait:%s" % CLOSED: "forbidden", "trait:%s" % MANAGED: "required"})
             self.conn.compute.create_flavor_extra_specs(flavor, specs)
+
+    def _placement_clean_slate(self):
+        """No server of the earlier rows left; both nodes open in Placement.
+
+        The rows before (f) leave bulk servers sending on both nodes (the
+        moves' and the faults') and a server in ERROR: node1's closing is
+        measured from a quiet node1, and node2 must be open for the rows
+        that place there.
+        """
+        for server in list(self.conn.compute.servers()):
+            self.conn.compute.delete_server(server)
+        self.servers.clear()
+        self.wait_for("the earlier rows' servers deleted",
+                      lambda: not list(self.conn.compute.servers()), timeout=180,
+                      interval=1.0)
+        self.wait_for("node1 and node2 open in Placement", lambda: not any(
+            CLOSED in self.provider_traits(n) for n in self.cloud.nodes), timeout=240,
+            interval=1.0)
+
+    def _nova_trait_writes(self, node, mark):
+        """nova-compute's trait writes on ``node``'s provider in Placement's log since ``mark``.
+
+        Told from resex-placement-sync's by the global request id that
+        nova-compute sends (``[req-... req-...``; the service sends none).
+        """
+        return nova_trait_writes(self.log_lines("placement", mark), self.provider_uuid(node))
+
+    def _candidates(self, node):
+        """Is ``node`` among Placement's candidates for a flavor forbidding the trait?
+
+        None while Placement refuses the query (the trait not created yet).
+        """
+        resp = self.conn.placement.get(
+            "/allocation_candidates?resources=VCPU:1,MEMORY_MB:64&required=!%s" % CLOSED,
+            microversion="1.22", raise_exc=False)
+        if resp.status_code != 200:
+            return None
+        return self.provider_uuid(node) in resp.json()["provider_summaries"]
+
+    def _measure_closing(self, mark):
+        """node1 closing on the board to the trait on its provider, and to Placement's answer.
+
+        The board's records of node1 are sampled every 0.2 s, with node1's
+        traits and Placement's allocation candidates for a flavor forbidding
+        the trait. The closing record is the last one node1's agent published
+        before resex-placement-sync logged the trait set (the one that took
+        the smoothed admission index over the threshold); its ``ts`` is the
+        agent's clock at publication, on this machine's clock.
+        """
+        board = board_mod.open_board(self.cloud.board_url, timeout=5.0, create=False)
+        records, seen = {}, {}
+
+        def excluded():
+            rec = board.snapshot().get("node1")
+            if rec is not None:
+                records[rec.ts] = rec.congestion_index
+            if "trait" not in seen and CLOSED in self.provider_traits("node1"):
+                seen["trait"] = time.time()
+            if "trait" in seen and self._candidates("node1") is False:
+                seen["candidates"] = time.time()
+            return "candidates" in seen
+        try:
+            self.wait_for("node1 closed in Placement (%s) and no candidate" % CLOSED,
+                          excluded, timeout=240, interval=0.2)
+        finally:
+            board.close()
+        log = self.log_lines("resex-placement-sync", mark)
+        match = re.search(r"host node1: %s set \([^\n]*" % CLOSED, log)
+        assert match, "resex-placement-sync logged no trait set for node1"
+        t_set = _log_time(log, match)
+        t_pub, first = closing_records(records, t_set, THRESHOLD_PCT)
+        assert t_pub is not None, "no board record of node1 before the trait was set"
+        self.figures["placement_closing_record_index_pct"] = records[t_pub]
+        if first is not None:
+            self.figures["placement_first_congested_record_to_trait_s"] = seen["trait"] - first
+        self.figures["placement_set_logged"] = match.group(0).split(" _log ")[0]
+        self.figures["placement_board_to_sync_set_s"] = t_set - t_pub
+        self.figures["placement_board_to_trait_s"] = seen["trait"] - t_pub
+        self.figures["placement_board_to_candidates_excluded_s"] = seen["candidates"] - t_pub
 
     @contextlib.contextmanager
     def _filter_disabled(self):
@@ -637,10 +724,13 @@ class Scenarios:
 
         The trait may be dropped by nova-compute (it writes a provider's
         whole trait set); resex-placement-sync must have it back within a
-        reconciliation. Figure: the longest time it was seen missing.
+        reconciliation. Figure: the longest time it was seen missing. Then
+        another writer removes it: back within a reconciliation, the gap
+        logged.
         """
         self._placement_setup()
         mark = self.log_size("resex-placement-sync")
+        placement_mark = self.log_size("placement")
         stop = threading.Event()
         samples, thread = self._watch_trait("node1", stop)
         try:
@@ -663,8 +753,38 @@ class Scenarios:
         said = re.findall(r"missing for at most ([\d.]+) s",
                           self.log_lines("resex-placement-sync", mark))
         self.figures["placement_sync_said_missing_s"] = ",".join(said) or "-"
+        writes = self._nova_trait_writes("node1", placement_mark)
+        self.figures["placement_nova_compute_trait_writes"] = writes
+        assert writes, "nova-compute wrote no trait set of node1: the row tested nothing"
         assert samples and samples[-1][1], "node1's %s is not back" % CLOSED
         assert all(g <= RECONCILE_S + 15.0 for g in gaps), "missing for %s s" % gaps
+        self._trait_removed_by_another_writer(mark)
+
+    def _trait_removed_by_another_writer(self, mark):
+        """node1's trait set written without the trait, as an operator (or a stale cache) would.
+
+        The service must put it back within a reconciliation and log how
+        long it was missing at most.
+        """
+        url = "/resource_providers/%s/traits" % self.provider_uuid("node1")
+        held = self._placement_get(url)
+        resp = self.conn.placement.put(url, json={
+            "traits": sorted(set(held["traits"]) - {CLOSED}),
+            "resource_provider_generation": held["resource_provider_generation"]},
+            microversion="1.22", raise_exc=False)
+        assert resp.status_code == 200, "PUT %s: %d %s" % (url, resp.status_code, resp.text)
+        t0 = time.monotonic()
+        self.wait_for("node1's %s put back" % CLOSED,
+                      lambda: CLOSED in self.provider_traits("node1"),
+                      timeout=RECONCILE_S + 30.0, interval=0.2)
+        restored = time.monotonic() - t0
+        self.figures["placement_removed_to_restored_s"] = restored
+        said = self.wait_for("the service saying how long the trait was missing",
+                             lambda: re.findall(r"missing for at most ([\d.]+) s",
+                                                self.log_lines("resex-placement-sync", mark)),
+                             timeout=10)
+        self.figures["placement_sync_said_missing_s"] = ",".join(said)
+        assert restored <= RECONCILE_S + 15.0, "put back after %.1f s" % restored
 
     def placement_sync_restarted(self):
         """kill -9 of resex-placement-sync, started again: no flip; later changes still land."""
@@ -691,7 +811,16 @@ class Scenarios:
         self._node2_unknown_then_back("placement_sync_restarted")
 
     def _node2_unknown_then_back(self, what, while_stopped=None):
-        """node2's agent stopped: node2 closed (unknown_host_policy closed), then open again."""
+        """node2's agent stopped: node2 closed (unknown_host_policy closed), then open again.
+
+        node2 must be open first: a sensitive server over its SLA there (as
+        ``placement_filter_off``'s was) closes it by its own reports, and the
+        smoothed index takes a while to fall back under the band. Returns
+        when (monotonic) node2 was seen closed.
+        """
+        self.wait_for("node2 open before its agent stops",
+                      lambda: CLOSED not in self.provider_traits("node2"), timeout=180,
+                      interval=1.0)
         t0 = time.monotonic()
         self.cloud.stop_agent("node2")
         try:
@@ -699,13 +828,15 @@ class Scenarios:
                 while_stopped()
             self.wait_for("node2 closed once its report is stale", lambda: (
                 CLOSED in self.provider_traits("node2")), timeout=MAX_AGE_S + 180, interval=1.0)
-            self.figures["%s_node2_closed_s" % what] = time.monotonic() - t0
+            closed_at = time.monotonic()
+            self.figures["%s_node2_closed_s" % what] = closed_at - t0
         finally:
             self.cloud.start_agent("node2")
         t1 = time.monotonic()
         self.wait_for("node2 open again", lambda: CLOSED not in self.provider_traits("node2"),
                       timeout=180, interval=1.0)
         self.figures["%s_node2_open_s" % what] = time.monotonic() - t1
+        return closed_at
 
     def placement_down(self):
         """Placement down 90 s while node2 goes silent: one WARNING, no exit, the trait lands."""
@@ -717,7 +848,13 @@ class Scenarios:
             time.sleep(MAX_AGE_S + 30.0)   # node2's report goes stale meanwhile
             assert self._sync_running(), "resex-placement-sync exited while Placement was down"
             self.cloud.start_placement()
-        self._node2_unknown_then_back("placement_down", while_stopped=outage)
+            back.append(time.monotonic())
+
+        back = []
+        closed_at = self._node2_unknown_then_back("placement_down", while_stopped=outage)
+        # The service's next attempt comes after its backoff (up to
+        # [placement_sync] retry_max_interval, 60 s), not at once.
+        self.figures["placement_back_to_node2_closed_s"] = closed_at - back[0]
         log = self.log_lines("resex-placement-sync", mark)
         warned = re.findall(r"WARNING nova_filter\.placement_sync .*Placement failed", log)
         assert len(warned) == 1, log[-3000:]
@@ -945,6 +1082,29 @@ def _gaps(samples):
     if since is not None:
         gaps.append(samples[-1][0] - since)
     return gaps
+
+
+def closing_records(records, t_set, threshold):
+    """``(closing, first)`` publication times among ``records`` (``{ts: congestion index}``).
+
+    ``closing``: the last record published at or before ``t_set`` (the
+    service's trait set: the record that took the smoothed index over);
+    ``first``: the first record whose raw index passed ``threshold`` (the
+    smoothing, ``admission_time_constant``, follows later). None if none.
+    """
+    closing = max((ts for ts in records if ts <= t_set), default=None)
+    first = min((ts for ts, index in records.items() if index > threshold), default=None)
+    return closing, first
+
+
+def nova_trait_writes(placement_log, provider_uuid):
+    """nova-compute's successful ``PUT /resource_providers/{uuid}/traits`` in Placement's log.
+
+    nova-compute sends a global request id (``[req-... req-...``);
+    resex-placement-sync sends none (``[None req-...``).
+    """
+    return len(re.findall(r"\[req-\S+ req-[^\n]*\"PUT /resource_providers/%s/traits\" "
+                          r"status: 200" % re.escape(provider_uuid), placement_log))
 
 
 def _below(value, limit):
