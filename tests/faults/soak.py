@@ -101,6 +101,8 @@ ROLES = {"burn": harness.ROLES["burn"], "idle": harness.ROLES["idle"],
 #: A controlled epoch's line (not a BLIND one), with any number of VMs.
 CONTROLLED = re.compile(r"epoch \d+: \d+ VMs, ")
 SAMPLE_S = 5.0
+#: A progress line on stderr every this many samples (and after the first).
+PROGRESS_EVERY = 12
 #: Seconds after a fault whose lost intervals are still the fault's (the agent's recovery).
 FAULT_GRACE_S = 15.0
 #: How long a churned guest lives between its create and its destroy.
@@ -307,6 +309,13 @@ class Sampler:
         except Exception as exc:    # a sample that fails is a gap, not the end of the run
             self.failures += 1
             print("soak: a sample failed: %r" % exc, file=sys.stderr, flush=True)
+            return
+        if len(self.samples) % PROGRESS_EVERY == 1:
+            last = self.samples[-1]
+            print("  %6.0f s: rss %s KiB, %s fds, %s threads, %s intervals lost"
+                  % tuple(last.get(k) for k in ("t", "rss_kib", "fds", "threads",
+                                                "lost_intervals")),
+                  file=sys.stderr, flush=True)
 
     def sample(self):
         now = time.monotonic()
