@@ -117,6 +117,10 @@ LOG_PATTERNS = {
     "reloads": r"configuration reloaded",
     "blind_epochs": r"epoch \d+: BLIND",
     "board_unavailable": r"price board unavailable",
+    "channels_connected": r"latency channel of VM \S+ connected",
+    "channels_closed": r"latency channel of VM \S+ closed",
+    # An epoch line giving the latency the sensitive guest reported.
+    "sensitive_heard": r"%s cap \S+ rate \S+ lat \d+us" % SENSITIVE,
 }
 #: What the sampler reads from the agent's Prometheus endpoint.
 METRICS = {
@@ -467,8 +471,7 @@ def figures_of(samples, done):
     last = samples[-1] if samples else {}
     return {"summaries": [figures.summarize(samples, key) for key in SERIES],
             "lost_during_faults": during, "lost_beyond_faults": beyond,
-            "reloads": last.get("reloads"), "blind_epochs": last.get("blind_epochs"),
-            "board_unavailable": last.get("board_unavailable")}
+            **{key: last.get(key) for key in LOG_PATTERNS if key != "lost_intervals"}}
 
 
 def format_report(seconds, samples, planned, done, found, failure=None):
@@ -487,6 +490,9 @@ def format_report(seconds, samples, planned, done, found, failure=None):
     lines += ["", "SIGHUPs heard (configuration reloaded): %s; BLIND epochs: %s; board "
               "unavailable: %s times" % (found["reloads"], found["blind_epochs"],
                                          found["board_unavailable"]),
+              "Latency channels connected %s, closed %s; epochs with %s's latency: %s"
+              % (found["channels_connected"], found["channels_closed"], SENSITIVE,
+                 found["sensitive_heard"]),
               "Control intervals lost: %d near the faults (within %.0f s after one), "
               "%d beyond them" % (found["lost_during_faults"], FAULT_GRACE_S,
                                   found["lost_beyond_faults"])]

@@ -22,6 +22,7 @@ import types
 import unittest
 
 from tests.faults import soak
+from tests.faults import soak_figures as figures
 from tests.faults import soak_schedule as schedule
 from tests.lab import experiment
 
@@ -83,6 +84,25 @@ class SoakPartsTest(unittest.TestCase):
         got = soak.agent_metrics(etcd_server.free_port())
         self.assertEqual(set(soak.METRICS), set(got))
         self.assertTrue(all(v is None for v in got.values()))
+
+
+class LogPatternsTest(unittest.TestCase):
+
+    def test_the_agents_lines_are_counted(self):
+        log = "\n".join([
+            "... WARNING agent.loop [-] control loop late by 312.0 ms; skipping 3 interval(s)",
+            "... INFO agent.builder [-] configuration reloaded",
+            "... WARNING agent.loop [-] epoch 7: BLIND, the hypervisor was unavailable",
+            "... WARNING agent.publisher [-] price board unavailable, controlling locally",
+            "... INFO agent.intake.server [-] latency channel of VM 5e1f connected (/x.sock)",
+            "... INFO agent.intake.server [-] latency channel of VM 5e1f closed: eof",
+            "... INFO agent.loop [-] epoch 8: 3 VMs, link 0%, prices cpu 1.00 io 1.00, "
+            "inflation 0.0%, congestion 0.0% | resex-soak-bulk cap 20/20% rate 1.00 (limit); "
+            "resex-soak-sensitive cap 100/100% rate 1.00 lat 2180us (uncapped)", ""])
+        self.assertEqual({"lost_intervals": 3, "reloads": 1, "blind_epochs": 1,
+                          "board_unavailable": 1, "channels_connected": 1,
+                          "channels_closed": 1, "sensitive_heard": 1},
+                         figures.LogCounter(soak.LOG_PATTERNS).feed(log))
 
 
 class RunEventsTest(unittest.TestCase):
