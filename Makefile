@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.bootstrapped
 
-.PHONY: bootstrap demo test lab lab-judge lab-verbs-smoke bench faults pep8 genconfig docs \
+.PHONY: bootstrap demo test lab lab-judge lab-verbs-smoke bench faults soak pep8 genconfig docs \
 	benchex-static clean cloud cloud-down cloud-status cloud-test
 
 # nova-scheduler runs native threads; the in-process nova of the tests too.
@@ -87,6 +87,14 @@ bench: bootstrap
 # The same faults, shorter, are tests/functional/faults (in make test).
 faults: bootstrap
 	$(BIN)/python -m tests.faults
+
+# "A day in an hour" (doc/source/operations.rst, "Soak"): the real agent on the
+# real libvirtd publishing to a 3-member etcd, under guest churn, SIGHUPs and
+# restarts of libvirtd and of etcd members; prints the slopes of its RSS, open
+# files, threads, journal and board. As root, holding the lab lock. ARGS: the
+# seconds (default 3600), e.g. make soak ARGS=600.
+soak: bootstrap
+	$(BIN)/python -m tests.faults --soak $(or $(ARGS),3600)
 
 pep8: bootstrap
 	$(BIN)/flake8 resex_libvirt resex_research agent nova_filter benchex tests bench tools

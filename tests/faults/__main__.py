@@ -19,6 +19,10 @@ agent was whole again (see :mod:`tests.faults.harness`). The rows on a
 3-member etcd cluster (``-k "etcd cluster"``) say in their note how many
 reports were lost, how many reads of a scheduler's reader were stale (a
 report older than its bound: always 0) and when it served a new report.
+
+``--soak SECONDS`` (``make soak``) runs the soak instead ("a day in an
+hour", :mod:`tests.faults.soak`): the real agent under churn, SIGHUPs and
+restarts, its resources sampled and their slopes printed.
 """
 
 import argparse
@@ -47,14 +51,41 @@ def _print(title, rows):
     print()
 
 
+def _soak(args):
+    if os.geteuid() != 0:
+        print("the soak needs root (the lab's libvirtd, guests and cgroups)", file=sys.stderr)
+        return 2
+    from tests.faults import soak
+    from tests.faults import soak_schedule
+    plan = soak_schedule.Plan(churn_every_s=args.churn_every, sighup_every_s=args.sighup_every,
+                              libvirtd_restarts=args.libvirtd_restarts,
+                              etcd_restarts=args.etcd_restarts)
+    return soak.run(args.soak, args.out, plan)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m tests.faults")
     parser.add_argument("--short", action="store_true", help="the CI lengths")
     parser.add_argument("-k", default="", help="only the faults whose key contains this")
     parser.add_argument("--table", choices=("both", "simulated", "real"), default="both",
                         help="the simulated host's table, the real libvirtd's, or both")
+    soak = parser.add_argument_group("the soak (doc/source/operations.rst, \"Soak\")")
+    soak.add_argument("--soak", type=float, metavar="SECONDS",
+                      help="run the soak for SECONDS instead of the tables (needs root)")
+    soak.add_argument("--out", default=os.path.join("lab-results", "soak"),
+                      help="where the soak writes soak.json (default: %(default)s)")
+    soak.add_argument("--churn-every", type=float, default=5.0, metavar="S",
+                      help="a guest created and destroyed every S s (0: never)")
+    soak.add_argument("--sighup-every", type=float, default=30.0, metavar="S",
+                      help="SIGHUP to the agent every S s (0: never)")
+    soak.add_argument("--libvirtd-restarts", type=int, default=2, metavar="N",
+                      help="libvirtd restarts spread over the run")
+    soak.add_argument("--etcd-restarts", type=int, default=2, metavar="N",
+                      help="etcd member restarts spread over the run")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.CRITICAL)
+    if args.soak is not None:
+        return _soak(args)
     if args.table in ("both", "simulated"):
         rows = []
         for key, fn, ci_kw, full_kw in scenarios.TABLE:
