@@ -112,9 +112,10 @@ OPTIONS = (
                        "for tens of seconds; holding a quiet sender costs it nothing)."),
     policy.Option("ceiling_delays", 60.0, min=0.0, max=100000.0,
                   help="A cap a cut came down from is the VM's ceiling for this many loop "
-                       "delays: a release goes at most half way to it (in log) and past it "
-                       "only by a creep, so that the cap settles under the last cap that was "
-                       "too high instead of doubling back over it. 0: no ceiling."),
+                       "delays: a release goes at most two thirds of the way to it (in log) "
+                       "and past it only by a creep, so that the cap settles under the last "
+                       "cap that was too high instead of doubling back over it. 0: no "
+                       "ceiling."),
     policy.Option("idle_delays", 1.5, min=0.0, max=1000.0,
                   help="A victim with no new window for this many loop delays is idle: "
                        "interferers that only it held are released to their limit."),
@@ -681,11 +682,12 @@ def ceiling_bound(own, t, base):
     A VM with a ceiling (the cap a cut last came down from, ``ceiling_delays``
     delays ago or less) grows at most :data:`BISECT` of the way to it in
     log, or by a creep (:data:`CREEP_STEP`) where that is more (near the
-    ceiling, or past it): the model's release from a victim at its base doubles the cap, and on a
-    plant whose latency rises steeply past some cap (a link that fills) a
-    doubling goes back over the cap that was too high, is cut, and doubles
-    again. Searching towards the ceiling, the cap settles under it; creeping
-    past it, the law still finds a plant that changed, slowly.
+    ceiling, or past it): the model's release from a victim at its base
+    doubles the cap, and on a plant whose latency rises steeply past some
+    cap (a link that fills) a doubling goes back over the cap that was too
+    high, is cut, and doubles again. Searching towards the ceiling, the cap
+    settles under it; creeping past it, the law still finds a plant that
+    changed, slowly.
     """
     bound = np.full(len(base), np.inf)
     live = (own.st_ceilx > t) & np.isfinite(own.st_ceil)
