@@ -116,11 +116,12 @@ class LoopTest(unittest.TestCase):
     def test_the_epoch_line_shows_the_cap_in_force_where_the_knobs_say_otherwise(self):
         agent, sim = build(duration=2.0)
         bulk = next(u for u in sim.vms() if sim.name_of(u) == "vm2m")
-        agent.hypervisor.caps_in_force = lambda: {bulk: 25.0}
+        # Under the market's 1 % floor: never the cap the market holds, whatever its law.
+        agent.hypervisor.caps_in_force = lambda: {bulk: 0.5}
         with self.assertLogs("agent.loop", level=logging.INFO) as logs:
             agent.run()
         lines = [m for m in logs.output if "agent.loop:epoch " in m]
-        self.assertTrue(all("in force 25.00%" in m for m in lines), lines)
+        self.assertTrue(all("in force 0.50%" in m for m in lines), lines)
         self.assertTrue(all(m.count("in force") == 1 for m in lines), lines)
 
     def test_the_interferer_is_capped_and_the_sensitive_vm_never(self):
