@@ -110,12 +110,12 @@ OPTIONS = (
                   help="A controlled interferer that stops sending keeps its cap this many "
                        "loop delays (a bulk sender that reconnects under a low cap is quiet "
                        "for tens of seconds; holding a quiet sender costs it nothing)."),
-    policy.Option("ceiling_delays", 60.0, min=0.0, max=100000.0,
+    policy.Option("ceiling_delays", 0.0, min=0.0, max=100000.0,
                   help="A cap a cut came down from is the VM's ceiling for this many loop "
                        "delays: a release goes at most two thirds of the way to it (in log) "
                        "and past it only by a creep, so that the cap settles under the last "
-                       "cap that was too high instead of doubling back over it. 0: no "
-                       "ceiling."),
+                       "cap that was too high instead of doubling back over it. 0 (the "
+                       "default): no ceiling; 60 on the verbs lab (doc/source/market.rst)."),
     policy.Option("idle_delays", 1.5, min=0.0, max=1000.0,
                   help="A victim with no new window for this many loop delays is idle: "
                        "interferers that only it held are released to their limit."),

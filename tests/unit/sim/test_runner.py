@@ -174,18 +174,18 @@ class GoldenRunsTest(unittest.TestCase):
 
     def test_io_shares_on_the_paper_scenario(self):
         res = runner.run(scenario.load("paper_64k_vs_2m").with_duration(1.2), "io_shares")
-        self._check(res, "44c580ccabc304beb87d4f8a9bdbaeccc6e413194399e3688d1b2ce024404329", {
-            ("vm64k", "latency_mean_us"): 227.05695856196786, ("vm64k", "count"): 5285,
-            ("vm2m", "throughput_mb_s"): 293.60127999999304,
-            ("vm2m", "cap_mean_pct"): 26.349665011062093})
+        self._check(res, "4a182eb7b183f1f07823e0f0092e63e33234e73d84dced7f18c918e1d94f90ef", {
+            ("vm64k", "latency_mean_us"): 227.18318099204845, ("vm64k", "count"): 5282,
+            ("vm2m", "throughput_mb_s"): 295.3489066666596,
+            ("vm2m", "cap_mean_pct"): 26.367684894302446})
 
     def test_latency_target_on_the_paper_scenario(self):
         res = runner.run(scenario.load("paper_64k_vs_2m").with_duration(1.2),
                          "latency_target")
-        self._check(res, "0c96f474fb8c0473df3016dc1f74a0435cefc6225765c5b9adf9db28a15c8214", {
-            ("vm64k", "latency_mean_us"): 227.05695856196786,
-            ("vm2m", "throughput_mb_s"): 293.60127999999304,
-            ("vm2m", "cap_mean_pct"): 26.349665011062093})
+        self._check(res, "21bbbf4cbbe5f28cc07342cd3cdf40e3f65ae2b0acee29d6f05e9e24fd1560fc", {
+            ("vm64k", "latency_mean_us"): 227.18318099204845,
+            ("vm2m", "throughput_mb_s"): 295.3489066666596,
+            ("vm2m", "cap_mean_pct"): 26.367684894302446})
 
     def test_io_shares_under_cpu_contention(self):
         res = runner.run(scenario.load("cpu_hog_one_pcpu").with_duration(1.2), "io_shares")
