@@ -593,7 +593,8 @@ def _ask(step, opts, band, asks, v, decision, e_all, delay, interferes, weight, 
         asks.cause[deeper] = v
     else:
         steps = np.full(n, d) if weight is None else grow(d, weight(v, hit), hit)
-        steps = _shared_under_ceiling(own, t, hit, steps)
+        if opts.ceiling_delays > 0.0:
+            steps = _shared_under_ceiling(own, t, hit, steps)
         want = np.where(hit, steps, np.inf)
         lesser = hit & (want < asks.release)
         asks.release[lesser] = want[lesser]
@@ -643,7 +644,8 @@ def _apply(step, opts, asks, controlled, gone, up, spared, e_all):
     releasing &= (asks.release > 0.0) & (ready | up)
     logd[releasing] = asks.release[releasing]
     # A spared VM grows back whatever its victims say, ceiling or not.
-    under_ceiling(own, t, base, releasing if spared is None else releasing & ~spared, logd)
+    if opts.ceiling_delays > 0.0:
+        under_ceiling(own, t, base, releasing if spared is None else releasing & ~spared, logd)
     new = np.minimum(np.maximum(base * np.exp(logd), floor), limit)
     # Released at once: controlled VMs no active victim holds (idle victims).
     new[gone] = limit[gone]
@@ -655,10 +657,11 @@ def _apply(step, opts, asks, controlled, gone, up, spared, e_all):
     # The cap a cut came down from was too high: the VM's ceiling for a while. A
     # first cut (from the CPU used, not a cap) keeps a ceiling still live: the
     # victim went idle, the VM was released to its limit, and is back.
-    live = cutting & (own.st_ceilx > t) & np.isfinite(own.st_ceil)
-    renew = cutting & (controlled | ~live)
-    own.st_ceil[renew] = base[renew]
-    own.st_ceilx[cutting] = t + opts.ceiling_delays * asks.reach[cutting]
+    if opts.ceiling_delays > 0.0:
+        live = cutting & (own.st_ceilx > t) & np.isfinite(own.st_ceil)
+        renew = cutting & (controlled | ~live)
+        own.st_ceil[renew] = base[renew]
+        own.st_ceilx[cutting] = t + opts.ceiling_delays * asks.reach[cutting]
     rows = moved.nonzero()[0]
     free = new[rows] >= limit[rows]
     own.st_cap[rows] = np.where(free, np.nan, new[rows])
