@@ -339,12 +339,35 @@ def policy_class(name):
     return research_policies().get(name) or policy_catalog.factory(name)
 
 
-def policy_group(policy, decay_half_life):
-    """The policy's own option group, with ``decay_half_life`` if it has that option."""
-    options = policy_mod.options_of(policy_class(policy))
-    if not any(o.name == "decay_half_life" for o in options):
+def policy_spec(spec):
+    """``(name, {option: value})`` of a lab policy ``name[@option=value...]``.
+
+    ``io_shares@ceiling_delays=60`` runs ``io_shares`` with that option set in
+    its group (the table names the run by the whole spec). An option the
+    policy does not have, or a value its option refuses, is a ValueError.
+    """
+    name, *pairs = spec.split("@")
+    known = {o.name: o for o in policy_mod.options_of(policy_class(name))}
+    options = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or key not in known:
+            raise ValueError("%s: %r is not an option=value of the policy (its options: %s)"
+                             % (spec, pair, ", ".join(sorted(known)) or "none"))
+        options[key] = known[key].check(float(value))
+    return name, options
+
+
+def policy_group(policy, decay_half_life, options=None):
+    """The policy's own option group: ``options``, and ``decay_half_life`` if it has it."""
+    known = {o.name for o in policy_mod.options_of(policy_class(policy))}
+    lines = dict(options or {})
+    if "decay_half_life" in known:
+        lines.setdefault("decay_half_life", decay_half_life)
+    if not lines:
         return ""
-    return "\n[market_%s]\ndecay_half_life = %g\n" % (policy, decay_half_life)
+    return "\n[market_%s]\n%s\n" % (
+        policy, "".join("%s = %g\n" % kv for kv in sorted(lines.items())))
 
 
 #: :mod:`tests.lab.peer_plugins` as the agent imports it (a copy beside the entry points,
@@ -400,12 +423,13 @@ class AgentProcess:
         self.out_path = os.path.join(self.dir, "agent.out")
         self.probe_socket = os.path.join(self.dir, "latency.sock")
         self.state_dir = os.path.join(self.dir, "state")
+        policy, options = policy_spec(policy)
         with open(self.conf_path, "w") as f:
             f.write(AGENT_CONF % {
                 "state_dir": self.state_dir, "uri": harness.URI, "link_gbps": link_gbps,
                 "probe_socket": self.probe_socket, "policy": policy,
                 "window_reports": window_reports,
-                "policy_group": policy_group(policy, decay_half_life),
+                "policy_group": policy_group(policy, decay_half_life, options),
                 "period_us": period_us, "board": os.path.join(self.dir, "board.sqlite")})
         self.env = (research_install(os.path.join(self.dir, "research"))
                     if policy in research_policies() else None)

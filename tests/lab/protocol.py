@@ -725,7 +725,9 @@ def parse_args(argv):
     p.add_argument("--warmup", type=float, default=5.0)
     p.add_argument("--sweep", default=",".join("%g" % c for c in SWEEP),
                    help="static caps on the interferer, %% of a pCPU")
-    p.add_argument("--policies", default=",".join(POLICIES))
+    p.add_argument("--policies", default=",".join(POLICIES),
+                   help="comma-separated; a policy may carry options: "
+                        "io_shares@ceiling_delays=60 (the table names it so)")
     p.add_argument("--peers", default=",".join(PEERS))
     p.add_argument("--threshold", type=float, default=10.0,
                    help="the largest SLA threshold (%%) the protocol may choose; the base "
@@ -766,6 +768,13 @@ def main(argv=None):
     args = parse_args(argv)
     from tests.lab import experiment
     from tests.lab import harness
+    try:
+        for spec in args.policies.split(","):
+            if spec:
+                experiment.policy_spec(spec)
+    except ValueError as exc:
+        print("--policies: %s" % exc, file=sys.stderr)
+        return 2
     if not harness.is_root():
         print("the lab needs root (libvirtd, cgroups, bridges)", file=sys.stderr)
         return 2

@@ -114,6 +114,22 @@ class ResearchInstallTest(unittest.TestCase):
         self.assertIn("[market_io_shares_paper]\ndecay_half_life = 0.05",
                       experiment.policy_group("io_shares_paper", 0.05))
 
+    def test_a_policy_spec_sets_its_options_in_the_policys_group(self):
+        name, options = experiment.policy_spec("io_shares@ceiling_delays=60@quiet_delays=4")
+        self.assertEqual(("io_shares", {"ceiling_delays": 60.0, "quiet_delays": 4.0}),
+                         (name, options))
+        group = experiment.policy_group(name, 0.05, options)
+        self.assertIn("[market_io_shares]\n", group)
+        self.assertIn("ceiling_delays = 60\n", group)
+        self.assertIn("quiet_delays = 4\n", group)
+        self.assertEqual(("io_shares", {}), experiment.policy_spec("io_shares"))
+
+    def test_a_policy_spec_with_an_unknown_or_bad_option_is_refused(self):
+        with self.assertRaisesRegex(ValueError, "'ceiling=60' is not an option"):
+            experiment.policy_spec("io_shares@ceiling=60")
+        with self.assertRaisesRegex(ValueError, "ceiling_delays must be in"):
+            experiment.policy_spec("io_shares@ceiling_delays=-1")
+
 
 class VerbsPlanTest(unittest.TestCase):
 
