@@ -279,7 +279,8 @@ class Sampler:
     On its own (native) thread from :meth:`start` to :meth:`stop`, which
     takes one last sample. ``t`` is seconds since ``started`` (monotonic);
     the log counts (:data:`LOG_PATTERNS`) start at the log's end at
-    construction.
+    construction; :attr:`at_setup` holds what the log said before it (the
+    latency channels the set-up's guests connected).
     """
 
     def __init__(self, lab, started, period_s=SAMPLE_S):
@@ -288,6 +289,7 @@ class Sampler:
         self.failures = 0
         self.log = figures.LogCounter(LOG_PATTERNS)
         self._offset = lab.mark()
+        self.at_setup = figures.LogCounter(LOG_PATTERNS).feed(lab.agent.log()[:self._offset])
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="soak-sampler", daemon=True)
 
@@ -464,13 +466,17 @@ def event_counts(planned, done):
     return out
 
 
-def figures_of(samples, done):
-    """What the end prints and ``soak.json`` keeps beside the samples."""
+def figures_of(samples, done, at_setup=None):
+    """What the end prints and ``soak.json`` keeps beside the samples.
+
+    ``at_setup``: the log's counts before the run (:attr:`Sampler.at_setup`).
+    """
     windows = [(r["began"], r["ended"]) for r in done if r["kind"] in schedule.FAULTS]
     during, beyond = figures.lost_around(samples, windows, FAULT_GRACE_S)
     last = samples[-1] if samples else {}
     return {"summaries": [figures.summarize(samples, key) for key in SERIES],
             "lost_during_faults": during, "lost_beyond_faults": beyond,
+            "channels_connected_at_setup": (at_setup or {}).get("channels_connected"),
             **{key: last.get(key) for key in LOG_PATTERNS if key != "lost_intervals"}}
 
 
@@ -490,9 +496,10 @@ def format_report(seconds, samples, planned, done, found, failure=None):
     lines += ["", "SIGHUPs heard (configuration reloaded): %s; BLIND epochs: %s; board "
               "unavailable: %s times" % (found["reloads"], found["blind_epochs"],
                                          found["board_unavailable"]),
-              "Latency channels connected %s, closed %s; epochs with %s's latency: %s"
-              % (found["channels_connected"], found["channels_closed"], SENSITIVE,
-                 found["sensitive_heard"]),
+              "Latency channels connected %s at set-up and %s during the run, closed %s; "
+              "epochs with %s's latency: %s"
+              % (found.get("channels_connected_at_setup"), found["channels_connected"],
+                 found["channels_closed"], SENSITIVE, found["sensitive_heard"]),
               "Control intervals lost: %d near the faults (within %.0f s after one), "
               "%d beyond them" % (found["lost_during_faults"], FAULT_GRACE_S,
                                   found["lost_beyond_faults"])]
@@ -545,7 +552,7 @@ def run(seconds, out_dir, plan=None):
         try:
             if sampler is not None:
                 sampler.stop()
-                found = figures_of(sampler.samples, done)
+                found = figures_of(sampler.samples, done, sampler.at_setup)
                 write_json(os.path.join(out_dir, "soak.json"), seconds, plan,
                            sampler.samples, planned, done, found, failure)
                 print(format_report(seconds, sampler.samples, planned, done, found,

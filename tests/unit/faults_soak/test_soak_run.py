@@ -171,6 +171,23 @@ class ReportTest(unittest.TestCase):
                       soak.format_report(200.0, self.samples, self.planned, self.done, found,
                                          "it died"))
 
+    def test_the_channels_connected_before_the_run_are_reported_apart(self):
+        class Agent:
+            def log(self):
+                return ("... latency channel of VM 5e1f connected (/a.sock)\n"
+                        "... latency channel of VM 6a2b connected (/b.sock)\n")
+
+        class Lab:
+            agent = Agent()
+
+            def mark(self):
+                return len(self.agent.log())
+        sampler = soak.Sampler(Lab(), 0.0)
+        self.assertEqual(2, sampler.at_setup["channels_connected"])
+        found = soak.figures_of(self.samples, self.done, sampler.at_setup)
+        text = soak.format_report(200.0, self.samples, self.planned, self.done, found)
+        self.assertIn("Latency channels connected 2 at set-up", text)
+
     def test_every_sample_and_event_is_in_the_json(self):
         found = soak.figures_of(self.samples, self.done)
         out = tempfile.mkdtemp(prefix="resex-soak-json-")
