@@ -49,6 +49,7 @@ from agent import publisher as publisher_mod
 from agent import status as status_mod
 import resex_libvirt
 from resex_libvirt.board import evidence as evidence_mod
+from resex_libvirt.board import remote_claims as remote_mod
 from resex_libvirt.board import report as report_mod
 from resex_libvirt import control
 from resex_libvirt import exceptions
@@ -366,6 +367,14 @@ class Agent:
             LOG.exception("metrics update failed")
 
     # -- one epoch -------------------------------------------------------------
+    def _remote_claims(self, addresses):
+        """The host's victims' remote claims (:func:`~.remote_claims.of_windows`)."""
+        windows = self.controller.last.windows
+        if not windows:
+            return ()
+        specs = {vm: spec.sla for vm, spec in self.market.specs.items() if spec.sla.sensitive}
+        return remote_mod.of_windows(specs, windows, addresses)
+
     def run_epoch(self):
         """Replenish, build the report once, log, publish, feed metrics. Never raises.
 
@@ -381,14 +390,15 @@ class Agent:
         now = time.time()
         state, skipped = self._epoch.close()
         try:
+            addresses = {uuid: rec.info.addresses for uuid, rec in self.vms.items()
+                         if rec.info.addresses}
             report = report_mod.HostReport.from_summary(
                 self.settings.host, now, summary, self.link().capacity_bytes_per_s,
                 self.version, taxes_interferers=self.market.policy.taxes_interferers,
                 run_delays=self._epoch_run_delays(), state=state,
                 projects={uuid: rec.info.project for uuid, rec in self.vms.items()
                           if rec.info.project},
-                addresses={uuid: rec.info.addresses for uuid, rec in self.vms.items()
-                           if rec.info.addresses})
+                addresses=addresses, remote_claims=self._remote_claims(addresses))
         except Exception:
             LOG.exception("could not build the host report of epoch %d", summary.epoch)
             report = None

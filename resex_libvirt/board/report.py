@@ -23,7 +23,7 @@ a scheduler of different releases can share a board (a rolling upgrade):
 * a reader rejects another major (:class:`InvalidReport`) and the board drops
   the record: a major changes only when a field changes meaning.
 
-Fields (version 1.4)
+Fields (version 1.5)
 --------------------
 ``version``
     ``"major.minor"`` (:data:`VERSION`); version 1.0 wrote the integer ``1``.
@@ -108,6 +108,16 @@ Fields (version 1.4)
     at most 8 addresses a VM. A reader leaves out addresses of a kind it
     does not know; a wrong shape rejects the record
     (:func:`~resex_libvirt.board.addresses.normalize`).
+``remote_claims`` (1.5; default ``[]``)
+    The host's latency-sensitive VMs whose windows name a peer that is none
+    of the host's own VMs (:mod:`~resex_libvirt.board.remote_claims`): a list of
+    ``{"vm", "peer", "sla_us", "threshold_pct", "statistic", "count",
+    "mean_us", "std_us", "p99_us"}``, the victim's SLA and latest window,
+    so that the peer's host can find the victims of its port
+    (:func:`~resex_libvirt.board.remote_claims.on_host`). At most
+    :data:`~resex_libvirt.board.remote_claims.MAX_CLAIMS`, the worst first, written
+    before the addresses and within :data:`MAX_RECORD_BYTES`; a wrong shape
+    rejects the record.
 
 The congestion index
 --------------------
@@ -156,10 +166,11 @@ import numpy as np
 
 from resex_libvirt.board import addresses as addresses_mod
 from resex_libvirt.board import evidence as evidence_mod
+from resex_libvirt.board import remote_claims as remote_mod
 from resex_libvirt import exceptions
 
 #: The schema version this module writes: ``"major.minor"``.
-VERSION = "1.4"
+VERSION = "1.5"
 
 #: The major version this module reads (any minor of it).
 MAJOR = 1
@@ -167,7 +178,7 @@ MAJOR = 1
 #: Fields added after 1.0, and the value a reader gives them when an older
 #: agent's record lacks them (``None``: derived, see :meth:`HostReport.__post_init__`).
 DEFAULTS = {"untaxable_utilisation": None, "inflation_reporters": 0, "state": "controlling",
-            "projects": (), "addresses": ()}
+            "projects": (), "addresses": (), "remote_claims": ()}
 
 #: ``state``: the agent saw the hypervisor for the epoch / it could not.
 CONTROLLING, BLIND = "controlling", "blind"
@@ -350,6 +361,17 @@ def _addresses(value, vms):
     return out
 
 
+def _remote_claims(value, sensitive_vms):
+    """A report's ``remote_claims``, validated (:func:`~.remote_claims.normalize`)."""
+    try:
+        out = remote_mod.normalize(value)
+    except ValueError as exc:
+        raise InvalidReport(str(exc)) from exc
+    if len(out) > sensitive_vms:
+        raise InvalidReport("remote_claims lists more VMs than the report's sensitive_vms")
+    return out
+
+
 def project_counts(names, projects, sensitive, heavy):
     """The ``projects`` of an epoch: rows ``names``, ``projects`` ``{vm: project ID}``.
 
@@ -513,6 +535,7 @@ class HostReport:
     state: str = CONTROLLING
     projects: tuple = ()
     addresses: tuple = ()
+    remote_claims: tuple = ()
     congestion_index: float = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -536,6 +559,9 @@ class HostReport:
             object.__setattr__(self, "projects", _projects(self.projects, self.vms))
         if type(self.addresses) is not tuple or self.addresses:
             object.__setattr__(self, "addresses", _addresses(self.addresses, self.vms))
+        if type(self.remote_claims) is not tuple or self.remote_claims:
+            object.__setattr__(self, "remote_claims",
+                               _remote_claims(self.remote_claims, self.sensitive_vms))
         for name, lo, hi in _FLOATS:
             value = getattr(self, name)
             # Fast path (a snapshot validates every host's record): a float in
@@ -553,7 +579,7 @@ class HostReport:
     @classmethod
     def from_summary(cls, host, ts, summary, link_capacity_bytes_per_s, agent_version,
                      taxes_interferers=True, run_delays=None, state=CONTROLLING,
-                     projects=None, addresses=None):
+                     projects=None, addresses=None, remote_claims=None):
         """Build the report of ``summary`` (a market ``EpochSummary``) closed at ``ts``.
 
         ``taxes_interferers`` says whether the host's policy taxes
@@ -564,7 +590,10 @@ class HostReport:
         ``state``: :data:`BLIND` when the agent could not see the hypervisor
         for the epoch. ``projects`` (``{vm: project ID}``) gives the report's
         ``projects`` (:func:`project_counts`), ``addresses`` (``{vm:
-        [address, ...]}``) its ``addresses``, as many as fit.
+        [address, ...]}``) its ``addresses``, as many as fit, after
+        ``remote_claims`` (:class:`~resex_libvirt.board.remote_claims.Claim`,
+        from :func:`~resex_libvirt.board.remote_claims.of_windows`), the worst
+        that fit.
         """
         columns = summary.columns
         mtus = np.maximum(columns["tx_mtus"], 0)
@@ -612,6 +641,10 @@ class HostReport:
             state=state,
             projects=project_counts(columns["vm"], projects or {}, sensitive, heavy),
         )
+        if remote_claims:
+            budget = MAX_RECORD_BYTES - len(report.to_json())
+            report = dataclasses.replace(
+                report, remote_claims=remote_mod.fit(remote_claims, budget))
         if not addresses:
             return report
         # What the record without them leaves of the bound every reader accepts.
@@ -634,6 +667,7 @@ class HostReport:
         out = {name: getattr(self, name) for name in _FIELD_ORDER}
         out["projects"] = [p.to_dict() for p in self.projects]
         out["addresses"] = {vm: list(addrs) for vm, addrs in self.addresses}
+        out["remote_claims"] = [c.to_dict() for c in self.remote_claims]
         return out
 
     def to_json(self):

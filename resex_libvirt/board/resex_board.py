@@ -45,6 +45,7 @@ import time
 
 from resex_libvirt import board as board_mod
 from resex_libvirt.board import admission as admission_mod
+from resex_libvirt.board import remote_claims as remote_mod
 from resex_libvirt import exceptions
 
 DEFAULT_URL = "sqlite:///var/lib/resex/board.sqlite"
@@ -116,6 +117,9 @@ def rows(reports, now, max_age, threshold=10.0, states=None, sort="host"):
             state = admission_mod.start(rec)
         row["admission_index_pct"] = round(state.latched, 3)
         row["admits_sensitive"] = None if row["stale"] else not state.refuses(threshold)
+        row["claims_on_host"] = [
+            {"from_host": t.host, "victim": t.claim.vm, "peer_vm": t.vm, "peer": t.claim.peer}
+            for t in remote_mod.on_host(host, reports, now, max_age)]
         out.append(row)
     if sort == "congestion":
         out.sort(key=lambda r: (-r["congestion_index_pct"], r["host"]))
@@ -181,6 +185,20 @@ def _project_lines(row):
     return lines
 
 
+def _claim_lines(row):
+    """``(label, text)`` of the remote claims the host makes and those made on its VMs."""
+    lines = []
+    for c in row.get("remote_claims") or []:
+        lines.append(("remote claim %s" % c["vm"], "peer %s: %s %.0f us over %d requests, SLA "
+                      "%.0f us + %g%%" % (c["peer"], c["statistic"], c["mean_us"]
+                                          if c["statistic"] == "mean" else c["p99_us"],
+                                          c["count"], c["sla_us"], c["threshold_pct"])))
+    for c in row.get("claims_on_host") or []:
+        lines.append(("claimed on %s" % c["peer_vm"], "by victim %s on %s (peer %s)"
+                      % (c["victim"], c["from_host"], c["peer"])))
+    return lines
+
+
 def detail(row, threshold, max_age):
     """One host's report in full, one ``name: value`` line per field, then its projects."""
     lines = []
@@ -197,6 +215,7 @@ def detail(row, threshold, max_age):
             text = fmt % value
         lines.append((label, text))
     lines.extend(_project_lines(row))
+    lines.extend(_claim_lines(row))
     width = max(len(label) for label, _ in lines)
     return "\n".join("%-*s  %s" % (width + 1, label + ":", text) for label, text in lines)
 

@@ -454,8 +454,40 @@ class PeerAddressedHost(CountingHost):
                 for vm, win in super().windows().items()}
 
 
+class LocalPeerHost(PeerAddressedHost):
+    """As :class:`PeerAddressedHost`, the windows' peer one of the host's own VMs."""
+
+    def windows(self):
+        return {vm: dataclasses.replace(win, peer="10.0.0.0:7788")
+                for vm, win in CountingHost.windows(self).items()}
+
+
 class PeersAndAddressesTest(unittest.TestCase):
     """The agent shows each window's peer and publishes its VMs' addresses."""
+
+    def test_a_victim_whose_peer_is_elsewhere_is_claimed_on_the_board(self):
+        agent, sim = build(duration=1.0, host_cls=PeerAddressedHost)
+        agent.run()
+        report = agent.last_report
+        claimed = {c.vm: c for c in report.remote_claims}
+        windows = agent.last_windows
+        sensitive = {vm for vm, spec in agent.market.specs.items() if spec.sla.sensitive}
+        self.assertTrue(claimed)
+        self.assertEqual(sensitive & set(windows), set(claimed))
+        for vm, c in claimed.items():
+            sla = agent.market.specs[vm].sla
+            # The window at the epoch's end (the last interval's may be newer).
+            self.assertEqual(("10.9.9.9:7788", sla.latency_sla_us, sla.latency_statistic),
+                             (c.peer, c.sla_us, c.statistic))
+            self.assertGreater(c.count, 0)
+            self.assertGreater(c.mean_us, 0.0)
+        decoded = report_mod.HostReport.from_json(report.to_json())
+        self.assertEqual(report.remote_claims, decoded.remote_claims)
+
+    def test_a_victim_whose_peer_is_on_its_own_host_claims_nothing(self):
+        agent, _sim = build(duration=1.0, host_cls=LocalPeerHost)
+        agent.run()
+        self.assertEqual((), agent.last_report.remote_claims)
 
     def test_the_epoch_line_at_debug_names_each_windows_peer(self):
         agent, _sim = build(duration=1.0, host_cls=PeerAddressedHost)

@@ -155,6 +155,27 @@ class BoardCLIViewsTest(unittest.TestCase):
         code, out, _ = self.run_cli("--url", self.url, "--host", "d-owned", "--json")
         self.assertEqual(projects, json.loads(out)["projects"])
 
+    def test_host_shows_the_remote_claims_it_makes_and_those_on_its_vms(self):
+        claim = {"vm": "victim-1", "peer": "10.0.2.7:7788", "sla_us": 200.0,
+                 "threshold_pct": 10.0, "statistic": "mean", "count": 40, "mean_us": 260.0,
+                 "std_us": 9.0, "p99_us": 390.0}
+        self.publish(reports.make("e-client", vms=1, sensitive_vms=1,
+                                  addresses={"victim-1": ["10.0.1.4"]}, remote_claims=[claim]))
+        self.publish(reports.make("f-server", vms=1, addresses={"server-1": ["10.0.2.7"]}))
+
+        def fields(host):
+            code, out, _ = self.run_cli("--url", self.url, "--host", host)
+            self.assertEqual(0, code)
+            return {k.strip(): v.strip() for k, v in
+                    (line.split(":  ", 1) for line in out.splitlines())}
+        self.assertEqual("peer 10.0.2.7:7788: mean 260 us over 40 requests, SLA 200 us + 10%",
+                         fields("e-client")["remote claim victim-1"])
+        self.assertEqual("by victim victim-1 on e-client (peer 10.0.2.7:7788)",
+                         fields("f-server")["claimed on server-1"])
+        code, out, _ = self.run_cli("--url", self.url, "--host", "f-server", "--json")
+        self.assertEqual([{"from_host": "e-client", "victim": "victim-1", "peer_vm": "server-1",
+                           "peer": "10.0.2.7:7788"}], json.loads(out)["claims_on_host"])
+
     def test_host_as_json_is_the_report_with_its_age_and_admission(self):
         code, out, _ = self.run_cli("--url", self.url, "--host", "a-quiet", "--json")
         self.assertEqual(0, code)

@@ -1,0 +1,223 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Remote claims: a victim's latency window, published for the host of its peer.
+
+A latency-sensitive VM's requests may cross another host's port: its peer
+(the server it measures, named by its latency reports, ``benchex.wire``
+version 2) runs elsewhere, and senders there congest that port. Only that
+host's agent can cap them. So each host report (1.5) carries ``remote_claims``:
+for every sensitive VM whose latency window names a peer that is none of
+the host's own VMs, the window and the SLA it is judged by. The peer's host
+finds the claims on its VMs in a board snapshot (:func:`on_host`, by the
+addresses every host publishes, :func:`~resex_libvirt.board.addresses.resolve`)
+and can treat each as a victim of its own port (doc/source/board.rst,
+"Remote claims"; "Distributed resource exchange", Ranadive, Gavrilovska and
+Schwan, IEEE CLUSTER 2013, whose ensembles span hosts).
+
+A claim holds what the victim's host measured, never a price or a cap: the
+serving host decides with its own market, its own counters and its own
+evidence rule. The victim is named as its host's market names it (its UUID
+on a libvirt host, already on the board with its addresses): no tenant,
+no project.
+
+Pure functions: no clock, no I/O.
+"""
+
+import json
+import math
+import typing
+
+from benchex import wire
+
+from resex_libvirt.board import addresses as addresses_mod
+
+#: Most claims a report carries (the sensitive VMs whose peers are elsewhere).
+MAX_CLAIMS = 16
+#: Largest SLA (us) and threshold (%) a claim may state: a flavor's own bounds.
+MAX_SLA_US = 1e9
+MAX_THRESHOLD_PCT = 1000.0
+#: Largest latency (us) a claim's window may state (an hour: anything above is a broken clock).
+MAX_LATENCY_US = 3.6e9
+#: Most requests a window may count.
+MAX_REQUESTS = 10 ** 9
+STATISTICS = ("mean", "p99")
+
+_FLOATS = (("sla_us", MAX_SLA_US), ("threshold_pct", MAX_THRESHOLD_PCT),
+           ("mean_us", MAX_LATENCY_US), ("std_us", MAX_LATENCY_US),
+           ("p99_us", MAX_LATENCY_US))
+_KEYS = frozenset(("vm", "peer", "statistic", "count") + tuple(n for n, _ in _FLOATS))
+
+
+class Claim(typing.NamedTuple):
+    """One victim's window and SLA, for the host of its ``peer``.
+
+    ``vm``: the victim as its host's market names it; ``peer``: the other
+    end of its requests (``benchex.wire.canonical_peer``'s text);
+    ``sla_us``, ``threshold_pct`` and ``statistic`` (``"mean"`` or
+    ``"p99"``): its SLA (``resex:latency_sla_us`` and friends); ``count``,
+    ``mean_us``, ``std_us`` and ``p99_us``: its latest window.
+    """
+
+    vm: str
+    peer: str
+    sla_us: float
+    threshold_pct: float
+    statistic: str
+    count: int
+    mean_us: float
+    std_us: float
+    p99_us: float
+
+    def to_dict(self):
+        return self._asdict()
+
+
+class Target(typing.NamedTuple):
+    """A claim on one of a host's VMs: where it came from, and which local VM is the peer."""
+
+    host: str
+    ts: float
+    claim: Claim
+    vm: str
+
+
+def claim(value):
+    """One decoded claim (a mapping) as a :class:`Claim`; ``ValueError`` when its shape is wrong.
+
+    Every key of :class:`Claim` is required, no other is read (a newer
+    minor version may add some); the peer must be one ``benchex.wire``
+    reads, the numbers finite, non-negative and within their bounds, the
+    SLA above 0 (``p99_us`` need not be over ``mean_us``: a window pools
+    reports whose p99s need not order that way).
+    """
+    if not isinstance(value, dict):
+        raise ValueError("a claim must be an object, got %s" % type(value).__name__)
+    missing = _KEYS - value.keys()
+    if missing:
+        raise ValueError("a claim lacks %s" % ", ".join(sorted(missing)))
+    vm = value["vm"]
+    if not isinstance(vm, str) or not 0 < len(vm) <= addresses_mod.MAX_VM_CHARS:
+        raise ValueError("a claim's vm must be 1 to %d characters"
+                         % addresses_mod.MAX_VM_CHARS)
+    peer = wire.canonical_peer(value["peer"])
+    if peer is None:
+        raise ValueError("VM %s: its claim's peer is no address or GID" % vm)
+    statistic = value["statistic"]
+    if statistic not in STATISTICS:
+        raise ValueError("VM %s: a claim's statistic is mean or p99" % vm)
+    count = value["count"]
+    if type(count) is not int or not 0 <= count <= MAX_REQUESTS:
+        raise ValueError("VM %s: a claim's count must be an integer in [0, %d]"
+                         % (vm, MAX_REQUESTS))
+    numbers = {}
+    for name, hi in _FLOATS:
+        number = value[name]
+        if isinstance(number, bool) or not isinstance(number, (int, float)):
+            raise ValueError("VM %s: a claim's %s must be a number" % (vm, name))
+        number = float(number)
+        if not (math.isfinite(number) and 0.0 <= number <= hi):
+            raise ValueError("VM %s: a claim's %s must be in [0, %g]" % (vm, name, hi))
+        numbers[name] = number
+    if not numbers["sla_us"] > 0.0:
+        raise ValueError("VM %s: a claim's sla_us must be above 0" % vm)
+    return Claim(vm=vm, peer=peer, statistic=statistic, count=count, **numbers)
+
+
+def normalize(value):
+    """A report's ``remote_claims`` (a decoded list) as a tuple of :class:`Claim`, by VM.
+
+    ``ValueError`` when it is not a list, holds more than
+    :data:`MAX_CLAIMS`, names a VM twice, or a claim is malformed
+    (:func:`claim`).
+    """
+    if not isinstance(value, (list, tuple)):
+        raise ValueError("remote_claims must be a list, got %s" % type(value).__name__)
+    if len(value) > MAX_CLAIMS:
+        raise ValueError("remote_claims lists more than %d" % MAX_CLAIMS)
+    out = [entry if isinstance(entry, Claim) else claim(entry) for entry in value]
+    if len({c.vm for c in out}) != len(out):
+        raise ValueError("remote_claims names a VM twice")
+    return tuple(sorted(out, key=lambda c: c.vm))
+
+
+def of_windows(specs, windows, own_addresses):
+    """The claims of a host's victims whose peers are not its own VMs.
+
+    ``specs``: ``{vm: SLA}`` of the host's latency-sensitive VMs (an
+    ``SLA`` with ``latency_sla_us``, ``interference_threshold_pct`` and
+    ``latency_statistic``); ``windows``: ``{vm: LatencyWindow}`` (the
+    market's, with ``peer``); ``own_addresses``: ``{vm: [address, ...]}``
+    of the host's VMs. A window that names no peer, counts no request, or
+    names a peer that is one of the host's own VMs makes no claim: the
+    host's own market already judges that port. At most
+    :data:`MAX_CLAIMS`, the worst windows first (mean over SLA).
+    """
+    local = set()
+    for addrs in own_addresses.values():
+        local.update(a for a in (addresses_mod.canonical(x) for x in addrs or ()) if a)
+    out = []
+    for vm, sla in specs.items():
+        win = windows.get(vm)
+        if win is None or not win.peer or not win.count:
+            continue
+        peer = wire.parse_peer(win.peer)
+        if peer is None or not addresses_mod.keys_of(peer).isdisjoint(local):
+            continue
+        if not (sla.latency_sla_us > 0 and isinstance(vm, str)
+                and 0 < len(vm) <= addresses_mod.MAX_VM_CHARS):
+            continue
+        out.append(Claim(vm=vm, peer=str(peer), sla_us=float(sla.latency_sla_us),
+                         threshold_pct=float(sla.interference_threshold_pct),
+                         statistic=sla.latency_statistic, count=int(win.count),
+                         mean_us=float(win.mean_us), std_us=float(win.std_us),
+                         p99_us=float(win.p99_us)))
+    out.sort(key=lambda c: (-c.mean_us / c.sla_us, c.vm))
+    return tuple(sorted(out[:MAX_CLAIMS], key=lambda c: c.vm))
+
+
+def fit(claims, budget):
+    """The claims of ``claims`` (worst first) whose JSON list fits in ``budget`` bytes."""
+    chosen, used = [], 2
+    for c in sorted(claims, key=lambda c: (-c.mean_us / c.sla_us, c.vm)):
+        cost = len(json.dumps(c.to_dict(), separators=(",", ":"))) + (1 if chosen else 0)
+        if used + cost > budget:
+            continue
+        used += cost
+        chosen.append(c)
+    return tuple(sorted(chosen, key=lambda c: c.vm))
+
+
+def on_host(host, reports, now=None, max_age_s=None):
+    """The :class:`Target` claims other hosts' reports make on ``host``'s VMs.
+
+    ``reports``: host reports (an iterable, or a snapshot ``{host:
+    report}``). A claim is on ``host`` when its peer resolves there
+    (:func:`~resex_libvirt.board.addresses.resolve`: one VM, by the
+    published addresses; an address two VMs share leads nowhere). A
+    report of ``host`` itself, a blind one, and, with ``now`` and
+    ``max_age_s``, one older than ``max_age_s`` seconds make none. Sorted
+    by the claiming host, then the victim.
+    """
+    reports = list(reports.values() if isinstance(reports, dict) else reports)
+    out = []
+    for report in reports:
+        if report.host == host or report.blind or not report.remote_claims:
+            continue
+        if now is not None and max_age_s is not None and report.age(now) > max_age_s:
+            continue
+        for c in report.remote_claims:
+            where = addresses_mod.resolve(c.peer, reports)
+            if where is not None and where.host == host:
+                out.append(Target(report.host, report.ts, c, where.vm))
+    out.sort(key=lambda target: (target.host, target.claim.vm))
+    return out
