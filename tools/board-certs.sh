@@ -27,8 +27,8 @@ usage() {
     cat >&2 <<EOF
 usage: $0 [-d DAYS] -m NAME=ADDR[,ADDR...] [-m ...] -c HOST [-c ...] -s SCHEDULER OUTDIR
   -m  an etcd member: its name and the addresses clients dial (IPs or DNS names)
-  -c  a compute node's host name (nova's), the common name of its certificate
-  -s  the scheduler's user (its certificate's common name)
+  -c  a compute node's host name (nova's), its certificate's OU and etcd user
+  -s  the scheduler's etcd user (its certificate's OU)
   -d  days the certificates are valid (default 825)
 EOF
     exit 2
