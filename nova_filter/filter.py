@@ -61,6 +61,7 @@ Enable it in nova.conf (last, so that "left" means "fits")::
 """
 
 import logging
+import threading
 import time
 
 import nova.conf
@@ -70,11 +71,61 @@ from nova.scheduler import utils as scheduler_utils
 from nova_filter import conf as conf_mod
 from nova_filter import moves
 from nova_filter import rules
+from resex_libvirt import board as board_mod
 
 LOG = logging.getLogger(__name__)
 
 CONF = nova.conf.CONF
 conf_mod.register_opts(CONF)
+
+#: Seconds between two WARNING lines about board records the reader dropped.
+REJECTED_LOG_INTERVAL = 300.0
+
+
+class RejectedRecords:
+    """Says at WARNING, at most once per ``interval``, how many board records were dropped.
+
+    A dropped record (invalid, or naming another host than its key) leaves its
+    host without a report, and the request sees it as unknown. The decoder
+    names each bad key once, in the board's logger; this line, in the
+    filter's, tells whoever reads the scheduler's log how many were dropped
+    since its last line, and why, without one line per request.
+    """
+
+    def __init__(self, interval=REJECTED_LOG_INTERVAL):
+        self.interval = interval
+        self._lock = threading.Lock()
+        self._reader = None
+        self._counts = {}
+        self._quiet_until = float("-inf")
+
+    def check(self, reader, now):
+        """Log the records ``reader`` dropped since the last line, unless one was recent."""
+        if now < self._quiet_until and reader is self._reader:
+            return
+        if not self._lock.acquire(blocking=False):
+            return  # another request is saying it
+        try:
+            counts = reader.rejected
+            base = self._counts if reader is self._reader else {}
+            # A board opened again counts from zero: what it holds is new.
+            new = {reason: n - base.get(reason, 0) if n >= base.get(reason, 0) else n
+                   for reason, n in counts.items()}
+            self._reader, self._counts = reader, counts
+            if not any(new.values()):
+                return
+            self._quiet_until = now + self.interval
+            LOG.warning("ResEx: %d record(s) of the price board %s dropped by the scheduler "
+                        "(%s); their hosts have no report (unknown_host_policy applies); "
+                        "the board's log names each key, resex-board counts them",
+                        sum(new.values()), board_mod.redact(reader.url),
+                        ", ".join("%s %d" % (r, n) for r, n in sorted(new.items()) if n))
+        finally:
+            self._lock.release()
+
+
+#: One per scheduler process, whatever number of filter objects nova makes.
+REJECTED = RejectedRecords()
 
 
 def _flavor_name(spec_obj):
@@ -116,6 +167,7 @@ class ResExCongestionFilter(filters.BaseHostFilter):
         if request.kind is None or not hosts or self._advisory(spec_obj):
             return hosts
         judge = rules.Judge(request, CONF, time.time())
+        REJECTED.check(judge.reader, judge.now)
         policy = CONF.resex.unknown_host_policy
         verdicts, entries, limits = judge.scan(hosts)
         if LOG.isEnabledFor(logging.DEBUG):

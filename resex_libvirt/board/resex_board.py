@@ -25,7 +25,9 @@ latency-sensitive VMs (``ADMIT``: ``closed`` when its index is above
 ``--threshold``, the scheduler's ``[resex] congestion_threshold``), the
 sensitive and heavy I/O VM counts; hosts whose report is older than
 ``--max-age`` (the scheduler's ``[resex] max_age``) are marked ``STALE``:
-the scheduler treats them as unknown.
+the scheduler treats them as unknown. Records the read dropped (invalid, or
+naming another host than their key) are counted below the table, by reason
+(``--json``: ``rejected``).
 
 ``--watch SECONDS`` redraws the table in place every SECONDS, hosts sorted
 by congestion, until interrupted (or ``--count`` frames); the admission
@@ -221,12 +223,26 @@ def detail(row, threshold, max_age):
 
 
 def _read(args, opts):
+    """``(reports, rejected)``: the board's valid records and the count of those dropped."""
     with board_mod.open_board(args.url, **opts) as board:
-        return board.snapshot()
+        return board.snapshot(), board.rejected
 
 
-def _frame(args, reports, states, now):
-    """The text of one output (table or one host) from a snapshot; None if host unknown."""
+def _dropped(rejected):
+    """The line saying which records were dropped and why, or None when none were."""
+    total = sum(rejected.values())
+    if not total:
+        return None
+    return ("%d record(s) dropped (%s): their hosts have no report here nor for the scheduler"
+            % (total, ", ".join("%s %d" % (r, n) for r, n in sorted(rejected.items()) if n)))
+
+
+def _frame(args, reports, states, now, rejected=None):
+    """The text of one output (table or one host) from a snapshot; None if host unknown.
+
+    ``rejected``: the records the read dropped, by reason (shown when any).
+    """
+    rejected = rejected or {}
     sort = args.sort or ("congestion" if args.watch else "host")
     data = rows(reports, now, args.max_age, args.threshold, states, sort)
     url = board_mod.redact(args.url)
@@ -239,13 +255,15 @@ def _frame(args, reports, states, now):
         return detail(found[0], args.threshold, args.max_age)
     if args.json:
         return json.dumps({"url": url, "max_age_s": args.max_age,
-                           "threshold_pct": args.threshold, "hosts": data},
-                          indent=2, sort_keys=True)
+                           "threshold_pct": args.threshold, "hosts": data,
+                           "rejected": rejected}, indent=2, sort_keys=True)
     stale = sum(1 for r in data if r["stale"])
     closed = sum(1 for r in data if r["admits_sensitive"] is False)
+    dropped = _dropped(rejected)
     return (table(data) + "\n%d hosts, %d stale (older than %gs), %d closed to "
             "latency-sensitive VMs (index above %g%%) on %s"
-            % (len(data), stale, args.max_age, closed, args.threshold, url))
+            % (len(data), stale, args.max_age, closed, args.threshold, url)
+            + ("\n" + dropped if dropped else ""))
 
 
 def _not_found(args, reports):
@@ -269,16 +287,16 @@ def _advance(states, reports, now, args):
 def watch(args, opts, out, clock=time.time, sleep=time.sleep):
     """``--watch``: a frame every ``args.watch`` seconds, redrawn in place on a terminal."""
     tty = out.isatty() if hasattr(out, "isatty") else False
-    states, reports, frames = {}, {}, 0
+    states, reports, rejected, frames = {}, {}, {}, 0
     while True:
         now = clock()
         problem = None
         try:
-            reports = _read(args, opts)
+            reports, rejected = _read(args, opts)
             _advance(states, reports, now, args)
         except exceptions.BoardUnavailable as exc:
             problem = "board unavailable (showing the last read): %s" % exc
-        body = _frame(args, reports, states, now)
+        body = _frame(args, reports, states, now, rejected)
         if body is None:
             body = _not_found(args, reports)[len("resex-board: "):]
         head = "resex-board every %gs on %s at %s (Ctrl-C to quit)" % (
@@ -328,13 +346,15 @@ def main(argv=None, out=None):
         finally:
             signal.signal(signal.SIGTERM, previous)
     try:
-        reports = _read(args, opts)
+        reports, rejected = _read(args, opts)
     except (exceptions.BoardUnavailable, exceptions.ConfigError) as exc:
         print("resex-board: %s" % exc, file=sys.stderr)
         return 1
-    text = _frame(args, reports, None, time.time())
+    text = _frame(args, reports, None, time.time(), rejected)
     if text is None:
-        print(_not_found(args, reports), file=sys.stderr)
+        dropped = _dropped(rejected)
+        print(_not_found(args, reports) + ("; " + dropped if dropped else ""),
+              file=sys.stderr)
         return 1
     out.write(text + "\n")
     return 0

@@ -83,15 +83,16 @@ class EtcdServer(fixtures.Fixture):
 
     ``tls``: the member serves HTTPS and requires a client certificate signed
     by a test CA (``--client-cert-auth``); ``certs`` holds the files
-    (:func:`make_certs`).
+    (:func:`make_certs`), or the caller's own (the keys of :func:`make_certs`'
+    answer but ``users``; its client certificate is the health check's).
     """
 
-    def __init__(self, start_timeout=30.0, tls=False, users=()):
+    def __init__(self, start_timeout=30.0, tls=False, users=(), certs=None):
         super().__init__()
         self.start_timeout = start_timeout
-        self.tls = tls
+        self.tls = tls or certs is not None
         self.users = tuple(users)
-        self.certs = None
+        self.certs = certs
         self.proc = None
 
     @staticmethod
@@ -105,7 +106,7 @@ class EtcdServer(fixtures.Fixture):
         self.peer_port = free_port()
         scheme = "https" if self.tls else "http"
         self.url = "etcd3+%s://127.0.0.1:%d" % (scheme, self.client_port)
-        if self.tls:
+        if self.tls and self.certs is None:
             self.certs = make_certs(self.data_dir, self.users)
         self.addCleanup(self.kill)
         self.start()

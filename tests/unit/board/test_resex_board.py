@@ -17,6 +17,7 @@ import io
 import json
 import os
 import signal
+import sqlite3
 import tempfile
 import time
 import unittest
@@ -67,6 +68,40 @@ class BoardCLITest(unittest.TestCase):
         self.assertEqual(100.0, doc["hosts"][0]["congestion_index_pct"])
         self.assertEqual([False, False], [h["stale"] for h in doc["hosts"]])
         self.assertGreaterEqual(doc["hosts"][1]["age_s"], 120)
+
+    def drop_records(self):
+        """Two rows every reader drops: one invalid, one naming another host."""
+        path = self.url[len("sqlite://"):]
+        with sqlite3.connect(path) as conn:
+            conn.execute("INSERT INTO host_report (host, ts, record) VALUES ('bad', 1, '[]')")
+            conn.execute("INSERT INTO host_report (host, ts, record) VALUES ('forged', 1, ?)",
+                         (reports.make("c1").to_json(),))
+
+    def test_the_table_says_how_many_records_were_dropped_and_why(self):
+        self.drop_records()
+        code, out, _ = self.run_cli("--url", self.url, "--max-age", "60")
+        self.assertEqual(0, code)
+        self.assertEqual("2 record(s) dropped (invalid 1, misplaced 1): their hosts have no "
+                         "report here nor for the scheduler", out.splitlines()[-1])
+        self.assertNotIn("forged", out.split("hosts,")[0])
+
+    def test_a_clean_board_says_nothing_of_dropped_records(self):
+        _, out, _ = self.run_cli("--url", self.url)
+        self.assertNotIn("dropped", out)
+
+    def test_json_counts_the_dropped_records_by_reason(self):
+        _, out, _ = self.run_cli("--url", self.url, "--json")
+        self.assertEqual({"invalid": 0, "misplaced": 0}, json.loads(out)["rejected"])
+        self.drop_records()
+        _, out, _ = self.run_cli("--url", self.url, "--json")
+        self.assertEqual({"invalid": 1, "misplaced": 1}, json.loads(out)["rejected"])
+
+    def test_a_host_whose_record_was_dropped_is_not_found_and_the_drop_is_said(self):
+        self.drop_records()
+        code, _, err = self.run_cli("--url", self.url, "--host", "bad")
+        self.assertEqual(1, code)
+        self.assertIn("no report from host bad", err)
+        self.assertIn("2 record(s) dropped (invalid 1, misplaced 1)", err)
 
     def test_a_missing_board_is_an_error_and_is_not_created(self):
         missing = os.path.join(self.dir, "nope", "board.sqlite")

@@ -16,6 +16,7 @@ import logging
 import sqlite3
 import time
 
+import fixtures
 from nova import objects
 from nova.scheduler import filters
 
@@ -196,3 +197,57 @@ class CongestionFilterTest(base.PluginTestCase):
     def test_it_runs_once_per_request(self):
         self.assertTrue(self.filter.run_filter_once_per_request)
         self.assertFalse(self.filter.run_filter_for_index(1))
+
+
+class RejectedRecordsLogTest(base.PluginTestCase):
+    """Records the reader dropped are said on the filter's log, at most once an interval."""
+
+    def setUp(self):
+        super().setUp()
+        self.filter = resex_filter.ResExCongestionFilter()
+        self.tracker = resex_filter.RejectedRecords()
+        self.useFixture(fixtures.MockPatchObject(resex_filter, "REJECTED", self.tracker))
+        self.publish(h1=dict(link_utilisation=0.1))
+        self.spec = base.request(**base.SENSITIVE)
+
+    def drop(self, host, record):
+        with sqlite3.connect(self.board.path) as conn:
+            conn.execute("INSERT OR REPLACE INTO host_report (host, ts, record) "
+                         "VALUES (?, 1, ?)", (host, record))
+        self.publish()
+
+    def filter_once(self):
+        states = [base.host("h1")]
+        return [s.host for s in filters.HostFilterHandler().get_filtered_objects(
+            [self.filter], states, self.spec)]
+
+    def warnings(self):
+        with self.assertLogs(resex_filter.LOG, logging.DEBUG) as logs:
+            resex_filter.LOG.debug("mark")
+            self.filter_once()
+        return [r.getMessage() for r in logs.records if r.levelno == logging.WARNING]
+
+    def test_dropped_records_are_warned_once_with_their_reasons(self):
+        self.drop("bad", '{"ts": NaN}')
+        self.drop("forged", base.reports.make("h1").to_json())
+        first = self.warnings()
+        self.assertEqual(1, len(first))
+        self.assertIn("2 record(s)", first[0])
+        self.assertIn("(invalid 1, misplaced 1)", first[0])
+        self.assertEqual([], self.warnings())
+        # A new drop within the interval waits for the next line.
+        self.drop("worse", '[]')
+        self.assertEqual([], self.warnings())
+
+    def test_after_the_interval_only_the_new_drops_are_said(self):
+        self.tracker.interval = 0.0
+        self.drop("bad", '{"ts": NaN}')
+        self.assertEqual(1, len(self.warnings()))
+        self.assertEqual([], self.warnings())
+        self.drop("forged", base.reports.make("h1").to_json())
+        (line,) = self.warnings()
+        self.assertIn("1 record(s)", line)
+        self.assertIn("(misplaced 1)", line)
+
+    def test_a_clean_board_says_nothing(self):
+        self.assertEqual([], self.warnings())
