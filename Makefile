@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.bootstrapped
 
 .PHONY: bootstrap demo test lab lab-judge lab-verbs-smoke bench faults soak pep8 genconfig docs \
-	benchex-static clean cloud cloud-down cloud-status cloud-test
+	benchex-static clean cloud cloud-down cloud-status cloud-test dist
 
 # nova-scheduler runs native threads; the in-process nova of the tests too.
 export OS_NOVA_DISABLE_EVENTLET_PATCHING := 1
@@ -105,6 +105,20 @@ docs: bootstrap
 	$(BIN)/pip install -q -c upper-constraints.txt -r doc/requirements.txt
 	$(BIN)/sphinx-build -W -b html doc/source doc/build/html
 
+# What an operator installs (doc/source/install.rst, "From the built
+# wheels"): the sdist and the wheel of each distribution of this repository,
+# resex-libvirt (its version from git through pbr), resex-benchex and
+# resex-research, in dist/. Each wheel is built from its sdist, so an sdist
+# that misses a file fails here. No isolation: the build backends are the
+# pinned ones of the venv (pbr, setuptools), no index is asked.
+DISTRIBUTIONS := . benchex resex_research
+
+dist: bootstrap
+	rm -rf dist
+	for d in $(DISTRIBUTIONS); do \
+		$(BIN)/python -m build --no-isolation --outdir dist $$d || exit 1; \
+	done
+
 benchex-static: build/benchex/benchex
 
 build/benchex/benchex: benchex/benchex.c benchex/build.sh
@@ -117,4 +131,4 @@ genconfig: bootstrap
 		etc/resex/resex-placement-sync-config-generator.conf
 
 clean:
-	rm -rf $(VENV) .tox build *.egg-info
+	rm -rf $(VENV) .tox build dist *.egg-info
