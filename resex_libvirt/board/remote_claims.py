@@ -197,27 +197,65 @@ def fit(claims, budget):
     return tuple(sorted(chosen, key=lambda c: c.vm))
 
 
-def on_host(host, reports, now=None, max_age_s=None):
-    """The :class:`Target` claims other hosts' reports make on ``host``'s VMs.
+def _index(reports):
+    """``{address: {vm: (ts, host)}}`` of the published addresses (a VM at its newest report)."""
+    index = {}
+    for report in reports:
+        for vm, addrs in report.addresses:
+            for a in addrs:
+                seen = index.setdefault(a, {})
+                old = seen.get(vm)
+                if old is None or report.ts > old[0]:
+                    seen[vm] = (report.ts, report.host)
+    return index
+
+
+def _located(peer, index):
+    """``(host, vm)`` of ``peer`` in ``index`` (one VM only, as ``addresses.resolve``), or None."""
+    parsed = wire.parse_peer(peer)
+    if parsed is None:
+        return None
+    found = {}
+    for key in addresses_mod.keys_of(parsed):
+        for vm, (ts, host) in index.get(key, {}).items():
+            if vm not in found or ts > found[vm][0]:
+                found[vm] = (ts, host)
+    if len(found) != 1:
+        return None
+    (vm, (_ts, host)), = found.items()
+    return host, vm
+
+
+def targets(reports, now=None, max_age_s=None):
+    """``{host: [Target, ...]}``: every claim on the board, at the host of its peer.
 
     ``reports``: host reports (an iterable, or a snapshot ``{host:
-    report}``). A claim is on ``host`` when its peer resolves there
-    (:func:`~resex_libvirt.board.addresses.resolve`: one VM, by the
-    published addresses; an address two VMs share leads nowhere). A
-    report of ``host`` itself, a blind one, and, with ``now`` and
-    ``max_age_s``, one older than ``max_age_s`` seconds make none. Sorted
-    by the claiming host, then the victim.
+    report}``). A claim is on a host when its peer resolves there (the
+    rule of :func:`~resex_libvirt.board.addresses.resolve`: one VM, by the
+    published addresses, where its newest report says; an address two VMs
+    share leads nowhere). A claim on the claimant's own host, a blind
+    report's, and, with ``now`` and ``max_age_s``, one older than
+    ``max_age_s`` seconds are left out. Each host's list is sorted by the
+    claiming host, then the victim. One pass over the addresses, one
+    lookup per claim: a whole board's at once.
     """
     reports = list(reports.values() if isinstance(reports, dict) else reports)
-    out = []
-    for report in reports:
-        if report.host == host or report.blind or not report.remote_claims:
-            continue
-        if now is not None and max_age_s is not None and report.age(now) > max_age_s:
-            continue
+    claimants = [r for r in reports if r.remote_claims and not r.blind
+                 and (now is None or max_age_s is None or r.age(now) <= max_age_s)]
+    if not claimants:
+        return {}
+    index = _index(reports)
+    out = {}
+    for report in claimants:
         for c in report.remote_claims:
-            where = addresses_mod.resolve(c.peer, reports)
-            if where is not None and where.host == host:
-                out.append(Target(report.host, report.ts, c, where.vm))
-    out.sort(key=lambda target: (target.host, target.claim.vm))
+            where = _located(c.peer, index)
+            if where is not None and where[0] != report.host:
+                out.setdefault(where[0], []).append(Target(report.host, report.ts, c, where[1]))
+    for found in out.values():
+        found.sort(key=lambda target: (target.host, target.claim.vm))
     return out
+
+
+def on_host(host, reports, now=None, max_age_s=None):
+    """The :class:`Target` claims other hosts' reports make on ``host``'s VMs (:func:`targets`)."""
+    return targets(reports, now, max_age_s).get(host, [])

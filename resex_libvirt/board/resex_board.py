@@ -107,6 +107,7 @@ def rows(reports, now, max_age, threshold=10.0, states=None, sort="host"):
     (highest first) with ``sort="congestion"``.
     """
     out = []
+    claimed = remote_mod.targets(reports, now, max_age)
     for host in sorted(reports):
         rec = reports[host]
         row = rec.to_dict()
@@ -121,7 +122,7 @@ def rows(reports, now, max_age, threshold=10.0, states=None, sort="host"):
         row["admits_sensitive"] = None if row["stale"] else not state.refuses(threshold)
         row["claims_on_host"] = [
             {"from_host": t.host, "victim": t.claim.vm, "peer_vm": t.vm, "peer": t.claim.peer}
-            for t in remote_mod.on_host(host, reports, now, max_age)]
+            for t in claimed.get(host, ())]
         out.append(row)
     if sort == "congestion":
         out.sort(key=lambda r: (-r["congestion_index_pct"], r["host"]))

@@ -19,6 +19,7 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
+from resex_libvirt.board import addresses
 from resex_libvirt.board import remote_claims as remote
 from resex_libvirt.board import report as report_mod
 from resex_libvirt.market import records
@@ -151,3 +152,43 @@ class OnHostTest(unittest.TestCase):
         # Another host's VM with the same (private) address: no answer, no claim.
         c3 = reports.make("c3", ts=100.0, vms=1, addresses={"other": ["10.0.2.7"]})
         self.assertEqual([], remote.on_host("c2", [self.c1, self.c2, c3]))
+
+
+ADDRESSES = ["10.0.0.%d" % k for k in range(1, 5)]
+
+
+@st.composite
+def boards(draw):
+    """A few hosts with VMs at a few (shared, reused) addresses, some claiming peers."""
+    out = []
+    for h in range(draw(st.integers(1, 4))):
+        vms = draw(st.lists(st.sampled_from(["vm-a", "vm-b", "vm-c", "vm-%d" % h]),
+                            max_size=3, unique=True))
+        addresses = {vm: draw(st.lists(st.sampled_from(ADDRESSES), min_size=1, max_size=2))
+                     for vm in vms}
+        peers = draw(st.lists(st.sampled_from(ADDRESSES), max_size=2))
+        claims = [a_claim(vm="victim-%d-%d" % (h, k), peer=p)._asdict()
+                  for k, p in enumerate(peers)]
+        out.append(reports.make("c%d" % h, ts=100.0 + draw(st.integers(0, 3)),
+                                vms=max(3, len(vms)), sensitive_vms=len(claims),
+                                addresses=addresses, remote_claims=claims))
+    return out
+
+
+class TargetsAgreeWithResolveTest(unittest.TestCase):
+
+    @settings(max_examples=200, deadline=None)
+    @given(boards())
+    def test_every_claim_is_where_resolve_says_its_peer_is(self, board):
+        # The one-pass index against the reference rule, claim by claim.
+        got = remote.targets(board)
+        want = {}
+        for rep in board:
+            for c in rep.remote_claims:
+                where = addresses.resolve(c.peer, board)
+                if where is not None and where.host != rep.host:
+                    want.setdefault(where.host, []).append(
+                        remote.Target(rep.host, rep.ts, c, where.vm))
+        for found in want.values():
+            found.sort(key=lambda t: (t.host, t.claim.vm))
+        self.assertEqual(want, got)
