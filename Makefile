@@ -97,7 +97,7 @@ soak: bootstrap
 	$(BIN)/python -m tests.faults --soak $(or $(ARGS),3600)
 
 pep8: bootstrap
-	$(BIN)/flake8 resex_libvirt resex_research agent nova_filter benchex tests bench tools
+	$(BIN)/flake8 resex_libvirt resex_research agent nova_filter compat benchex tests bench tools
 	$(BIN)/bashate -v devstack/plugin.sh devstack/settings tests/unit/devstack/devstack_shim.sh \
 		tools/devstack-functions.sh
 

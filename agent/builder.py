@@ -14,7 +14,7 @@
 
 Only this module knows which concrete adapter a configuration means; the
 loop sees interfaces. Building binds nothing and starts nothing: the
-:class:`agent.loop.Agent` starts its parts (doc/source/architecture.rst,
+:class:`resex_agent.loop.Agent` starts its parts (doc/source/architecture.rst,
 "The agent's lifecycle").
 """
 
@@ -24,12 +24,12 @@ import functools
 import logging
 import os
 
-from agent import clock as clock_mod
-from agent import host_identity
-from agent import loop
-from agent import metrics as metrics_mod
-from agent import publisher as publisher_mod
-from agent import watchdog
+from resex_agent import clock as clock_mod
+from resex_agent import host_identity
+from resex_agent import loop
+from resex_agent import metrics as metrics_mod
+from resex_agent import publisher as publisher_mod
+from resex_agent import watchdog
 from resex_libvirt import exceptions
 from resex_libvirt import market as market_mod
 from resex_libvirt.market import policy as policy_mod
@@ -57,11 +57,11 @@ def build_policy(conf):
 
     A name that is not installed is a :class:`ConfigError` listing those that
     are. The policy is made with its own option group's values
-    (``[market_<policy>]``, :mod:`agent.conf.policies`): a third-party
+    (``[market_<policy>]``, :mod:`resex_agent.conf.policies`): a third-party
     policy is configured exactly as a built-in one; one that declares no
     options is made with none.
     """
-    from agent.conf import policies as policies_conf
+    from resex_agent.conf import policies as policies_conf
     name = conf.market.policy
     try:
         factory = policy_mod.factory(name)
@@ -73,7 +73,7 @@ def build_policy(conf):
         raise exceptions.ConfigError("[%s] %s" % (policies_conf.group_of(name), exc)) from exc
 
 
-#: The hypervisor calls that walk every domain: awaited as sweeps (agent.watchdog).
+#: The hypervisor calls that walk every domain: awaited as sweeps (resex_agent.watchdog).
 SWEEPS = ("vms", "cpu_times")
 
 #: How long a sweep is awaited, in intervals, before the interval is skipped as late.
@@ -102,7 +102,7 @@ class Parts:
     :meth:`own`: each is closed once (by identity: the simulated host plays
     three parts), in the reverse order of opening, by :meth:`close`, whether
     the build failed halfway, ``--check`` is done, or the agent that was
-    handed the stack shuts down (:meth:`agent.loop.Agent.shutdown`).
+    handed the stack shuts down (:meth:`resex_agent.loop.Agent.shutdown`).
     """
 
     hypervisor = _Owned()
@@ -179,10 +179,10 @@ def _simulated(conf, parts):
 
 
 def _libvirt(conf, parts, read_only=False):
-    from agent import fabric as fabric_mod
-    from agent import hypervisor as hypervisor_mod
-    from agent.intake import server as intake_server
-    from agent import journal as journal_mod
+    from resex_agent import fabric as fabric_mod
+    from resex_agent import hypervisor as hypervisor_mod
+    from resex_agent.intake import server as intake_server
+    from resex_agent import journal as journal_mod
     # Every call the loop makes to libvirt (the hypervisor's and the fabric
     # monitor's, which reads interface counters through the same connection)
     # has a bounded wait: a hung libvirtd holds the knobs, never the loop.
@@ -231,7 +231,7 @@ def _board(conf, parts, read_only=False):
     host locally and publishes once the board opens. A URL that can never
     work (unknown scheme, malformed) is a configuration error.
     """
-    from agent.conf import board as board_conf
+    from resex_agent.conf import board as board_conf
     from resex_libvirt import board as board_mod
     url = conf.board.url
     options = board_conf.board_options(conf)
@@ -280,13 +280,13 @@ def build_parts(conf, read_only=False):
 
 
 def build_agent(conf, parts=None, metrics=None):
-    """The :class:`agent.loop.Agent` the configuration describes, with every part it needs.
+    """The :class:`resex_agent.loop.Agent` the configuration describes, with every part it needs.
 
     ``parts`` (default: :func:`build_parts`) and ``metrics`` (default: the
     ``[metrics]`` endpoint, not bound yet) are handed to the agent, which
-    owns them from then on: it starts them (:meth:`~agent.loop.Agent.start`)
+    owns them from then on: it starts them (:meth:`~resex_agent.loop.Agent.start`)
     and closes them through the parts' exit stack
-    (:meth:`~agent.loop.Agent.shutdown`). When the agent cannot be built,
+    (:meth:`~resex_agent.loop.Agent.shutdown`). When the agent cannot be built,
     the parts are closed here, and the error raised. SIGHUP reloads
     ``conf`` (:func:`reload_market`).
     """

@@ -21,8 +21,8 @@ at the first problem with one clear line saying which part failed and why:
    at start (the epoch is a whole number of intervals, the policy loads);
    **host**: the name reports go out under, and whether the agent may
    publish it (a simulated host only under a ``sim-`` name, see
-   :mod:`agent.host_identity`);
-2. **parts**: :func:`agent.builder.build_parts` builds the hypervisor, the
+   :mod:`resex_agent.host_identity`);
+2. **parts**: :func:`resex_agent.builder.build_parts` builds the hypervisor, the
    fabric monitor, the latency intake and the board as the agent would,
    except that the latency probe socket is not bound (the running agent
    owns it: binding it here would take it over);
@@ -36,9 +36,9 @@ at the first problem with one clear line saying which part failed and why:
    filesystem such as ``/proc`` included, where root's ``access(2)`` says
    yes), the host lock held by another agent with another state
    directory, a probe socket directory others could write
-   (:func:`agent.intake.server.check_probe_socket_path`), a metrics port
+   (:func:`resex_agent.intake.server.check_probe_socket_path`), a metrics port
    that cannot be bound. The locks are read from the kernel's table
-   (:func:`agent.lock.holder`), never taken: beside the running agent of
+   (:func:`resex_agent.lock.holder`), never taken: beside the running agent of
    this state directory, its socket and port are its own, not a conflict;
 6. **board**: the board is read once (``count()``; a closed port, a bad
    path or etcd down become ``BoardUnavailable``) and this host's last
@@ -62,12 +62,12 @@ import time
 
 from oslo_config import cfg
 
-from agent import builder
-from agent import config_file
-from agent import host_identity
-from agent.intake import server as intake_server
-from agent import lock as agent_lock
-from agent import metrics as metrics_mod
+from resex_agent import builder
+from resex_agent import config_file
+from resex_agent import host_identity
+from resex_agent.intake import server as intake_server
+from resex_agent import lock as agent_lock
+from resex_agent import metrics as metrics_mod
 from resex_libvirt import exceptions
 from resex_libvirt import sla as sla_mod
 
@@ -375,7 +375,7 @@ def _channels(vms, say):
 def run_check(conf, out=sys.stdout):
     """Validate ``conf``, reach the hypervisor and the board, list the VMs.
 
-    ``conf`` is the agent's parsed ``ConfigOpts`` (``agent.resex_agent.make_conf``).
+    ``conf`` is the agent's parsed ``ConfigOpts`` (``resex_agent.resex_agent.make_conf``).
     Writes a report to ``out``; returns 0 when the agent could start and
     control this host, 1 (after an ``ERROR`` line naming the part) when not.
     """

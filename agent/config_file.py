@@ -26,7 +26,7 @@ import re
 
 from oslo_config import cfg
 
-from agent import conf as agent_conf
+from resex_agent import conf as agent_conf
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,7 +18,7 @@ agent's configuration, detects the host's cgroup version and hands both over.
 
 import os
 
-from agent import nova_client
+from resex_agent import nova_client
 from resex_libvirt.hypervisor import base
 from resex_libvirt.hypervisor import libvirt_host
 from resex_libvirt import sla as sla_mod
@@ -67,7 +67,7 @@ def build(conf, cgroup_root=CGROUP_ROOT, read_only=False):
     """The :class:`LibvirtHypervisor` ``[libvirt]`` and ``[sla]`` describe.
 
     With ``[nova] sla_lookup`` (off by default) a compute-API source is
-    created from the ``[nova]`` keystoneauth options (:mod:`agent.nova_client`)
+    created from the ``[nova]`` keystoneauth options (:mod:`resex_agent.nova_client`)
     and closed with the hypervisor. ``read_only`` (``--check``) attaches no
     latency channel (it only says which VMs could not get one) and does not
     declare :attr:`~resex_libvirt.hypervisor.base.Capability.ACTUATES`: it

@@ -19,20 +19,20 @@ host report once, log one summary line, hand the report to the publisher
 and one :class:`EpochRecord` to the metrics sink. Absolute deadlines
 (``next += interval``), a warning when late; one VM or one call failing
 never stops the loop, and nothing outside makes it wait: the board is
-written by a background publisher (:mod:`agent.publisher`) and, on
-libvirt, every hypervisor call has a bounded wait (:mod:`agent.watchdog`).
+written by a background publisher (:mod:`resex_agent.publisher`) and, on
+libvirt, every hypervisor call has a bounded wait (:mod:`resex_agent.watchdog`).
 
 Everything outside comes in through narrow interfaces, so the same loop
 drives the simulated host and libvirt: a ``Hypervisor``, a
 ``FabricMonitor``, latency sources (``sync(vms)``, ``windows()``), an
 optional board (``publish(report)``), an optional journal
-(:class:`agent.journal.Journal`), a clock (``now()``, ``sleep_until()``,
+(:class:`resex_agent.journal.Journal`), a clock (``now()``, ``sleep_until()``,
 ``finished``) and an optional metrics sink (``observe_interval(IntervalRecord)``,
 ``observe_epoch(EpochRecord)``, ``start()``, ``close()``). The :class:`Agent`
 starts the parts that have work of their own once (:meth:`Agent.start`: the
 metrics endpoint, the journal's restore, the latency ``intake``) and, at
 :meth:`Agent.shutdown`, closes them all through the one exit stack they were
-built with (:class:`agent.builder.Parts`). The hypervisor's optional
+built with (:class:`resex_agent.builder.Parts`). The hypervisor's optional
 calls are those its ``capabilities`` declare
 (:class:`resex_libvirt.hypervisor.base.Capability`), never probed.
 """
@@ -45,8 +45,8 @@ import time
 
 import numpy as np
 
-from agent import publisher as publisher_mod
-from agent import status as status_mod
+from resex_agent import publisher as publisher_mod
+from resex_agent import status as status_mod
 import resex_libvirt
 from resex_libvirt.board import evidence as evidence_mod
 from resex_libvirt.board import remote_claims as remote_mod
@@ -167,14 +167,14 @@ class Agent:
     also carries each VM's status back down its channel: every
     ``status_interval_s`` (``[latency] status_interval_s``; 0: never) at most,
     the loop hands it the statuses of the VMs whose channel is connected
-    (:mod:`agent.status`).
-    ``publisher`` (optional, :class:`agent.publisher.Publisher`) writes the
+    (:mod:`resex_agent.status`).
+    ``publisher`` (optional, :class:`resex_agent.publisher.Publisher`) writes the
     host reports; without one, a ``board`` is given a publisher of the
     agent's own. ``closing`` (optional, a :class:`contextlib.ExitStack`)
     closes the parts, each once, at :meth:`shutdown`: the stack they were
-    built with (:attr:`agent.builder.Parts.closing`); without one, the caller
+    built with (:attr:`resex_agent.builder.Parts.closing`); without one, the caller
     closes them. ``deadband_pct`` is handed to the controller, its one
-    owner. ``watchdog`` (optional, :class:`agent.watchdog.Watchdog`) is the
+    owner. ``watchdog`` (optional, :class:`resex_agent.watchdog.Watchdog`) is the
     hypervisor calls' watchdog, read for the health counters; ``reloader``
     (optional) is called with the agent when a reload was requested
     (SIGHUP), before the next interval. ``consent`` (optional) maps a VM's
@@ -204,7 +204,7 @@ class Agent:
                 board, publish_policy, background=settings.background_publish)
             self._closing.callback(board.close)
             self._closing.callback(publisher.close)
-        #: The :class:`agent.publisher.Publisher` of the host reports, or ``None``.
+        #: The :class:`resex_agent.publisher.Publisher` of the host reports, or ``None``.
         self.publisher = publisher
         self._started = False
         self._shut = False
@@ -233,7 +233,7 @@ class Agent:
         self.pressure = pressure
         self.pressure_meter = evidence_mod.PressureMeter()
         self._pressure_said = set()
-        #: When the VMs' statuses are due (:mod:`agent.status`), or None: none are written.
+        #: When the VMs' statuses are due (:mod:`resex_agent.status`), or None: none are written.
         self._status = None
         self.set_status_interval(status_interval_s)
 
@@ -496,7 +496,7 @@ class Agent:
             self._status.interval_s = float(seconds)
 
     def statuses(self, uuids):
-        """``{uuid: status line}`` of the VMs ``uuids`` under control (:mod:`agent.status`).
+        """``{uuid: status line}`` of the VMs ``uuids`` under control (:mod:`resex_agent.status`).
 
         Each line is built from that VM's own record, window, interference
         and decision only. Once per ``[latency] status_interval_s``, for the

@@ -12,7 +12,7 @@
 
 """The agent's Prometheus endpoint: what the market does, per VM and per host.
 
-:class:`PrometheusMetrics` is the metrics sink of :class:`agent.loop.Agent`
+:class:`PrometheusMetrics` is the metrics sink of :class:`resex_agent.loop.Agent`
 (``observe_interval`` every control interval, ``observe_epoch`` every
 epoch). It owns its own ``CollectorRegistry`` (never the process-global
 one, so two agents in one process, or a test, do not collide) and serves it
@@ -81,7 +81,7 @@ nova.conf's ``[resex] congestion_threshold`` of 10 percent; computed by
 ``resex_agent_info{host}`` (always 1: the name the host publishes under on
 the board, which ``resex-board`` shows).
 
-What went wrong, from the :class:`agent.loop.Health` of the last epoch:
+What went wrong, from the :class:`resex_agent.loop.Health` of the last epoch:
 ``resex_intake_rejected_total{reason}``, ``resex_loop_skipped_intervals_total``,
 ``resex_loop_lateness_seconds``, ``resex_loop_held_intervals_total``,
 ``resex_board_publish_attempts_total``, ``resex_board_publish_failures_total``,
@@ -93,8 +93,8 @@ the VMs' latency channels, and those dropped because the channel was full
 (a guest that does not read its port; doc/source/latency.rst).
 
 The sink never reaches into the agent: the loop hands it one
-:class:`agent.loop.IntervalRecord` per interval and one
-:class:`agent.loop.EpochRecord` per epoch (the epoch's report, built once,
+:class:`resex_agent.loop.IntervalRecord` per interval and one
+:class:`resex_agent.loop.EpochRecord` per epoch (the epoch's report, built once,
 and its congestion index included). ``observe_interval`` runs every 1 to
 100 ms, so it does almost nothing: it keeps the record (its dicts are fresh
 every interval, never mutated afterwards) and adds the interval's MTUs and
@@ -231,7 +231,7 @@ class _VMCollector:
 
 
 class _HealthCollector:
-    """The agent's fault counters, from the last epoch's :class:`agent.loop.Health`."""
+    """The agent's fault counters, from the last epoch's :class:`resex_agent.loop.Health`."""
 
     def __init__(self, sink):
         self._sink = sink
@@ -287,7 +287,7 @@ class PrometheusMetrics:
     """The agent's metrics sink, served on ``bind_address``:``port``.
 
     Build it (:meth:`from_conf`) and pass it as ``metrics=`` to
-    :class:`agent.loop.Agent`: the agent starts it (:meth:`start` binds the
+    :class:`resex_agent.loop.Agent`: the agent starts it (:meth:`start` binds the
     port) when it starts and closes it (:meth:`close`) when it shuts down.
     """
 
@@ -381,7 +381,7 @@ class PrometheusMetrics:
 
     # -- the loop's sink ---------------------------------------------------------
     def observe_interval(self, record):
-        """Keep the :class:`agent.loop.IntervalRecord` (the series are made at scrape time).
+        """Keep the :class:`resex_agent.loop.IntervalRecord` (the series are made at scrape time).
 
         What each VM sent is the controller's run tally, copied into the
         record (``sent``): nothing is added up here, once per interval.
@@ -393,7 +393,7 @@ class PrometheusMetrics:
         self.intervals.inc()
 
     def observe_epoch(self, record):
-        """Set the host's gauges from a closed epoch (:class:`agent.loop.EpochRecord`)."""
+        """Set the host's gauges from a closed epoch (:class:`resex_agent.loop.EpochRecord`)."""
         summary = record.summary
         self.epochs.inc()
         self.last_epoch.set(record.ts)

@@ -22,7 +22,7 @@ the adapter: it reads no configuration.
 from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import loading as ks_loading
 
-from agent.conf import nova as nova_conf
+from resex_agent.conf import nova as nova_conf
 from resex_libvirt import exceptions
 from resex_libvirt.hypervisor import nova_sla
 

@@ -166,7 +166,7 @@ class Publisher:
         """Send what is pending (within ``timeout_s``) and stop the thread.
 
         The board is not the publisher's: it is closed by its owner (the
-        agent's parts, :class:`agent.builder.Parts`), after this.
+        agent's parts, :class:`resex_agent.builder.Parts`), after this.
         """
         if not self.background:
             return

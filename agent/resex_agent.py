@@ -20,11 +20,11 @@ import sys
 from oslo_config import cfg
 from oslo_log import log as oslo_log
 
-from agent import builder
-from agent import conf as agent_conf
-from agent import config_file
-from agent import lock as agent_lock
-from agent import loop
+from resex_agent import builder
+from resex_agent import conf as agent_conf
+from resex_agent import config_file
+from resex_agent import lock as agent_lock
+from resex_agent import loop
 import resex_libvirt
 from resex_libvirt import exceptions
 
@@ -84,7 +84,7 @@ def main(argv=None):
         for problem in config_file.unknown(conf):
             LOG.warning("%s: ignored (the default applies)", problem)
     if conf.check:
-        from agent import check
+        from resex_agent import check
         return check.run_check(conf, out=sys.stdout)
     try:
         return _run(conf)
@@ -180,11 +180,11 @@ def _fd_of(stream):
 def serve(agent, dump_file=None):
     """Start ``agent``, run it until SIGTERM/SIGINT (or its end), then restore and close, bounded.
 
-    A part that cannot start (:class:`agent.loop.StartFailed`) is
+    A part that cannot start (:class:`resex_agent.loop.StartFailed`) is
     :class:`_StartFailed`, with the agent already shut down. The first
     SIGTERM or SIGINT asks the loop to stop; the loop's longest wait is one
     hypervisor call's watchdog bound, and the restore that follows is
-    bounded by ``shutdown_timeout_s`` (:meth:`agent.loop.Agent.shutdown`).
+    bounded by ``shutdown_timeout_s`` (:meth:`resex_agent.loop.Agent.shutdown`).
     SIGHUP asks for ``agent.reloader`` before the next interval.
     :data:`DUMP_SIGNAL` writes the stack of every thread to ``dump_file``
     (default stderr, the journal under systemd) through :mod:`faulthandler`,

@@ -30,7 +30,7 @@ the line, not even the VM's own (the channel is the identity).
 The loop builds the lines at most once per ``[latency] status_interval_s``
 (:class:`Throttle`) and hands them to the intake, the one owner of the
 channel sockets, which writes them without blocking
-(:meth:`agent.intake.server.LatencyIntake.post_status`).
+(:meth:`resex_agent.intake.server.LatencyIntake.post_status`).
 """
 
 from benchex import status as wire

@@ -16,11 +16,11 @@ Every epoch the agent closes the market's epoch (replenish, per-VM tallies),
 reads the VMs' vCPU run delays, builds the host report once, logs its
 summary line (at INFO, through a real handler), hands the report to the
 background publisher and feeds one epoch record to the Prometheus sink.
-:func:`epoch_work_us` times exactly that (:meth:`agent.loop.Agent.run_epoch`)
+:func:`epoch_work_us` times exactly that (:meth:`resex_agent.loop.Agent.run_epoch`)
 on the simulated host (:class:`resex_libvirt.sim.host.SimHost`) with ``n``
 VMs, the paper's 64 KB server and 2 MB interferer alternating (half of them
 latency-sensitive), under IOShares, each epoch after ten control intervals
-the agent ran on that host (:meth:`agent.loop.Agent.run_interval`); the
+the agent ran on that host (:meth:`resex_agent.loop.Agent.run_interval`); the
 board is an in-memory one (the publisher's thread sends the report off the
 loop, so the loop's cost is the hand-over).
 
@@ -44,10 +44,10 @@ import logging
 import statistics
 import time
 
-from agent import loop
-from agent import metrics as metrics_mod
 from bench import bench_sim
 from bench import guard
+from resex_agent import loop
+from resex_agent import metrics as metrics_mod
 from resex_libvirt.board import report as report_mod
 from resex_libvirt import market as market_mod
 from resex_libvirt.market import policy as policy_mod
@@ -74,7 +74,7 @@ class _MemoryBoard:
 
 
 def build(n_vms, policy="io_shares", epochs=15, board=None):
-    """An :class:`agent.loop.Agent` on a simulated host of ``n_vms`` VMs, board and metrics."""
+    """A :class:`resex_agent.loop.Agent` on a simulated host of ``n_vms`` VMs, board, metrics."""
     sc = bench_sim.widened(n_vms)
     sc = sc.with_duration((epochs + 3) * INTERVALS_PER_EPOCH * sc.interval_s)
     host = host_mod.SimHost(sc)
@@ -139,7 +139,7 @@ def _epoch_work(n_vms, epochs, policy):
     market_costs, report_costs = [], []
     agent.market.end_epoch = _timed(agent.market.end_epoch, market_costs)
     from_summary = report_mod.HostReport.from_summary
-    log = logging.getLogger("agent.loop")
+    log = logging.getLogger("resex_agent.loop")
     summary_line = logging.StreamHandler(io.StringIO())
     level = log.level
     log.addHandler(summary_line)

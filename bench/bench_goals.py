@@ -125,7 +125,7 @@ def main(argv=None):
     parser.add_argument("--skip-paper", action="store_true")
     parser.add_argument("--skip-nova", action="store_true")
     args = parser.parse_args(argv)
-    logging.getLogger("agent").setLevel(logging.WARNING)
+    logging.getLogger("resex_agent").setLevel(logging.WARNING)
     intervals = 300 if args.quick else 2000
     sim_intervals = 20 if args.quick else 60
     rows = []

@@ -34,11 +34,11 @@ import tempfile
 import threading
 import time
 
-from agent.intake import IntakeParams
-from agent.intake import LatencyIntake
-from agent.intake import params as params_mod
-from agent.intake import store as store_mod
 from benchex import wire
+from resex_agent.intake import IntakeParams
+from resex_agent.intake import LatencyIntake
+from resex_agent.intake import params as params_mod
+from resex_agent.intake import store as store_mod
 from resex_libvirt.hypervisor import base
 from resex_libvirt import sla as sla_mod
 

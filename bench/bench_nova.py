@@ -53,10 +53,10 @@ with warnings.catch_warnings():
     from nova.scheduler import weights  # noqa: E402
     from nova.scheduler.weights import ram  # noqa: E402
 
-from nova_filter import filter as resex_filter  # noqa: E402
-from nova_filter import weigher as resex_weigher  # noqa: E402
 from resex_libvirt import board as board_mod  # noqa: E402
 from resex_libvirt.board import reader as reader_mod  # noqa: E402
+from resex_nova import filter as resex_filter  # noqa: E402
+from resex_nova import weigher as resex_weigher  # noqa: E402
 from tests.unit.board import reports  # noqa: E402
 
 REQUESTS = {
@@ -93,7 +93,7 @@ def main(argv=None):
     parser.add_argument("--repeat", type=int, default=15)
     args = parser.parse_args(argv)
     logging.getLogger("nova").setLevel(logging.WARNING)
-    logging.getLogger("nova_filter").setLevel(logging.WARNING)
+    logging.getLogger("resex_nova").setLevel(logging.WARNING)
     objects.register_all()
     fh, wh = filters.HostFilterHandler(), weights.HostWeightHandler()
     nova_pair = ([compute_filter.ComputeFilter()], [ram.RAMWeigher()])

@@ -36,7 +36,7 @@ class Problems(logging.Handler):
     :class:`ErrorPath` when there was one.
     """
 
-    LOGGERS = ("agent", "resex_libvirt", "resex_research", "nova_filter")
+    LOGGERS = ("resex_agent", "resex_libvirt", "resex_research", "resex_nova")
 
     def __init__(self, level=logging.WARNING):
         super().__init__(level)

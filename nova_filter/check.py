@@ -10,11 +10,11 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""``python -m nova_filter.check``: is this scheduler ready to read the board?
+"""``python -m resex_nova.check``: is this scheduler ready to read the board?
 
 ::
 
-    python -m nova_filter.check --config-file /etc/nova/nova.conf \\
+    python -m resex_nova.check --config-file /etc/nova/nova.conf \\
         [--host NAME[,NAME...]]...
 
 Reads nova.conf as nova-scheduler does (``[filter_scheduler]`` and
@@ -45,9 +45,9 @@ import time
 
 from oslo_config import cfg
 
-from nova_filter import conf as conf_mod
 from resex_libvirt import board as board_mod
 from resex_libvirt import exceptions
+from resex_nova import conf as conf_mod
 
 FILTER = "ResExCongestionFilter"
 WEIGHER = "ResExCongestionWeigher"
@@ -88,7 +88,7 @@ def _filter(conf, say):
     enabled = FILTER in fs.enabled_filters
     if FILTER not in available:
         raise _Failed("filter", "%s is not in [filter_scheduler] available_filters (add "
-                                "nova_filter.filter.%s)%s" % (
+                                "resex_nova.filter.%s)%s" % (
                                     FILTER, FILTER, ": nova-scheduler refuses to start with "
                                     "it enabled" if enabled else ""))
     if not enabled:
@@ -101,7 +101,7 @@ def _weigher(conf, say):
     from nova.scheduler import weights
     if WEIGHER not in _loaded(weights.HostWeightHandler(), conf.filter_scheduler.weight_classes):
         raise _Failed("weigher", "%s is not in [filter_scheduler] weight_classes (add "
-                                 "nova_filter.weigher.%s): hosts are not ranked by congestion"
+                                 "resex_nova.weigher.%s): hosts are not ranked by congestion"
                       % (WEIGHER, WEIGHER))
     say("weigher: ok (%s enabled, multiplier %g)", WEIGHER, conf.resex.weight_multiplier)
 
@@ -165,7 +165,7 @@ def run_check(conf, computes=(), out=None):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m nova_filter.check",
+    parser = argparse.ArgumentParser(prog="python -m resex_nova.check",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--config-file", action="append", required=True,
                         help="nova.conf (repeat for more files, as nova-scheduler reads them)")
@@ -177,7 +177,7 @@ def main(argv=None):
     try:
         conf = make_conf(args.config_file)
     except (cfg.Error, OSError) as exc:
-        print("python -m nova_filter.check: %s" % exc, file=sys.stderr)
+        print("python -m resex_nova.check: %s" % exc, file=sys.stderr)
         return 2
     return run_check(conf, computes)
 

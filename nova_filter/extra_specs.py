@@ -13,7 +13,7 @@
 """Nova API validators for the ``resex:`` flavor extra specs.
 
 Loaded by nova-api through the ``nova.api.extra_spec_validators`` entry point
-(``resex = nova_filter.extra_specs``, setup.cfg). Once the ``resex``
+(``resex = resex_nova.extra_specs``, setup.cfg). Once the ``resex``
 namespace is registered, nova also rejects unknown ``resex:`` keys (API
 microversion 2.86 and later), so a typo fails at ``openstack flavor set``
 instead of silently meaning nothing.

@@ -22,7 +22,7 @@ instances of one multi-create request, and nova passes the hosts kept for
 the first instance on to the next. ``RUN_ON_REBUILD`` is False: a rebuild
 stays on its host whatever the congestion.
 
-The rule (:mod:`nova_filter.rules`), for a latency-sensitive request with
+The rule (:mod:`resex_nova.rules`), for a latency-sensitive request with
 threshold T (its flavor's ``resex:interference_threshold_pct``, else the
 aggregate's or ``[resex] congestion_threshold``, default 10 %): a host is
 *known-bad* while its admission value is above T. The admission value is
@@ -47,7 +47,7 @@ cannot refuse it (its extra-spec validators see one key at a time, and
 agent would run such a VM without its limit. A move or rebuild of an
 existing instance is not blocked for it (only logged).
 
-**Moves are advisory** (:mod:`nova_filter.moves`): for an evacuation, a live
+**Moves are advisory** (:mod:`resex_nova.moves`): for an evacuation, a live
 or cold migration, a resize or an unshelve the filter passes every host (the
 weigher still ranks them) unless the move's kind is in ``[resex]
 strict_moves``; a destination the operator named or forced always passes.
@@ -56,7 +56,7 @@ Enable it in nova.conf (last, so that "left" means "fits")::
 
     [filter_scheduler]
     available_filters = nova.scheduler.filters.all_filters
-    available_filters = nova_filter.filter.ResExCongestionFilter
+    available_filters = resex_nova.filter.ResExCongestionFilter
     enabled_filters = ...,ResExCongestionFilter
 """
 
@@ -68,10 +68,10 @@ import nova.conf
 from nova.scheduler import filters
 from nova.scheduler import utils as scheduler_utils
 
-from nova_filter import conf as conf_mod
-from nova_filter import moves
-from nova_filter import rules
 from resex_libvirt import board as board_mod
+from resex_nova import conf as conf_mod
+from resex_nova import moves
+from resex_nova import rules
 
 LOG = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@
 """The few Placement calls ``resex-placement-sync`` makes, over a keystoneauth adapter.
 
 The caller builds the ``Adapter`` (service type ``placement``) from its own
-configuration (:mod:`nova_filter.placement_sync`); this module reads none.
+configuration (:mod:`resex_nova.placement_sync`); this module reads none.
 Every call carries microversion :data:`MICROVERSION` (1.18: ``required=``
 in provider listings; the traits API needs 1.6), goes through a
 :class:`RateLimiter`, and is counted by method and status
@@ -24,7 +24,7 @@ Traits are written the way Placement asks writers to (its API reference,
 ``PUT`` the whole set with that generation, and on **409** (someone wrote
 in between: nova-compute's periodic update, an operator, another tool)
 read again and retry. :meth:`PlacementClient.set_trait` changes one name and
-leaves every other trait as it read it (:func:`nova_filter.traits.with_trait`).
+leaves every other trait as it read it (:func:`resex_nova.traits.with_trait`).
 A keystoneauth failure (Placement or Keystone unreachable, a timeout, no
 endpoint) and any unexpected status become one :class:`PlacementError`.
 """
@@ -36,7 +36,7 @@ import urllib.parse
 
 from keystoneauth1 import exceptions as ks_exc
 
-from nova_filter import traits as traits_mod
+from resex_nova import traits as traits_mod
 
 #: The microversion of every call: 1.6 (traits API) and 1.18 (``required=``).
 MICROVERSION = "1.18"
@@ -104,7 +104,7 @@ class PlacementClient:
 
     ``limiter`` (a :class:`RateLimiter`) paces every call; ``wait`` is what
     it waits with (the service's stop event's ``wait``). ``metrics`` (a
-    :class:`nova_filter.sync_metrics.NullMetrics` or its Prometheus sink)
+    :class:`resex_nova.sync_metrics.NullMetrics` or its Prometheus sink)
     is told of every call and of every wait for the limiter's token.
     """
 

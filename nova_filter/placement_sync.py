@@ -21,7 +21,7 @@ scheduler's own reader (:class:`resex_libvirt.board.reader.BoardReader`:
 the watch, each host's smoothed and latched congestion index) and keeps
 ``CUSTOM_RESEX_CLOSED`` on each compute node's resource provider where the
 filter would refuse a request of the default threshold
-(:mod:`nova_filter.traits`: the rule, the hysteresis, the policy for hosts
+(:mod:`resex_nova.traits`: the rule, the hysteresis, the policy for hosts
 without a fresh report). A flavor with ``trait:CUSTOM_RESEX_CLOSED=forbidden``
 is then kept off those nodes by Placement, before nova's
 ``max_placement_results`` cut, and by any scheduler that reads Placement.
@@ -38,12 +38,12 @@ is then kept off those nodes by Placement, before nova's
   changes wake the loop; staleness is checked every second, locally);
 * each write reads the provider's traits and generation and puts the whole
   set back with that generation, re-reading on 409
-  (:meth:`nova_filter.placement.PlacementClient.set_trait`): no trait but
+  (:meth:`resex_nova.placement.PlacementClient.set_trait`): no trait but
   its own is ever added or removed;
 * a token bucket (``max_calls_per_second``) paces every call; each
   reconciliation logs the calls made so far by method and status.
 
-**Metrics** (:mod:`nova_filter.sync_metrics`), when ``[placement_sync]
+**Metrics** (:mod:`resex_nova.sync_metrics`), when ``[placement_sync]
 metrics_port`` is set: the calls by method and outcome, the traits set and
 cleared, the 409s, the reconciliations and their duration, the time since
 the last good one, the hosts without a provider and the token bucket's waits.
@@ -73,13 +73,13 @@ from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 from oslo_log import log as oslo_log
 
-from nova_filter import conf as resex_conf
-from nova_filter import placement as placement_mod
-from nova_filter import sync_conf
-from nova_filter import sync_metrics
-from nova_filter import traits as traits_mod
 from resex_libvirt.board import reader as reader_mod
 from resex_libvirt import exceptions
+from resex_nova import conf as resex_conf
+from resex_nova import placement as placement_mod
+from resex_nova import sync_conf
+from resex_nova import sync_metrics
+from resex_nova import traits as traits_mod
 
 LOG = logging.getLogger(__name__)
 
@@ -96,10 +96,10 @@ class TraitSync:
 
     ``reader`` is a started :class:`~resex_libvirt.board.reader.BoardReader`
     (its ``on_change`` should call :meth:`changed`); ``client`` a
-    :class:`~nova_filter.placement.PlacementClient`. The other arguments are
+    :class:`~resex_nova.placement.PlacementClient`. The other arguments are
     the ``[resex]`` and ``[placement_sync]`` options of the same names;
-    ``metrics`` a :class:`~nova_filter.sync_metrics.SyncMetrics` (or the
-    default :class:`~nova_filter.sync_metrics.NullMetrics`).
+    ``metrics`` a :class:`~resex_nova.sync_metrics.SyncMetrics` (or the
+    default :class:`~resex_nova.sync_metrics.NullMetrics`).
     State (all in memory; a restart rebuilds it from Placement and the
     board): ``known`` (every host seen on the board or in Placement's
     listings), ``actual`` (host -> the trait as last read or written),
@@ -361,7 +361,7 @@ def make_conf(argv):
 
 
 def placement_client(conf, wait=None, metrics=None):
-    """A :class:`~nova_filter.placement.PlacementClient` from ``[placement_sync]``."""
+    """A :class:`~resex_nova.placement.PlacementClient` from ``[placement_sync]``."""
     group = sync_conf.GROUP
     try:
         auth = ks_loading.load_auth_from_conf_options(conf, group)

@@ -38,10 +38,10 @@ import logging
 
 from nova.scheduler.filters import utils as filters_utils
 
-from nova_filter import conf as conf_mod
 from resex_libvirt.board import reader as reader_mod
 from resex_libvirt import exceptions
 from resex_libvirt import sla as sla_mod
+from resex_nova import conf as conf_mod
 
 LOG = logging.getLogger(__name__)
 

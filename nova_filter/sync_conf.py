@@ -13,7 +13,7 @@
 """Options of ``resex-placement-sync``: group ``[placement_sync]``.
 
 The service also reads the scheduler's ``[resex]`` group
-(:mod:`nova_filter.conf`: the board, ``max_age``, ``congestion_threshold``
+(:mod:`resex_nova.conf`: the board, ``max_age``, ``congestion_threshold``
 and the admission constants), so that its trait flips where the filter
 would refuse. ``[placement_sync]`` holds its own behaviour and its Placement
 credentials: keystoneauth's session, auth plugin and adapter options,
@@ -26,7 +26,7 @@ resex.placement_sync``.
 from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 
-from nova_filter import traits as traits_mod
+from resex_nova import traits as traits_mod
 
 GROUP = "placement_sync"
 DEFAULT_SERVICE_TYPE = "placement"

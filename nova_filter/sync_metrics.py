@@ -14,7 +14,7 @@
 
 Off unless ``[placement_sync] metrics_port`` is set; it listens on
 ``metrics_host`` (loopback by default). As the agent's endpoint
-(:mod:`agent.metrics`), it owns its ``CollectorRegistry`` (never the
+(:mod:`resex_agent.metrics`), it owns its ``CollectorRegistry`` (never the
 process-global one) and serves it with ``prometheus_client``'s
 ``start_http_server`` on a daemon thread. Every name starts with
 ``resex_placement_sync_`` (the serving is

@@ -23,7 +23,7 @@ never see the board at all. Two traits carry the board's verdict there:
   it): a latency-sensitive flavor that requires it never lands on a node
   without an agent.
 * :data:`CLOSED` (``CUSTOM_RESEX_CLOSED``): the node refuses latency-sensitive
-  requests now. ``resex-placement-sync`` (:mod:`nova_filter.placement_sync`)
+  requests now. ``resex-placement-sync`` (:mod:`resex_nova.placement_sync`)
   sets and clears it; a flavor forbids it
   (``trait:CUSTOM_RESEX_CLOSED=forbidden``).
 

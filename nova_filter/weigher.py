@@ -54,8 +54,8 @@ import nova.conf
 from nova.scheduler import utils as scheduler_utils
 from nova.scheduler import weights
 
-from nova_filter import conf as conf_mod
-from nova_filter import rules
+from resex_nova import conf as conf_mod
+from resex_nova import rules
 
 LOG = logging.getLogger(__name__)
 

@@ -12,9 +12,9 @@
 
 """resex-libvirt: ResourceExchange (ResEx) for libvirt and OpenStack.
 
-The core library. It imports neither ``agent`` nor ``nova_filter``; the
-dependency direction is ``agent -> resex_libvirt`` and
-``nova_filter -> resex_libvirt.board, resex_libvirt.sla``.
+The core library. It imports neither ``resex_agent`` nor ``resex_nova``; the
+dependency direction is ``resex_agent -> resex_libvirt`` and
+``resex_nova -> resex_libvirt.board, resex_libvirt.sla``.
 """
 
 import importlib.metadata

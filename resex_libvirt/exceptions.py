@@ -77,7 +77,7 @@ class BoardUnavailable(ResexError):
 class CheckFailed(Exception):
     """One step of an operator's check failed; the message is what the operator reads.
 
-    Raised inside ``resex-agent --check`` and ``python -m nova_filter.check``.
+    Raised inside ``resex-agent --check`` and ``python -m resex_nova.check``.
     """
 
     def __init__(self, part, message):

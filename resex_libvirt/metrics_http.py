@@ -12,7 +12,7 @@
 
 """A Prometheus registry served over HTTP on a daemon thread: the agent's and the sync's.
 
-Both ``agent.metrics`` (on a compute node) and ``nova_filter.sync_metrics``
+Both ``resex_agent.metrics`` (on a compute node) and ``resex_nova.sync_metrics``
 (the controller-side ``resex-placement-sync``) serve a registry of their
 own with ``prometheus_client.start_http_server``; the two install apart, so
 what they share lives here. Plain arguments only: the callers read their

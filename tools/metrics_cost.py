@@ -14,7 +14,7 @@
 
 ``python tools/metrics_cost.py [--vms 2,20,100] [--intervals 5000]``
 
-For N VMs it times :meth:`agent.metrics.PrometheusMetrics.observe_interval`
+For N VMs it times :meth:`resex_agent.metrics.PrometheusMetrics.observe_interval`
 (what the loop calls every interval) next to :meth:`Market.step` (the work
 the interval exists for), on a real market with the IOShares policy and
 synthetic samples, and one scrape of the endpoint's text. Prints figures;
@@ -25,8 +25,8 @@ import argparse
 import time
 import urllib.request
 
-from agent import loop
-from agent import metrics as metrics_mod
+from resex_agent import loop
+from resex_agent import metrics as metrics_mod
 from resex_libvirt import control
 from resex_libvirt.hypervisor import base as hyp_base
 from resex_libvirt import market as market_mod

@@ -17,16 +17,16 @@
 ``oslo.config.opts: resex.agent``) and the docs.
 """
 
-from agent.conf import agent
-from agent.conf import board
-from agent.conf import fabric
-from agent.conf import hypervisor
-from agent.conf import latency
-from agent.conf import market
-from agent.conf import metrics
-from agent.conf import nova
-from agent.conf import policies
-from agent.conf import sim
+from resex_agent.conf import agent
+from resex_agent.conf import board
+from resex_agent.conf import fabric
+from resex_agent.conf import hypervisor
+from resex_agent.conf import latency
+from resex_agent.conf import market
+from resex_agent.conf import metrics
+from resex_agent.conf import nova
+from resex_agent.conf import policies
+from resex_agent.conf import sim
 
 _MODULES = (agent, market, policies, hypervisor, nova, fabric, latency, board, metrics, sim)
 

@@ -12,7 +12,7 @@
 
 """Options of the latency intake: group ``[latency]``.
 
-The intake (:mod:`agent.intake`) takes latency reports from tenants'
+The intake (:mod:`resex_agent.intake`) takes latency reports from tenants'
 applications (one virtio-serial channel per VM) and from probes on the host
 (one root-only Unix socket). Reports are untrusted input that decides how
 other tenants are throttled (paper Section VI-C), so every bound here is a

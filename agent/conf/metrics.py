@@ -14,7 +14,7 @@
 
 The endpoint is off by default: it is one more listening socket on a
 compute node, and its labels name the tenants' VMs. See
-:mod:`agent.metrics` for what it exports.
+:mod:`resex_agent.metrics` for what it exports.
 """
 
 from oslo_config import cfg

@@ -12,9 +12,9 @@
 
 """The latency intake: tenants' and probes' latency reports in, bounded per-VM windows out.
 
-``LatencyIntake`` (:mod:`agent.intake.server`) is what the agent loop uses;
+``LatencyIntake`` (:mod:`resex_agent.intake.server`) is what the agent loop uses;
 the wire format is :mod:`benchex.wire` (``doc/source/latency.rst``).
 """
 
-from agent.intake.params import IntakeParams  # noqa: F401
-from agent.intake.server import LatencyIntake  # noqa: F401
+from resex_agent.intake.params import IntakeParams  # noqa: F401
+from resex_agent.intake.server import LatencyIntake  # noqa: F401

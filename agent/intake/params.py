@@ -10,7 +10,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""The intake's settings, from ``[latency]`` (:mod:`agent.conf.latency`) or given directly."""
+"""The intake's settings, from ``[latency]`` (:mod:`resex_agent.conf.latency`) or by hand."""
 
 import dataclasses
 
@@ -19,7 +19,7 @@ from benchex import wire
 
 @dataclasses.dataclass(frozen=True)
 class IntakeParams:
-    """Bounds and timings of the latency intake; see :mod:`agent.conf.latency` for each."""
+    """Bounds and timings of the latency intake; see :mod:`resex_agent.conf.latency` for each."""
 
     probe_socket_path: str | None = None
     max_message_bytes: int = 512

@@ -49,7 +49,7 @@ observed server-side latencies" to an agent that forwards them to ResEx):
   never lock an honest probe out).
 
 Status back to the guest: the channel is bidirectional, and the agent
-writes each VM's own status into it (:mod:`agent.status`, format
+writes each VM's own status into it (:mod:`resex_agent.status`, format
 :mod:`benchex.status`). The loop hands the lines over with
 :meth:`LatencyIntake.post_status`; this thread, the one owner of the channel
 sockets, writes them, so no second writer races the reader. A write never
@@ -63,7 +63,7 @@ One native thread multiplexes every socket with :mod:`selectors` (no
 eventlet). It reads at most ``_READ_BYTES`` per readable socket per round,
 so one flooding tenant cannot starve the others, and frames lines with a
 bounded buffer (:mod:`benchex.framing`). Validation, rate limits,
-windows and counters live in :class:`~agent.intake.store.ReportStore`.
+windows and counters live in :class:`~resex_agent.intake.store.ReportStore`.
 """
 
 import errno
@@ -76,10 +76,10 @@ import struct
 import threading
 import time
 
-from agent.intake import params as params_mod
-from agent.intake import store as store_mod
 from benchex import framing
 from benchex import wire
+from resex_agent.intake import params as params_mod
+from resex_agent.intake import store as store_mod
 from resex_libvirt import exceptions
 
 LOG = logging.getLogger(__name__)
@@ -125,8 +125,8 @@ class LatencyIntake:
 
     ``LatencyIntake(conf_or_params, clock=time.monotonic)``: ``conf_or_params``
     is an oslo.config ``ConfigOpts`` with ``[latency]`` registered
-    (:func:`agent.conf.latency.register_opts`) or an
-    :class:`~agent.intake.params.IntakeParams`. ``clock`` (seconds,
+    (:func:`resex_agent.conf.latency.register_opts`) or an
+    :class:`~resex_agent.intake.params.IntakeParams`. ``clock`` (seconds,
     monotonic) stamps reports for the freshness horizon and the rate limits.
 
     The agent loop calls :meth:`start` once, :meth:`sync` with every fresh

@@ -43,10 +43,10 @@ import collections
 import logging
 import threading
 
-from agent.intake import ratelimit
-from agent.intake import window as window_mod
 from benchex import framing
 from benchex import wire
+from resex_agent.intake import ratelimit
+from resex_agent.intake import window as window_mod
 
 LOG = logging.getLogger(__name__)
 

@@ -77,7 +77,7 @@ class VMInfo:
     ``project`` the ID of the Keystone project that owns it (``<nova:owner>``)
     and ``project_name`` that project's name, if Nova wrote them. The project
     labels the VM's metrics and board entry for operators; it is never told
-    to another tenant (:mod:`agent.status`). ``addresses`` are the VM's IPs and
+    to another tenant (:mod:`resex_agent.status`). ``addresses`` are the VM's IPs and
     MACs (:func:`~resex_libvirt.fabric.domain_xml.vm_addresses`), which the
     agent publishes on the board (the operators' and the scheduler's, never
     a tenant's).

@@ -61,7 +61,7 @@ def follow(url, opts):
     """The shared reader of the SQLite board ``url``, fed by :class:`ChangesBoard`.
 
     ``opts`` is nova's ``CONF.resex``: the reader is built with the settings
-    the plugin would give it (``nova_filter.rules.board_reader``), in
+    the plugin would give it (``resex_nova.rules.board_reader``), in
     ``follow`` mode; the plugin then finds it already made.
     """
     def opener(board_url, **board_opts):

@@ -47,7 +47,7 @@ Simplifications, stated:
   handler then normalises them across the hosts like any weigher's, with a
   multiplier of 1.
 
-A peer for comparison, with the simulator: not a weigher of nova_filter.
+A peer for comparison, with the simulator: not a weigher of resex_nova.
 """
 
 from nova.scheduler import weights

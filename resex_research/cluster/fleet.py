@@ -24,7 +24,7 @@ runs a ResEx filter or weigher, every live host publishes its
 :class:`~resex_libvirt.board.report.HostReport` (built by the agent's
 ``from_summary`` during calibration, with the host's actual VM counts) to a
 real board (SQLite or etcd) with ``Board.publish``, and the filter and
-weigher read it through nova_filter's own shared reader. Timing follows the
+weigher read it through resex_nova's own shared reader. Timing follows the
 agent and the scheduler:
 
 * a host's report shows a change ``report_delay_s`` after it (the agent's
@@ -65,12 +65,12 @@ import math
 import time
 import uuid as uuid_mod
 
-from nova_filter import conf as resex_conf
-from nova_filter import traits as traits_mod
 from resex_libvirt import board as board_mod
 from resex_libvirt.board import reader as reader_mod
 from resex_libvirt.board import report as report_mod
 from resex_libvirt.sim import run_output
+from resex_nova import conf as resex_conf
+from resex_nova import traits as traits_mod
 from resex_research.cluster import board_feed
 from resex_research.cluster import cortex
 from resex_research.cluster import demand
@@ -172,7 +172,7 @@ def _idle_report(template):
 def reads_board(sched):
     mods = [type(o).__module__ for o in
             list(sched.manager.enabled_filters) + list(sched.manager.weighers)]
-    return any(m.startswith("nova_filter") for m in mods)
+    return any(m.startswith("resex_nova") for m in mods)
 
 
 def run(scenario, config, requests, surrogate, board_url, board_opts=None, progress=None):

@@ -62,7 +62,7 @@ from nova import exception as nova_exc  # noqa: E402
 from nova import objects  # noqa: E402
 from nova.scheduler import host_manager  # noqa: E402
 
-from nova_filter import traits as traits_mod  # noqa: E402
+from resex_nova import traits as traits_mod  # noqa: E402
 
 CONF = nova.conf.CONF
 

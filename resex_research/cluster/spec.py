@@ -32,10 +32,10 @@ import math
 import os
 import tomllib
 
-from nova_filter import traits as traits_mod
 from resex_libvirt import exceptions
 from resex_libvirt.sim import scenario as host_scenario
 from resex_libvirt import sla as sla_mod
+from resex_nova import traits as traits_mod
 from resex_research.cluster import surrogate as surrogate_mod
 from resex_research.cluster import trait_sync
 from resex_research import policy_catalog

@@ -12,10 +12,10 @@
 
 """``resex-placement-sync`` in the fleet study: the trait CUSTOM_RESEX_CLOSED over simulated time.
 
-:class:`TraitSync` is the service (:mod:`nova_filter.placement_sync`) as the
+:class:`TraitSync` is the service (:mod:`resex_nova.placement_sync`) as the
 fleet sees it: it follows the hosts' reports with the scheduler's admission
 state (:mod:`resex_libvirt.board.admission`), decides with the service's own
-rule (:func:`nova_filter.traits.admission_closed`, the trait being the
+rule (:func:`resex_nova.traits.admission_closed`, the trait being the
 latch), and writes each change with the calls the service makes, paced by
 its token bucket. The fleet sets the trait in its simulated Placement when a
 write completes. What is modelled, and the defaults, are in
@@ -28,10 +28,10 @@ import dataclasses
 import math
 import random
 
-from nova_filter import placement as placement_mod
-from nova_filter import traits as traits_mod
 from resex_libvirt.board import admission as admission_mod
 from resex_libvirt.sim import run_output
+from resex_nova import placement as placement_mod
+from resex_nova import traits as traits_mod
 
 #: A reconciliation in the service's queue of work (hosts are names).
 RECONCILE = object()

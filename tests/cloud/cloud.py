@@ -647,7 +647,7 @@ class Cloud:
                     "amqp=WARN", "amqplib=WARN", "sqlalchemy=WARN", "oslo.messaging=INFO",
                     "oslo_messaging=INFO", "iso8601=WARN", "requests=WARN",
                     "urllib3=WARN", "stevedore=WARN", "keystonemiddleware=WARN",
-                    "keystoneauth=WARN", "oslo_policy=WARN", "nova_filter=DEBUG",
+                    "keystoneauth=WARN", "oslo_policy=WARN", "resex_nova=DEBUG",
                     "nova.scheduler.filter_scheduler=DEBUG", "nova.filters=DEBUG")),
             },
             "wsgi": {"api_paste_config": os.path.join(self.etc, "nova", "api-paste.ini")},

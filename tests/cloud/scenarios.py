@@ -68,7 +68,7 @@ libvirt.registerErrorHandler(lambda ctx, err: None, None)
 #: nova.conf's [resex] congestion_threshold (the filter's default).
 THRESHOLD_PCT = 10.0
 
-#: The traits (nova_filter.traits), spelled out: the rows check the names
+#: The traits (resex_nova.traits), spelled out: the rows check the names
 #: operators write into flavors.
 CLOSED = "CUSTOM_RESEX_CLOSED"
 MANAGED = "CUSTOM_RESEX_MANAGED"
@@ -856,7 +856,7 @@ class Scenarios:
         # [placement_sync] retry_max_interval, 60 s), not at once.
         self.figures["placement_back_to_node2_closed_s"] = closed_at - back[0]
         log = self.log_lines("resex-placement-sync", mark)
-        warned = re.findall(r"WARNING nova_filter\.placement_sync .*Placement failed", log)
+        warned = re.findall(r"WARNING resex_nova\.placement_sync .*Placement failed", log)
         assert len(warned) == 1, log[-3000:]
         assert "Placement answers again" in log, log[-3000:]
         self.conn.compute.delete_server(self.servers.pop("bulk-p"))

@@ -12,8 +12,8 @@
 
 """What the fault suite runs the agent on, and how it measures a fault.
 
-The agent is the product's own :class:`agent.loop.Agent`, built by
-:func:`agent.builder.build_agent` with its real parts: the knob journal in a
+The agent is the product's own :class:`resex_agent.loop.Agent`, built by
+:func:`resex_agent.builder.build_agent` with its real parts: the knob journal in a
 temporary state directory, the watchdog on every hypervisor call, the
 background publisher and a real board (a SQLite file, or a real etcd). The
 host is the product's simulated host (:class:`resex_libvirt.sim.host.SimHost`,
@@ -48,11 +48,11 @@ import tempfile
 import threading
 import time
 
-from agent import builder
-from agent import clock as clock_mod
-from agent import conf as agent_conf
-from agent import journal as journal_mod
-from agent import watchdog
+from resex_agent import builder
+from resex_agent import clock as clock_mod
+from resex_agent import conf as agent_conf
+from resex_agent import journal as journal_mod
+from resex_agent import watchdog
 from resex_libvirt.sim import host as sim_host
 from resex_libvirt.sim import scenario as scenario_mod
 from tests import machine

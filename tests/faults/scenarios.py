@@ -30,8 +30,8 @@ import textwrap
 import threading
 import time
 
-from agent import journal as journal_mod
-from agent import resex_agent
+from resex_agent import journal as journal_mod
+from resex_agent import resex_agent
 from resex_libvirt.board import reader as reader_mod
 from tests.faults import harness
 from tests.functional.board import etcd_cluster
@@ -39,7 +39,7 @@ from tests.functional.board import etcd_server
 from tests import machine
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-AGENT = [sys.executable, "-m", "agent.resex_agent"]
+AGENT = [sys.executable, "-m", "resex_agent.resex_agent"]
 
 _LOCKER = textwrap.dedent("""
     import sqlite3, sys, time
@@ -343,7 +343,7 @@ def sigterm_while_hung(outage=15.0, call_timeout_s=0.5):
     """A real SIGTERM while libvirtd hangs: bounded exit, journal kept, next start restores.
 
     The agent runs in this process's main thread under the daemon's own
-    signal handling (:func:`agent.resex_agent.serve`); a timer hangs the host once
+    signal handling (:func:`resex_agent.resex_agent.serve`); a timer hangs the host once
     the VMs are capped and sends SIGTERM to this process right after, with a
     hypervisor call in flight.
     """
@@ -515,8 +515,8 @@ def libvirt_hung_at_start():
 
 def slow_loris(idle=32, line_timeout_s=0.5):
     """``idle`` connections hold the probe socket; an honest probe must still report."""
-    from agent.intake import params as params_mod
-    from agent.intake import server as intake_server
+    from resex_agent.intake import params as params_mod
+    from resex_agent.intake import server as intake_server
     from resex_libvirt.hypervisor import base
     from resex_libvirt import sla as sla_mod
     tmp = tempfile.mkdtemp(prefix="resex-loris-")

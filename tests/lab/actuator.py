@@ -26,7 +26,7 @@ import signal
 import sys
 import threading
 
-from agent import journal as journal_mod
+from resex_agent import journal as journal_mod
 from resex_libvirt.hypervisor import libvirt_host
 
 

@@ -408,7 +408,7 @@ def agent_command():
     script = os.path.join(os.path.dirname(sys.executable), "resex-agent")
     if os.path.exists(script):
         return [script]
-    return [sys.executable, "-m", "agent.resex_agent"]
+    return [sys.executable, "-m", "resex_agent.resex_agent"]
 
 
 class AgentProcess:
@@ -479,13 +479,13 @@ class AgentProcess:
         path = os.path.join(self.state_dir, "journal.json")
         if not os.path.exists(path):
             return {}
-        from agent import journal as journal_mod
+        from resex_agent import journal as journal_mod
         return journal_mod.Journal(path).originals()
 
     def journal_operator(self):
         """The live values operators set, as the journal keeps them."""
         path = os.path.join(self.state_dir, "journal.json")
-        from agent import journal as journal_mod
+        from resex_agent import journal as journal_mod
         try:
             return journal_mod.Journal(path).operator_values()
         except (OSError, journal_mod.JournalCorrupt):

@@ -44,7 +44,7 @@ import time
 
 import libvirt
 
-from agent import journal as journal_mod
+from resex_agent import journal as journal_mod
 from resex_libvirt import exceptions
 from resex_libvirt.hypervisor import knobs as knobs_mod
 from resex_libvirt.hypervisor import libvirt_host

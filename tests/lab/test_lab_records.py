@@ -28,11 +28,11 @@ TBF_STATS = """qdisc tbf 8025: root refcnt 2 rate 20Mbit burst 16Kb lat 200ms
 """
 
 AGENT_LOG = """\
-2026-11-22 04:56:04.500 29385 INFO agent.loop [-] epoch 12: 2 VMs, link 1%, prices cpu 1.00 \
+2026-11-22 04:56:04.500 29385 INFO resex_agent.loop [-] epoch 12: 2 VMs, link 1%, prices cpu 1.00 \
 io 1.00, inflation 36.9% | resex-bulk cap 100/100% rate 1.00; resex-lat cap 100/100% rate 1.00 \
 lat 1330us
-2026-11-22 04:40:11.120 21377 INFO agent.intake.store [-] VM 1 claims latency mean 5.0 us
-2026-11-22 04:40:12.200 21377 INFO agent.loop [-] epoch 7: 2 VMs, link 70%, prices cpu 5.30 \
+2026-11-22 04:40:11.120 21377 INFO resex_agent.intake.store [-] VM 1 claims latency mean 5.0 us
+2026-11-22 04:40:12.200 21377 INFO resex_agent.loop [-] epoch 7: 2 VMs, link 70%, prices cpu 5.30 \
 io 40.37, inflation 772.5% | resex-bulk cap 3/1% rate 33.23; resex-lat cap 100/100% rate 1.00 \
 lat 28345us
 """

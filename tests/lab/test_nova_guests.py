@@ -40,9 +40,9 @@ import time
 
 import libvirt
 
-from agent.intake import params as intake_params
-from agent.intake import server as intake_server
-from agent import journal as journal_mod
+from resex_agent.intake import params as intake_params
+from resex_agent.intake import server as intake_server
+from resex_agent import journal as journal_mod
 from resex_libvirt.hypervisor import channel
 from resex_libvirt.hypervisor import libvirt_host
 from resex_libvirt.hypervisor import metadata

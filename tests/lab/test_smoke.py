@@ -29,8 +29,8 @@ import threading
 
 import libvirt
 
-from agent import journal as journal_mod
-from agent import watchdog
+from resex_agent import journal as journal_mod
+from resex_agent import watchdog
 from resex_libvirt.hypervisor import psi
 from tests.lab import base
 from tests.lab import harness

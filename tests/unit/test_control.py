@@ -16,7 +16,7 @@ import os
 import tempfile
 import unittest
 
-from agent import journal as journal_mod
+from resex_agent import journal as journal_mod
 from resex_libvirt import control
 from resex_libvirt import exceptions
 from resex_libvirt.fabric import base as fabric_base

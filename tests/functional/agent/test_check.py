@@ -28,14 +28,14 @@ import unittest
 
 from oslo_config import cfg
 
-from agent import check
-from agent import conf as agent_conf
-from agent.conf import board as board_conf
-from agent.conf import fabric as fabric_conf
-from agent.conf import hypervisor as hypervisor_conf
-from agent.conf import latency as latency_conf
-from agent.conf import metrics as metrics_conf
-from agent import lock as lock_mod
+from resex_agent import check
+from resex_agent import conf as agent_conf
+from resex_agent.conf import board as board_conf
+from resex_agent.conf import fabric as fabric_conf
+from resex_agent.conf import hypervisor as hypervisor_conf
+from resex_agent.conf import latency as latency_conf
+from resex_agent.conf import metrics as metrics_conf
+from resex_agent import lock as lock_mod
 
 NODE_XML = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..",
                                         "etc", "resex", "node-test.xml"))

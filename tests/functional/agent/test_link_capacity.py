@@ -27,9 +27,9 @@ import unittest
 
 from oslo_config import cfg
 
-from agent import builder
-from agent import check
-from agent import conf as agent_conf
+from resex_agent import builder
+from resex_agent import check
+from resex_agent import conf as agent_conf
 from resex_libvirt import board as board_mod
 from tests.unit.fabric import sysfs_tree
 
@@ -67,7 +67,7 @@ class LinkCapacityTest(unittest.TestCase):
 
     def test_an_unknown_capacity_turns_the_fabric_term_off_with_one_warning(self):
         conf = self.make_conf("virtio0")
-        with self.assertLogs("agent.fabric", logging.WARNING) as logs:
+        with self.assertLogs("resex_agent.fabric", logging.WARNING) as logs:
             agent = builder.build_agent(conf)
         self.addCleanup(agent.shutdown)
         self.assertEqual(1, len(logs.records), logs.output)
@@ -77,7 +77,7 @@ class LinkCapacityTest(unittest.TestCase):
         self.assertIsNone(agent.fabric)
         # CPU only: no I/O supply in the allowance, so the CPU alone can run it out.
         self.assertEqual(0.0, agent.market.params.io_supply)
-        with self.assertNoLogs("agent.fabric", logging.WARNING):
+        with self.assertNoLogs("resex_agent.fabric", logging.WARNING):
             agent.run()
         agent.shutdown()  # sends the pending report
         board = board_mod.open_board(self.board_url)

@@ -79,7 +79,7 @@ class SighupReloadTest(unittest.TestCase):
 
     def start_agent(self):
         proc = subprocess.Popen(
-            [sys.executable, "-m", "agent.resex_agent", "--config-file", self.conf],
+            [sys.executable, "-m", "resex_agent.resex_agent", "--config-file", self.conf],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         lines = queue.Queue()
 

@@ -26,9 +26,6 @@ import tempfile
 import threading
 import unittest
 
-from agent.intake import IntakeParams
-from agent.intake import LatencyIntake
-from agent import status as status_mod
 from benchex import client as client_mod
 from benchex import protocol
 from benchex import reporter as reporter_mod
@@ -36,6 +33,9 @@ from benchex import server as server_mod
 from benchex import stats
 from benchex import status as wire_status
 from benchex import wire
+from resex_agent.intake import IntakeParams
+from resex_agent.intake import LatencyIntake
+from resex_agent import status as status_mod
 from resex_libvirt.hypervisor import base
 from resex_libvirt import sla as sla_mod
 from tests.functional.intake.fake_qemu import FakeQemuChannel

@@ -105,7 +105,7 @@ class TestBareVenvInstall(unittest.TestCase):
             probe = ("import importlib, sys\n"
                      "for m in sys.argv[1:]:\n"
                      "    importlib.import_module('benchex.' + m)\n"
-                     "for m in ('resex_libvirt', 'agent', 'oslo_config'):\n"
+                     "for m in ('resex_libvirt', 'resex_agent', 'oslo_config'):\n"
                      "    try:\n"
                      "        importlib.import_module(m)\n"
                      "    except ImportError:\n"

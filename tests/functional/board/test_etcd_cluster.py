@@ -30,7 +30,7 @@ import hypothesis
 from hypothesis import strategies as st
 import testtools
 
-from agent import publisher as publisher_mod
+from resex_agent import publisher as publisher_mod
 from resex_libvirt import board as board_mod
 from resex_libvirt.board import etcd as etcd_board
 from resex_libvirt.board import reader as reader_mod

@@ -23,10 +23,10 @@ import unittest
 
 from oslo_config import cfg
 
-from nova_filter import conf as nova_conf
 from resex_libvirt import board as board_mod
 from resex_libvirt.board import resex_board
 from resex_libvirt import exceptions
+from resex_nova import conf as nova_conf
 from tests.functional.board import etcd_server
 from tests.unit.board import reports
 

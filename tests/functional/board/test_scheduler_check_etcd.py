@@ -10,7 +10,7 @@
 # License for the specific language governing permissions and limitations
 # under the License.
 
-"""``python -m nova_filter.check`` against a real etcd board (Debian's etcd-server)."""
+"""``python -m resex_nova.check`` against a real etcd board (Debian's etcd-server)."""
 
 import os
 import subprocess
@@ -45,7 +45,7 @@ class SchedulerCheckOnEtcdTest(testtools.TestCase):
         with open(path, "w") as f:
             f.write(test_check.ENABLED + "[resex]\nboard_url = %s\netcd_prefix = %s\n"
                     "board_timeout = 2\n" % (url, PREFIX))
-        argv = [sys.executable, "-m", "nova_filter.check", "--config-file", path]
+        argv = [sys.executable, "-m", "resex_nova.check", "--config-file", path]
         for host in hosts:
             argv += ["--host", host]
         return subprocess.run(argv, capture_output=True, text=True, timeout=120)

@@ -35,7 +35,7 @@ import unittest
 
 import testtools
 
-from agent import lock as lock_mod
+from resex_agent import lock as lock_mod
 from resex_libvirt import board as board_mod
 from tests.functional.board import etcd_server
 from tests.unit.devstack import test_plugin

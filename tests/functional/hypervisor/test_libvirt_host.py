@@ -29,9 +29,9 @@ from unittest import mock
 import libvirt
 from oslo_config import cfg
 
-from agent.conf import hypervisor as hyp_conf
-from agent.conf import nova as nova_conf
-from agent import hypervisor as agent_hypervisor
+from resex_agent.conf import hypervisor as hyp_conf
+from resex_agent.conf import nova as nova_conf
+from resex_agent import hypervisor as agent_hypervisor
 from resex_libvirt import exceptions
 from resex_libvirt.hypervisor import base
 from resex_libvirt.hypervisor import channel
@@ -363,7 +363,7 @@ class CapabilitiesTest(TestDriverCase):
                          set(self.hyp.capabilities))
 
     def test_the_controller_drives_it_through_the_watchdogs_proxy(self):
-        from agent import watchdog
+        from resex_agent import watchdog
         from resex_libvirt import control
         from resex_libvirt import market as market_mod
         from resex_libvirt.market import policy as policy_mod

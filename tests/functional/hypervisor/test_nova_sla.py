@@ -17,7 +17,7 @@ loopback (``http.server``), speaking just the requests keystoneauth makes
 here: token issue with a service catalogue, version discovery and
 ``GET /servers/{id}`` with the embedded flavor (microversion >= 2.47).
 The agent's ``[nova]`` group is a real ``ConfigOpts`` loaded by
-keystoneauth's loading helpers (``agent.nova_client``); keystoneauth and
+keystoneauth's loading helpers (``resex_agent.nova_client``); keystoneauth and
 the HTTP on the wire are real.
 """
 
@@ -30,8 +30,8 @@ import unittest
 
 from oslo_config import cfg
 
-from agent import conf as agent_conf
-from agent import nova_client
+from resex_agent import conf as agent_conf
+from resex_agent import nova_client
 from resex_libvirt import exceptions
 from resex_libvirt.hypervisor import libvirt_host
 from resex_libvirt.hypervisor import nova_sla

@@ -21,11 +21,11 @@ import tempfile
 import threading
 import unittest
 
-from agent.intake import IntakeParams
-from agent.intake import LatencyIntake
-from agent.intake import store as store_mod
-from agent.intake import window
 from benchex import wire
+from resex_agent.intake import IntakeParams
+from resex_agent.intake import LatencyIntake
+from resex_agent.intake import store as store_mod
+from resex_agent.intake import window
 from resex_libvirt import exceptions
 from resex_libvirt.hypervisor import base
 from resex_libvirt import sla as sla_mod
@@ -278,7 +278,7 @@ class TestProbeSocket(IntakeTestCase):
     def test_the_intake_reads_its_settings_from_the_latency_group(self):
         from oslo_config import cfg
 
-        from agent.conf import latency as latency_conf
+        from resex_agent.conf import latency as latency_conf
         conf = cfg.ConfigOpts()
         latency_conf.register_opts(conf)
         conf([], project="resex-test", default_config_files=[])

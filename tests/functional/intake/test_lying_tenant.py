@@ -24,9 +24,9 @@ import shutil
 import tempfile
 import unittest
 
-from agent.intake import IntakeParams
-from agent.intake import LatencyIntake
 from benchex import wire
+from resex_agent.intake import IntakeParams
+from resex_agent.intake import LatencyIntake
 from resex_libvirt.hypervisor import base
 from resex_libvirt import market as market_mod
 from resex_libvirt.market import policy as policy_mod
@@ -59,7 +59,7 @@ class TestLyingTenant(unittest.TestCase):
         heavy = base.VMInfo(uuid=HEAVY, name="heavy", sla=heavy_sla)
         self.intake.sync({LIAR: liar, HEAVY: heavy})
         self.qemu.accept()
-        with self.assertLogs("agent.intake.store", level="INFO") as logs:
+        with self.assertLogs("resex_agent.intake.store", level="INFO") as logs:
             self.qemu.guest_write(wire.encode(500, 9_000_000.0, 1.0, 9_500_000.0))
             self.assertTrue(wait_for(lambda: sum(
                 c["accepted"] + sum(c["rejected"].values())

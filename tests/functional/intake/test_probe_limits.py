@@ -16,8 +16,8 @@ import os
 import socket
 import time
 
-from agent.intake import server as intake_server
-from agent.intake import store as store_mod
+from resex_agent.intake import server as intake_server
+from resex_agent.intake import store as store_mod
 from resex_libvirt import exceptions
 from tests.functional.intake.fake_qemu import wait_for
 from tests.functional.intake.test_channels import A

@@ -20,10 +20,10 @@ lines (dropped and counted), never its reports.
 import os
 import time
 
-from agent import status as status_mod
 from benchex import reporter as reporter_mod
 from benchex import status as status_wire
 from benchex import wire
+from resex_agent import status as status_mod
 from resex_libvirt.hypervisor import base
 from resex_libvirt.market import policy
 from resex_libvirt.market import records

@@ -149,7 +149,7 @@ class DashboardQueriesTest(unittest.TestCase):
         cls.agent_log = os.path.join(tmp, "agent.log")
         with open(cls.agent_log, "wb") as log:
             cls.agent = subprocess.Popen(
-                [sys.executable, "-m", "agent.resex_agent", "--config-file", DEMO_CONF,
+                [sys.executable, "-m", "resex_agent.resex_agent", "--config-file", DEMO_CONF,
                  "--config-file", override],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=ROOT)
         cls.procs.append(cls.agent)

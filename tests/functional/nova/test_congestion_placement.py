@@ -23,9 +23,9 @@ from nova import conf as nova_conf
 from nova.tests.functional.api import client
 from nova.tests.functional import integrated_helpers
 
-from nova_filter import filter as resex_filter  # noqa: F401 (registers [resex])
 from resex_libvirt.board import open_board
 from resex_libvirt.board import reader as reader_mod
+from resex_nova import filter as resex_filter  # noqa: F401 (registers [resex])
 from tests.unit.board import reports
 
 CONF = nova_conf.CONF
@@ -48,10 +48,10 @@ class NovaWithResEx(integrated_helpers.ProviderUsageBaseTestCase):
         self.addCleanup(reader_mod.stop_all)
         self.flags(api_paste_config=API_PASTE, group="wsgi")
         self.flags(available_filters=["nova.scheduler.filters.all_filters",
-                                      "nova_filter.filter.ResExCongestionFilter"],
+                                      "resex_nova.filter.ResExCongestionFilter"],
                    enabled_filters=list(CONF.filter_scheduler.enabled_filters)
                    + ["ResExCongestionFilter"],
-                   weight_classes=["nova_filter.weigher.ResExCongestionWeigher"],
+                   weight_classes=["resex_nova.weigher.ResExCongestionWeigher"],
                    group="filter_scheduler")
         self.flags(board_url=self.board_url, refresh_interval=0.2, first_load_timeout=5.0,
                    group="resex")

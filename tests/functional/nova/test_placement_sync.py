@@ -39,12 +39,12 @@ from keystoneauth1 import noauth
 from keystoneauth1 import session as ks_session
 from prometheus_client import parser as prom_parser
 
-from nova_filter import placement as placement_mod
-from nova_filter import placement_sync
-from nova_filter import sync_metrics
-from nova_filter import traits
 from resex_libvirt import board as board_mod
 from resex_libvirt.board import reader as reader_mod
+from resex_nova import placement as placement_mod
+from resex_nova import placement_sync
+from resex_nova import sync_metrics
+from resex_nova import traits
 from tests.functional.nova import placement_standin
 from tests.unit.board import reports
 
@@ -188,7 +188,7 @@ class TraitSyncTest(SyncTestBase):
         self.placement.stop()
         self.publish(sync, "node2", 30.0)
         self.publish(sync, "node1", 1.0)
-        with self.assertLogs("nova_filter.placement_sync", logging.DEBUG) as logs:
+        with self.assertLogs("resex_nova.placement_sync", logging.DEBUG) as logs:
             waits = []
             for _ in range(4):
                 clock[0] += 100.0
@@ -202,7 +202,7 @@ class TraitSyncTest(SyncTestBase):
         self.placement.start()
         self.assertEqual(8.0, sync.step())  # still within the backoff
         clock[0] += 8.0
-        with self.assertLogs("nova_filter.placement_sync", logging.INFO) as logs:
+        with self.assertLogs("resex_nova.placement_sync", logging.INFO) as logs:
             sync.step()   # the writes that waited
             sync.step()   # then every host reconciled
         self.assertTrue(any("answers again" in r.getMessage() for r in logs.records))
@@ -235,7 +235,7 @@ class TraitSyncTest(SyncTestBase):
         self.publish(sync, "node2", 2.0)
         sync.reconcile()
         self.placement.edit("node1", remove={CLOSED})
-        with self.assertLogs("nova_filter.placement_sync", logging.WARNING) as logs:
+        with self.assertLogs("resex_nova.placement_sync", logging.WARNING) as logs:
             sync.reconcile()
         self.assertIn(CLOSED, self.placement.traits_of("node1"))
         self.assertEqual(1, sync.stats["restored"])
@@ -313,7 +313,7 @@ class ServiceTest(SyncTestBase):
     def test_once_exits_1_when_placement_is_down(self):
         path = self.write_conf(retry_max_interval=1)
         self.placement.stop()
-        with self.assertLogs("nova_filter.placement_sync", logging.WARNING):
+        with self.assertLogs("resex_nova.placement_sync", logging.WARNING):
             self.assertEqual(1, placement_sync.main(["--config-file", path, "--once"]))
 
     def test_no_credentials_is_a_clear_error(self):
@@ -458,9 +458,9 @@ class MetricsTest(SyncTestBase):
 class IsolationTest(unittest.TestCase):
 
     def test_the_service_imports_neither_libvirt_nor_the_agent(self):
-        code = ("import sys; import nova_filter.placement_sync, nova_filter.sync_metrics; "
+        code = ("import sys; import resex_nova.placement_sync, resex_nova.sync_metrics; "
                 "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
-                "('libvirt', 'agent')); print(bad); sys.exit(1 if bad else 0)")
+                "('libvirt', 'resex_agent')); print(bad); sys.exit(1 if bad else 0)")
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
             os.path.abspath(__file__)))))
         done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True,

@@ -26,18 +26,30 @@ import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
-PACKAGES = ("resex_libvirt", "resex_research", "agent", "nova_filter", "benchex", "bench", "tests",
-            "tools")
+#: ``{package: its directory}``: the agent and the scheduler's plugin install
+#: under namespaced names from directories that keep their short names.
+PACKAGES = {"resex_libvirt": "resex_libvirt", "resex_research": "resex_research",
+            "resex_agent": "agent", "resex_nova": "nova_filter",
+            "nova_filter": os.path.join("compat", "nova_filter"), "benchex": "benchex",
+            "bench": "bench", "tests": "tests", "tools": "tools"}
 
 
 def modules(root=ROOT, packages=PACKAGES):
-    """``{dotted name: path}`` of every Python module under ``packages``."""
+    """``{dotted name: path}`` of every Python module under ``packages``.
+
+    ``packages`` maps each package to its directory under ``root`` (a
+    sequence of names: each in the directory of its name).
+    """
     found = {}
-    for package in packages:
-        for dirpath, dirnames, filenames in os.walk(os.path.join(root, package)):
+    if not isinstance(packages, dict):
+        packages = {package: package for package in packages}
+    for package, directory in packages.items():
+        top = os.path.join(root, directory)
+        for dirpath, dirnames, filenames in os.walk(top):
             dirnames[:] = sorted(d for d in dirnames if d != "__pycache__"
                                  and not d.endswith(".egg-info") and d != "build")
-            rel = os.path.relpath(dirpath, root).split(os.sep)
+            rel = [package] + [p for p in os.path.relpath(dirpath, top).split(os.sep)
+                               if p != "."]
             for name in filenames:
                 if not name.endswith(".py"):
                     continue
@@ -111,12 +123,14 @@ def cycles(edges):
 #: ``{package: top-level packages it may not import}``: the product's library
 #: (``resex_libvirt``) imports neither the services that configure it nor
 #: Nova nor the research built on it; the agent not the research; the
-#: scheduler's plugin (``nova_filter``) not libvirt (the scheduler host has
+#: scheduler's plugin (``resex_nova``) not libvirt (the scheduler host has
 #: none) nor the research. The research may import anything.
 FORBIDDEN = {
-    "resex_libvirt": ("nova", "oslo_config", "agent", "nova_filter", "resex_research"),
-    "agent": ("resex_research",),
-    "nova_filter": ("libvirt", "resex_research"),
+    "resex_libvirt": ("nova", "oslo_config", "resex_agent", "resex_nova", "nova_filter",
+                      "resex_research"),
+    "resex_agent": ("resex_research", "nova_filter"),
+    "resex_nova": ("libvirt", "resex_agent", "nova_filter", "resex_research"),
+    "nova_filter": ("libvirt", "resex_agent", "resex_research"),
 }
 
 
@@ -133,6 +147,9 @@ class ImportGraphTest(unittest.TestCase):
     def test_no_module_of_the_tree_takes_part_in_an_import_circle(self):
         found = modules()
         self.assertIn("resex_libvirt.market.policy", found)
+        self.assertIn("resex_agent.intake.server", found)
+        self.assertEqual(os.path.join(ROOT, "nova_filter", "filter.py"),
+                         found["resex_nova.filter"])
         self.assertEqual([], cycles(graph(found)))
 
     def test_each_package_imports_only_what_is_below_it(self):
@@ -146,17 +163,17 @@ class ImportGraphTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             files = {("resex_libvirt", "__init__.py"): "",
                      ("resex_libvirt", "fleet.py"): "def f():\n    from nova import objects\n",
-                     ("agent", "__init__.py"): "from resex_research import paper\n",
-                     ("nova_filter", "__init__.py"): "import libvirt\n",
-                     ("resex_research", "__init__.py"): "import nova.conf\nimport agent\n"}
+                     ("resex_agent", "__init__.py"): "from resex_research import paper\n",
+                     ("resex_nova", "__init__.py"): "import libvirt\n",
+                     ("resex_research", "__init__.py"): "import nova.conf\nimport resex_agent\n"}
             for (package, name), text in files.items():
                 os.makedirs(os.path.join(tmp, package), exist_ok=True)
                 with open(os.path.join(tmp, package, name), "w") as f:
                     f.write(text)
-            found = modules(tmp, ("resex_libvirt", "agent", "nova_filter", "resex_research"))
-            self.assertEqual(["agent imports resex_research",
-                              "nova_filter imports libvirt",
-                              "resex_libvirt.fleet imports nova"],
+            found = modules(tmp, ("resex_libvirt", "resex_agent", "resex_nova", "resex_research"))
+            self.assertEqual(["resex_agent imports resex_research",
+                              "resex_libvirt.fleet imports nova",
+                              "resex_nova imports libvirt"],
                              layering_violations(imports(found)))
 
     def test_the_checker_finds_a_circle_made_by_a_lazy_import(self):

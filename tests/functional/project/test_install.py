@@ -22,6 +22,7 @@ import from the checkout cannot see it. One to two minutes with pip's cache warm
 (the first run downloads nova's dependencies).
 """
 
+import configparser
 import json
 import os
 import shutil
@@ -48,21 +49,47 @@ NOVA_PROBE = textwrap.dedent("""
     from nova.scheduler import weights
 
     available = filters.HostFilterHandler().get_matching_classes(
-        ["nova.scheduler.filters.all_filters", "nova_filter.filter.ResExCongestionFilter"])
+        ["nova.scheduler.filters.all_filters", "resex_nova.filter.ResExCongestionFilter"])
     weighers = weights.HostWeightHandler().get_matching_classes(
-        ["nova_filter.weigher.ResExCongestionWeigher"])
+        ["resex_nova.weigher.ResExCongestionWeigher"])
     validators.load_validators()
     libvirt_loaded = "libvirt" in sys.modules
-    import agent, benchex, nova_filter, resex_libvirt, resex_research
+    import importlib.util
+    import benchex, resex_agent, resex_nova, resex_libvirt, resex_research
     json.dump({
         "filters": [c.__module__ + "." + c.__name__ for c in available],
         "weighers": [c.__module__ + "." + c.__name__ for c in weighers],
         "validators": sorted(k for k in validators.VALIDATORS if k.startswith("resex:")),
         "libvirt_loaded": libvirt_loaded,
-        "files": [m.__file__ for m in (agent, benchex, nova_filter, resex_libvirt,
+        "files": [m.__file__ for m in (resex_agent, benchex, resex_nova, resex_libvirt,
                                        resex_research)],
+        "agent_found": importlib.util.find_spec("agent") is not None,
         "prefix": sys.prefix,
         "path": [os.path.abspath(p) for p in sys.path],
+    }, sys.stdout)
+""")
+
+#: Run by the installed Python: loads the scheduler's classes by the paths
+#: nova.conf files of the last release name (the deprecated package).
+OLD_PATH_PROBE = textwrap.dedent("""
+    import json
+    import sys
+
+    from nova.scheduler import filters
+    from nova.scheduler import weights
+
+    import resex_nova.filter
+    import resex_nova.weigher
+
+    available = filters.HostFilterHandler().get_matching_classes(
+        ["nova_filter.filter.ResExCongestionFilter"])
+    weighers = weights.HostWeightHandler().get_matching_classes(
+        ["nova_filter.weigher.ResExCongestionWeigher"])
+    json.dump({
+        "same_classes": (available == [resex_nova.filter.ResExCongestionFilter]
+                         and weighers == [resex_nova.weigher.ResExCongestionWeigher]),
+        "shim": sys.modules["nova_filter"].__file__,
+        "prefix": sys.prefix,
     }, sys.stdout)
 """)
 
@@ -104,6 +131,36 @@ def _run(argv, **kwargs):
         raise AssertionError("%s exited %d:\n%s\n%s" % (
             " ".join(argv), proc.returncode, proc.stdout[-4000:], proc.stderr[-4000:]))
     return proc
+
+
+def listed_packages():
+    """``{package: directory}`` as setup.cfg's ``[options]`` installs them."""
+    setup = configparser.ConfigParser()
+    setup.read(os.path.join(ROOT, "setup.cfg"))
+    mapped = dict(line.split(" = ") for line in setup["options"]["package_dir"].split("\n")
+                  if line.strip())
+    out = {}
+    for package in setup["options"]["packages"].split():
+        top, _, rest = package.partition(".")
+        out[package] = os.path.join(mapped.get(top, top), *rest.split(".") if rest else ())
+    return out
+
+
+class PackageListTest(unittest.TestCase):
+    """setup.cfg lists every package: ``find:`` does not see the mapped names."""
+
+    def test_every_package_directory_is_listed_under_its_installed_name(self):
+        listed = listed_packages()
+        self.assertEqual("agent", listed["resex_agent"])
+        self.assertEqual("nova_filter", listed["resex_nova"])
+        self.assertEqual(os.path.join("compat", "nova_filter"), listed["nova_filter"])
+        self.assertNotIn("agent", listed)
+        tops = {d.split(os.sep)[0] for d in listed.values()} | {"compat"}
+        found = sorted(os.path.relpath(dirpath, ROOT)
+                       for top in tops
+                       for dirpath, _, files in os.walk(os.path.join(ROOT, top))
+                       if "__init__.py" in files)
+        self.assertEqual(found, sorted(listed.values()))
 
 
 class InstalledFromWheelsTest(unittest.TestCase):
@@ -173,8 +230,8 @@ class InstalledFromWheelsTest(unittest.TestCase):
     def test_nova_loads_the_filter_weigher_and_validators_from_the_wheel(self):
         probe = json.loads(self.installed(
             [os.path.join(self.bin, "python"), "-c", NOVA_PROBE]).stdout)
-        self.assertIn("nova_filter.filter.ResExCongestionFilter", probe["filters"])
-        self.assertEqual(["nova_filter.weigher.ResExCongestionWeigher"], probe["weighers"])
+        self.assertIn("resex_nova.filter.ResExCongestionFilter", probe["filters"])
+        self.assertEqual(["resex_nova.weigher.ResExCongestionWeigher"], probe["weighers"])
         self.assertIn("resex:latency_sla_us", probe["validators"])
         self.assertIn("resex:io_class", probe["validators"])
         # The scheduler's side never needs libvirt-python (installed here for the agent).
@@ -183,6 +240,18 @@ class InstalledFromWheelsTest(unittest.TestCase):
             self.assertEqual(probe["prefix"], os.path.commonpath([path, probe["prefix"]]), path)
         for entry in probe["path"]:
             self.assertNotEqual(ROOT, os.path.commonpath([entry, ROOT]))
+        # The packages install under their namespaced names only: no top-level ``agent``.
+        self.assertFalse(probe["agent_found"])
+
+    def test_nova_conf_naming_the_old_module_path_still_loads_the_classes(self):
+        proc = self.installed([os.path.join(self.bin, "python"), "-c", OLD_PATH_PROBE])
+        probe = json.loads(proc.stdout)
+        self.assertTrue(probe["same_classes"])
+        self.assertEqual(probe["prefix"], os.path.commonpath([probe["shim"], probe["prefix"]]))
+        self.assertEqual(1, proc.stderr.count("nova_filter is deprecated"), proc.stderr)
+        usage = self.installed([os.path.join(self.bin, "python"), "-m", "nova_filter.check",
+                                "--help"])
+        self.assertIn("--config-file", usage.stdout)
 
     def test_every_requirement_of_the_installed_distributions_is_met(self):
         # resex-benchex, on no index, came from the built wheel.

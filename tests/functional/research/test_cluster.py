@@ -24,8 +24,8 @@ import pytest
 
 from nova.scheduler import filters as nova_filters
 
-from nova_filter import moves
 from resex_libvirt.board import reader as reader_mod
+from resex_nova import moves
 from resex_research.cluster import demand
 from resex_research.cluster import fleet
 from resex_research.cluster import spec

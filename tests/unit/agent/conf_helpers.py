@@ -17,7 +17,7 @@ import tempfile
 
 from oslo_config import cfg
 
-from agent import conf as agent_conf
+from resex_agent import conf as agent_conf
 
 
 def conf_from_text(text):

@@ -22,7 +22,7 @@ import socket
 import tempfile
 import unittest
 
-from agent import check
+from resex_agent import check
 from resex_libvirt.sim import scenario as scenario_mod
 from tests.unit.agent import conf_helpers
 

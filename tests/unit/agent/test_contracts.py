@@ -16,9 +16,9 @@ import ast
 import os
 import unittest
 
-import agent
+import resex_agent
 
-AGENT = os.path.dirname(os.path.abspath(agent.__file__))
+AGENT = os.path.dirname(os.path.abspath(resex_agent.__file__))
 
 #: The longest function the agent's package may hold, in lines.
 MAX_FUNCTION_LINES = 80
@@ -52,7 +52,7 @@ class ContractsTest(unittest.TestCase):
 
     def test_no_class_forwards_any_name(self):
         # A __getattr__ proxy answers every probe and every name: the agent's
-        # proxies (agent.watchdog.Guarded) forward an explicit list.
+        # proxies (resex_agent.watchdog.Guarded) forward an explicit list.
         forwarding = ["%s:%d %s.%s" % (path, node.lineno, cls.name, node.name)
                       for path, tree in _trees()
                       for cls in ast.walk(tree) if isinstance(cls, ast.ClassDef)

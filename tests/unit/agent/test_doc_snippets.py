@@ -27,10 +27,10 @@ import unittest
 
 from oslo_config import cfg
 
-from agent import check
-from agent import config_file
-from agent import resex_agent
-from nova_filter import conf as filter_conf
+from resex_agent import check
+from resex_agent import config_file
+from resex_agent import resex_agent
+from resex_nova import conf as filter_conf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
@@ -118,8 +118,8 @@ class SnippetCase(unittest.TestCase):
     def check_sync_config(self, path, where):
         from keystoneauth1 import loading as ks_loading
 
-        from nova_filter import placement_sync
-        from nova_filter import sync_conf
+        from resex_nova import placement_sync
+        from resex_nova import sync_conf
         conf = placement_sync.make_conf(["--config-file", path])
         # The auth plugin's own options (auth_url, username, ...) are its type's.
         auth_type = conf[sync_conf.GROUP].auth_type

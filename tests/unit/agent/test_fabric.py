@@ -17,8 +17,8 @@ import unittest
 
 from oslo_config import cfg
 
-from agent.conf import fabric as fabric_conf
-from agent import fabric as agent_fabric
+from resex_agent.conf import fabric as fabric_conf
+from resex_agent import fabric as agent_fabric
 from resex_libvirt import exceptions
 from resex_libvirt import fabric
 from resex_libvirt.fabric import ib_sysfs

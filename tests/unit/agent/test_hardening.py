@@ -28,14 +28,14 @@ from unittest import mock
 
 import prometheus_client
 
-from agent import config_file
-from agent import journal as journal_mod
-from agent import lock as lock_mod
-from agent import loop
-from agent import metrics as metrics_mod
-from agent import publisher as publisher_mod
-from agent import resex_agent
-from agent import watchdog as watchdog_mod
+from resex_agent import config_file
+from resex_agent import journal as journal_mod
+from resex_agent import lock as lock_mod
+from resex_agent import loop
+from resex_agent import metrics as metrics_mod
+from resex_agent import publisher as publisher_mod
+from resex_agent import resex_agent
+from resex_agent import watchdog as watchdog_mod
 from resex_libvirt.board import report as report_mod
 from resex_libvirt import exceptions
 from resex_libvirt.fabric import base as fabric_base
@@ -261,7 +261,7 @@ class PublisherTest(unittest.TestCase):
         board.publish.side_effect = exceptions.BoardUnavailable("down")
         pub = publisher_mod.Publisher(board, background=False)
         report = mock.Mock(epoch=1)
-        with self.assertLogs("agent.publisher", logging.WARNING) as logs:
+        with self.assertLogs("resex_agent.publisher", logging.WARNING) as logs:
             for _ in range(3):
                 pub.offer(report)
         self.assertEqual(1, len(logs.output))
@@ -311,7 +311,7 @@ class JournalWriteFailureTest(TmpDirCase):
 
     def test_originals_are_held_in_memory_counted_and_logged_once(self):
         journal, _state = self.broken_journal()
-        with self.assertLogs("agent.journal", logging.ERROR) as logs:
+        with self.assertLogs("resex_agent.journal", logging.ERROR) as logs:
             self.assertTrue(journal.remember("a", {"cap": 0, "weight": 256}))
             self.assertTrue(journal.remember("b", {"cap": 0, "weight": 256}))
         self.assertEqual(1, len(logs.output), "throttled to one line")
@@ -364,9 +364,9 @@ class EpochTest(unittest.TestCase):
     def test_the_epoch_line_names_the_top_vms_and_counts_the_rest(self):
         agent, _sim = test_loop.build(duration=1.0)
         with mock.patch.object(loop, "SUMMARY_TOP", 1), \
-                self.assertLogs("agent.loop", logging.INFO) as logs:
+                self.assertLogs("resex_agent.loop", logging.INFO) as logs:
             agent.run()
-        line = [m for m in logs.output if "agent.loop:epoch " in m][0]
+        line = [m for m in logs.output if "resex_agent.loop:epoch " in m][0]
         self.assertIn("vm2m cap", line)        # the interferer, the most throttled
         self.assertNotIn("vm64k cap", line)
         self.assertIn("(+1 more)", line)

@@ -23,10 +23,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from oslo_config import cfg
 
-from agent import check
-from agent import conf as agent_conf
-from agent import host_identity
-from agent import resex_agent
+from resex_agent import check
+from resex_agent import conf as agent_conf
+from resex_agent import host_identity
+from resex_agent import resex_agent
 from resex_libvirt import board as board_mod
 from resex_libvirt import exceptions
 from tests.unit.agent import conf_helpers

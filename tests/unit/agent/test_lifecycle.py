@@ -25,12 +25,12 @@ from unittest import mock
 
 from oslo_config import cfg
 
-from agent import builder
-from agent import conf as agent_conf
-from agent import journal as journal_mod
-from agent import loop
-from agent import resex_agent
-from agent import watchdog
+from resex_agent import builder
+from resex_agent import conf as agent_conf
+from resex_agent import journal as journal_mod
+from resex_agent import loop
+from resex_agent import resex_agent
+from resex_agent import watchdog
 from resex_libvirt import exceptions
 from tests.unit.agent import test_loop
 
@@ -330,7 +330,7 @@ class RestoreAfterAStuckCallTest(unittest.TestCase):
             sim.block.set()
             with self.assertRaises(exceptions.HypervisorUnavailable):
                 parts.hypervisor.set_knobs(uuid, 20.0, 700)
-            with self.assertLogs("agent.loop", "ERROR") as logs:
+            with self.assertLogs("resex_agent.loop", "ERROR") as logs:
                 agent.shutdown()
             sim.release.set()
             self.assertIn(uuid, journal_mod.Journal(parts.journal.path).originals())

@@ -26,9 +26,9 @@ import unittest
 
 from oslo_config import cfg
 
-from agent import builder
-from agent import conf as agent_conf
-from agent import journal as journal_mod
+from resex_agent import builder
+from resex_agent import conf as agent_conf
+from resex_agent import journal as journal_mod
 from resex_libvirt.board import addresses
 from resex_libvirt.board import publish_policy
 from resex_libvirt.board import report as report_mod
@@ -107,9 +107,9 @@ class LoopTest(unittest.TestCase):
 
     def test_one_info_line_per_epoch(self):
         agent, _sim = build(duration=3.0)
-        with self.assertLogs("agent.loop", level=logging.INFO) as logs:
+        with self.assertLogs("resex_agent.loop", level=logging.INFO) as logs:
             agent.run()
-        epoch_lines = [m for m in logs.output if "agent.loop:epoch " in m]
+        epoch_lines = [m for m in logs.output if "resex_agent.loop:epoch " in m]
         self.assertEqual(3, len(epoch_lines))
         self.assertEqual(3, agent.epochs)
 
@@ -118,9 +118,9 @@ class LoopTest(unittest.TestCase):
         bulk = next(u for u in sim.vms() if sim.name_of(u) == "vm2m")
         # Under the market's 1 % floor: never the cap the market holds, whatever its law.
         agent.hypervisor.caps_in_force = lambda: {bulk: 0.5}
-        with self.assertLogs("agent.loop", level=logging.INFO) as logs:
+        with self.assertLogs("resex_agent.loop", level=logging.INFO) as logs:
             agent.run()
-        lines = [m for m in logs.output if "agent.loop:epoch " in m]
+        lines = [m for m in logs.output if "resex_agent.loop:epoch " in m]
         self.assertTrue(all("in force 0.50%" in m for m in lines), lines)
         self.assertTrue(all(m.count("in force") == 1 for m in lines), lines)
 
@@ -172,7 +172,7 @@ class LoopTest(unittest.TestCase):
             run_epoch()
             reports.append(agent.last_report)
         agent.run_epoch = keep
-        with self.assertLogs("agent.loop", level=logging.WARNING) as logs:
+        with self.assertLogs("resex_agent.loop", level=logging.WARNING) as logs:
             agent.run()
         self.assertEqual([False, True, True], [r.blind for r in reports])
         self.assertEqual(["controlling", "blind", "blind"], [r.state for r in reports])
@@ -183,14 +183,14 @@ class LoopTest(unittest.TestCase):
         # hard-capped guest's QEMU): the loop controls nothing, and its epoch
         # line must say so.
         agent, sim = build(duration=2.0, host_cls=LateHost)
-        with self.assertLogs("agent.loop", level=logging.INFO) as logs:
+        with self.assertLogs("resex_agent.loop", level=logging.INFO) as logs:
             agent.run()
-        lines = [m for m in logs.output if "agent.loop:epoch " in m]
+        lines = [m for m in logs.output if "resex_agent.loop:epoch " in m]
         self.assertEqual(2, len(lines))
         self.assertIn("1000/1000 intervals held", lines[0])
         self.assertEqual([], sim.writes)
         agent, _sim = build(duration=2.0)
-        with self.assertLogs("agent.loop", level=logging.INFO) as logs:
+        with self.assertLogs("resex_agent.loop", level=logging.INFO) as logs:
             agent.run()
         self.assertFalse([m for m in logs.output if "intervals held" in m])
 
@@ -219,7 +219,7 @@ class LoopTest(unittest.TestCase):
         uuid = sim.uuid_of("vm2m")
         self.assertLess(agent.market.decision(uuid).cap_pct, 100.0)
         conf = make_conf(market={"policy": "free_market", "cpu_price": 2.0, "min_cap_pct": 5.0})
-        with self.assertLogs("agent.builder", level=logging.INFO) as logs:
+        with self.assertLogs("resex_agent.builder", level=logging.INFO) as logs:
             builder.reload_market(conf, agent)
         self.assertEqual("free_market", agent.market.policy.name)
         self.assertTrue(any("policy changed" in m for m in logs.output))
@@ -413,7 +413,7 @@ class PressureEvidenceTest(unittest.TestCase):
     def test_a_victim_whose_cgroup_stalls_is_heard(self):
         agent, sim = build(policy="io_shares", duration=3.0)
         agent.pressure = HalfStalled(sim)
-        with self.assertLogs("agent.loop", level="INFO") as logs:
+        with self.assertLogs("resex_agent.loop", level="INFO") as logs:
             agent.run()
         claims = agent.summaries[-1].columns["interference_pct"]
         claim = float(claims[agent.summaries[-1].columns["vm"].index(sim.uuid_of("vm64k"))])
@@ -491,7 +491,7 @@ class PeersAndAddressesTest(unittest.TestCase):
 
     def test_the_epoch_line_at_debug_names_each_windows_peer(self):
         agent, _sim = build(duration=1.0, host_cls=PeerAddressedHost)
-        with self.assertLogs("agent.loop", level=logging.DEBUG) as logs:
+        with self.assertLogs("resex_agent.loop", level=logging.DEBUG) as logs:
             agent.run()
         every = [m for m in logs.output if "every VM" in m]
         self.assertTrue(any(" peer 10.9.9.9:7788 (" in m for m in every), every)
@@ -516,7 +516,8 @@ class NovaNamesInLogsTest(unittest.TestCase):
         label = "web-vm2m (%s, vm2m)" % uuid
         with self.assertLogs(level=logging.DEBUG) as logs:
             agent.run()
-        epoch_lines = [m for m in logs.output if "agent.loop:epoch " in m and "every VM" not in m]
+        epoch_lines = [m for m in logs.output
+                       if "resex_agent.loop:epoch " in m and "every VM" not in m]
         self.assertEqual(2, len(epoch_lines))
         for line in epoch_lines:
             self.assertIn("| %s cap " % label, line)
@@ -536,7 +537,7 @@ class NovaNamesInLogsTest(unittest.TestCase):
 
     def test_a_vm_nova_did_not_name_keeps_its_domain_name(self):
         agent, _sim = build(duration=1.0)
-        with self.assertLogs("agent.loop", level=logging.INFO) as logs:
+        with self.assertLogs("resex_agent.loop", level=logging.INFO) as logs:
             agent.run()
-        line = next(m for m in logs.output if "agent.loop:epoch " in m)
+        line = next(m for m in logs.output if "resex_agent.loop:epoch " in m)
         self.assertIn("| vm2m cap ", line)

@@ -25,9 +25,9 @@ import urllib.request
 
 from prometheus_client import parser
 
-from agent import builder
-from agent import loop
-from agent import metrics as metrics_mod
+from resex_agent import builder
+from resex_agent import loop
+from resex_agent import metrics as metrics_mod
 from resex_libvirt.board import report as report_mod
 from resex_libvirt import exceptions
 from resex_libvirt.market import policy as policy_mod

@@ -28,8 +28,8 @@ import unittest
 import fixtures
 from stevedore import extension
 
-from agent import builder
-from agent import check
+from resex_agent import builder
+from resex_agent import check
 from resex_libvirt import exceptions
 from resex_libvirt.market import policy as policy_mod
 from tests.unit.agent import conf_helpers
@@ -113,7 +113,7 @@ class BuiltinPoliciesTest(unittest.TestCase):
     def test_every_policy_this_package_installs_is_documented_in_the_option_help(self):
         from importlib import metadata
 
-        from agent.conf import market as market_conf
+        from resex_agent.conf import market as market_conf
         ours = {ep.name for ep in metadata.distribution("resex-libvirt").entry_points
                 if ep.group == policy_mod.NAMESPACE}
         help_text = [o for o in market_conf.OPTS if o.name == "policy"][0].help

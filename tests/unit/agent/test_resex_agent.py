@@ -19,7 +19,7 @@ import socket
 import tempfile
 import unittest
 
-from agent import resex_agent
+from resex_agent import resex_agent
 
 
 def write_conf(tmp, extra=""):

@@ -20,10 +20,10 @@ expect the bench to stop.
 
 import pytest
 
-from agent import loop
 from bench import bench_agent
 from bench import bench_goals
 from bench import guard
+from resex_agent import loop
 from resex_libvirt.board import report as report_mod
 from resex_libvirt import exceptions
 from resex_libvirt.sim import host as host_mod

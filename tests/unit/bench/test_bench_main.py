@@ -70,7 +70,8 @@ def test_a_benchmark_during_which_the_project_logged_an_error_fails_the_run(
 
     def main(argv):
         print("row 1.0 us")
-        logging.getLogger("agent.loop").error("could not build the host report of epoch %d", 3)
+        logging.getLogger("resex_agent.loop").error(
+            "could not build the host report of epoch %d", 3)
         return 0
 
     _fake_benchmark(monkeypatch, main)
@@ -85,7 +86,7 @@ def test_warnings_a_benchmark_provokes_do_not_fail_the_run(monkeypatch):
     import logging
 
     def main(argv):
-        logging.getLogger("agent.intake.store").warning("VM x claims latency mean 200.0 us")
+        logging.getLogger("resex_agent.intake.store").warning("VM x claims latency mean 200.0 us")
         return 0
 
     _fake_benchmark(monkeypatch, main)

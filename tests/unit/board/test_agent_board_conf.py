@@ -18,7 +18,7 @@ import unittest
 
 from oslo_config import cfg
 
-from agent.conf import board as board_conf
+from resex_agent.conf import board as board_conf
 from resex_libvirt.board import open_board
 from resex_libvirt.board import sqlite as sqlite_board
 from tests.unit.board import reports
@@ -32,7 +32,7 @@ class AgentBoardConfTest(unittest.TestCase):
         self.conf([])
 
     def test_defaults_match_the_nova_side(self):
-        from nova_filter import conf as nova_side
+        from resex_nova import conf as nova_side
         nova = cfg.ConfigOpts()
         nova_side.register_opts(nova)
         nova([])

@@ -45,13 +45,13 @@ import unittest
 
 from oslo_config import cfg
 
-from agent import conf as agent_conf
-from agent.conf import board as board_conf
-from agent.conf import fabric as fabric_conf
-from agent.conf import hypervisor as hypervisor_conf
-from agent.conf import latency as latency_conf
-from agent.conf import metrics as metrics_conf
-import nova_filter.conf as resex_nova_conf
+from resex_agent import conf as agent_conf
+from resex_agent.conf import board as board_conf
+from resex_agent.conf import fabric as fabric_conf
+from resex_agent.conf import hypervisor as hypervisor_conf
+from resex_agent.conf import latency as latency_conf
+from resex_agent.conf import metrics as metrics_conf
+import resex_nova.conf as resex_nova_conf
 
 from keystoneauth1 import loading as ks_loading
 
@@ -185,7 +185,7 @@ class DevstackRun:
 
     def placement_sync(self):
         """resex-placement-sync.conf as the service reads it."""
-        from nova_filter import placement_sync
+        from resex_nova import placement_sync
         return placement_sync.make_conf(
             ["--config-file", os.path.join(self.conf_dir, "resex-placement-sync.conf")])
 
@@ -214,13 +214,13 @@ class AllInOneTest(unittest.TestCase):
     def test_available_filters_keeps_novas_default_and_adds_the_filter(self):
         nova = self.node.nova()
         self.assertEqual(["nova.scheduler.filters.all_filters",
-                          "nova_filter.filter.ResExCongestionFilter"],
+                          "resex_nova.filter.ResExCongestionFilter"],
                          nova.filter_scheduler.available_filters)
 
     def test_weigher_is_appended_to_novas_default_weighers(self):
         nova = self.node.nova()
         self.assertEqual(["nova.scheduler.weights.all_weighers",
-                          "nova_filter.weigher.ResExCongestionWeigher"],
+                          "resex_nova.weigher.ResExCongestionWeigher"],
                          nova.filter_scheduler.weight_classes)
 
     def test_nova_loads_every_class_the_plugin_configured(self):
@@ -431,11 +431,11 @@ weight_classes = nova.scheduler.weights.ram.RAMWeigher, nova.scheduler.weights.c
         nova = node.nova()
         self.assertEqual(["nova.scheduler.filters.all_filters",
                           "nova.scheduler.filters.compute_filter.ComputeFilter",
-                          "nova_filter.filter.ResExCongestionFilter"],
+                          "resex_nova.filter.ResExCongestionFilter"],
                          nova.filter_scheduler.available_filters)
         self.assertEqual(["nova.scheduler.weights.ram.RAMWeigher",
                           "nova.scheduler.weights.cpu.CPUWeigher",
-                          "nova_filter.weigher.ResExCongestionWeigher"],
+                          "resex_nova.weigher.ResExCongestionWeigher"],
                          nova.filter_scheduler.weight_classes)
         result = node.phases("stack post-config")
         self.assertEqual(0, result.returncode, result.stderr)

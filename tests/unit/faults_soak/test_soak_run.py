@@ -90,13 +90,15 @@ class LogPatternsTest(unittest.TestCase):
 
     def test_the_agents_lines_are_counted(self):
         log = "\n".join([
-            "... WARNING agent.loop [-] control loop late by 312.0 ms; skipping 3 interval(s)",
-            "... INFO agent.builder [-] configuration reloaded",
-            "... WARNING agent.loop [-] epoch 7: BLIND, the hypervisor was unavailable",
-            "... WARNING agent.publisher [-] price board unavailable, controlling locally",
-            "... INFO agent.intake.server [-] latency channel of VM 5e1f connected (/x.sock)",
-            "... INFO agent.intake.server [-] latency channel of VM 5e1f closed: eof",
-            "... INFO agent.loop [-] epoch 8: 3 VMs, link 0%, prices cpu 1.00 io 1.00, "
+            "... WARNING resex_agent.loop [-] control loop late by 312.0 ms; "
+            "skipping 3 interval(s)",
+            "... INFO resex_agent.builder [-] configuration reloaded",
+            "... WARNING resex_agent.loop [-] epoch 7: BLIND, the hypervisor was unavailable",
+            "... WARNING resex_agent.publisher [-] price board unavailable, controlling locally",
+            "... INFO resex_agent.intake.server [-] latency channel of VM 5e1f connected "
+            "(/x.sock)",
+            "... INFO resex_agent.intake.server [-] latency channel of VM 5e1f closed: eof",
+            "... INFO resex_agent.loop [-] epoch 8: 3 VMs, link 0%, prices cpu 1.00 io 1.00, "
             "inflation 0.0%, congestion 0.0% | resex-soak-bulk cap 20/20% rate 1.00 (limit); "
             "resex-soak-sensitive cap 100/100% rate 1.00 lat 2180us (uncapped)", ""])
         self.assertEqual({"lost_intervals": 3, "reloads": 1, "blind_epochs": 1,

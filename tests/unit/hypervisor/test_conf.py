@@ -16,8 +16,8 @@ import unittest
 
 from oslo_config import cfg
 
-from agent.conf import hypervisor as hyp_conf
-from agent import hypervisor as agent_hypervisor
+from resex_agent.conf import hypervisor as hyp_conf
+from resex_agent import hypervisor as agent_hypervisor
 from resex_libvirt import exceptions
 from resex_libvirt import sla
 

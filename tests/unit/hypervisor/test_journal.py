@@ -21,7 +21,7 @@ import os
 import tempfile
 import unittest
 
-from agent import journal as journal_mod
+from resex_agent import journal as journal_mod
 from resex_libvirt import exceptions
 from resex_libvirt.sim import host as sim_host
 from resex_libvirt.sim import scenario as scenario_mod
@@ -134,7 +134,7 @@ class JournalTest(unittest.TestCase):
     def test_vms_gone_are_dropped_without_error(self):
         journal = journal_mod.Journal(self.path)
         journal.remember("not-on-this-host", {"cap": 0, "weight": 256})
-        with self.assertLogs("agent.journal", level="DEBUG") as logs:
+        with self.assertLogs("resex_agent.journal", level="DEBUG") as logs:
             self.assertEqual({}, journal.restore_all(self.host))
         self.assertIn("not-on-this-host", "\n".join(logs.output))
         self.assertEqual({}, journal.originals())

@@ -31,11 +31,11 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from agent.intake import params as params_mod
-from agent.intake import store as store_mod
-from agent.intake import window
 from benchex import framing
 from benchex import wire
+from resex_agent.intake import params as params_mod
+from resex_agent.intake import store as store_mod
+from resex_agent.intake import window
 from resex_libvirt import sla as sla_mod
 
 LIAR = "aaaaaaaa-0000-4000-8000-00000000000a"

@@ -12,7 +12,7 @@
 
 """Status back to the guest: what a VM is told, what it is never told, and how it is written.
 
-The content and the privacy of a status (:mod:`agent.status`), the loop's
+The content and the privacy of a status (:mod:`resex_agent.status`), the loop's
 rate limit, and the intake's writer: never blocking, dropping and counting a
 line the channel cannot take.
 """
@@ -24,12 +24,12 @@ import socket
 import unittest
 from unittest import mock
 
-from agent import builder
-from agent.intake import params as params_mod
-from agent.intake import server as server_mod
-from agent import status as status_mod
 from benchex import framing
 from benchex import status as wire
+from resex_agent import builder
+from resex_agent.intake import params as params_mod
+from resex_agent.intake import server as server_mod
+from resex_agent import status as status_mod
 from resex_libvirt.hypervisor import base
 from resex_libvirt.market import policy
 from resex_libvirt.market import records

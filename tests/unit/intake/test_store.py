@@ -15,10 +15,10 @@
 import logging
 import unittest
 
-from agent.intake import params as params_mod
-from agent.intake import store as store_mod
 from benchex import framing
 from benchex import wire
+from resex_agent.intake import params as params_mod
+from resex_agent.intake import store as store_mod
 from resex_libvirt import sla as sla_mod
 
 A = "aaaaaaaa-0000-4000-8000-000000000001"
@@ -142,7 +142,7 @@ class TestReportStore(unittest.TestCase):
 
     def test_the_log_names_the_vm_and_its_claimed_mean(self):
         store, _ = make_store()
-        with self.assertLogs("agent.intake.store", level="INFO") as logs:
+        with self.assertLogs("resex_agent.intake.store", level="INFO") as logs:
             store.offer(wire.SOURCE_CHANNEL, rep(105.0), vm=A)
             store.offer(wire.SOURCE_CHANNEL, rep(9_000_000.0), vm=A)
         self.assertIn("INFO", logs.output[0])
@@ -153,7 +153,7 @@ class TestReportStore(unittest.TestCase):
 
     def test_a_bad_message_is_logged_once_per_interval_but_always_counted(self):
         store, clock = make_store(log_interval_s=60.0, rate_burst=1000)
-        logger = logging.getLogger("agent.intake.store")
+        logger = logging.getLogger("resex_agent.intake.store")
         with self.assertLogs(logger, level="WARNING") as logs:
             for _ in range(100):
                 store.offer(wire.SOURCE_CHANNEL, b"{nope", vm=A)
@@ -272,7 +272,7 @@ class TestPeer(unittest.TestCase):
     def test_a_bad_peer_drops_the_report_and_is_counted_and_logged(self):
         store, _ = make_store()
         bad = b'{"v":2,"peer":"server.example:80","n":10,"mean_us":100,"std_us":1,"p99_us":105}'
-        with self.assertLogs("agent.intake.store", logging.WARNING) as logs:
+        with self.assertLogs("resex_agent.intake.store", logging.WARNING) as logs:
             self.assertIsNone(store.offer(wire.SOURCE_CHANNEL, bad, vm=A))
         self.assertIn("bad_peer", logs.output[0])
         self.assertEqual({wire.BAD_PEER: 1}, store.stats()[A]["rejected"])
@@ -280,6 +280,6 @@ class TestPeer(unittest.TestCase):
 
     def test_the_claim_is_logged_with_its_peer(self):
         store, _ = make_store()
-        with self.assertLogs("agent.intake.store", logging.INFO) as logs:
+        with self.assertLogs("resex_agent.intake.store", logging.INFO) as logs:
             store.offer(wire.SOURCE_CHANNEL, peer_rep(100.0, "10.0.0.7:7788"), vm=A)
         self.assertIn("via channel to peer 10.0.0.7:7788", logs.output[0])

@@ -17,9 +17,9 @@ import unittest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agent.intake import ratelimit
-from agent.intake import window
 from benchex import wire
+from resex_agent.intake import ratelimit
+from resex_agent.intake import window
 from resex_libvirt.market import latency
 
 samples_st = st.lists(st.lists(st.floats(1.0, 1e6), min_size=1, max_size=40),

@@ -29,8 +29,8 @@ import urllib.request
 from prometheus_client import parser
 import yaml
 
-from agent import builder
-from agent import metrics as metrics_mod
+from resex_agent import builder
+from resex_agent import metrics as metrics_mod
 from tests.unit.agent import conf_helpers
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))

@@ -21,9 +21,9 @@ from nova.scheduler import host_manager
 from oslo_config import fixture as config_fixture
 import testtools
 
-from nova_filter import filter as resex_filter  # noqa: F401 (registers [resex])
 from resex_libvirt import board as board_mod
 from resex_libvirt.board import reader as reader_mod
+from resex_nova import filter as resex_filter  # noqa: F401 (registers [resex])
 from tests.unit.board import reports
 
 CONF = nova_conf.CONF

@@ -19,15 +19,15 @@ import time
 import unittest
 from unittest import mock
 
-from nova_filter import check
 from resex_libvirt import board as board_mod
+from resex_nova import check
 from tests.unit.board import reports
 
 ENABLED = """[filter_scheduler]
 available_filters = nova.scheduler.filters.all_filters
-available_filters = nova_filter.filter.ResExCongestionFilter
+available_filters = resex_nova.filter.ResExCongestionFilter
 enabled_filters = ComputeFilter,ResExCongestionFilter
-weight_classes = nova.scheduler.weights.all_weighers,nova_filter.weigher.ResExCongestionWeigher
+weight_classes = nova.scheduler.weights.all_weighers,resex_nova.weigher.ResExCongestionWeigher
 """
 
 
@@ -63,7 +63,7 @@ class SchedulerCheckTest(unittest.TestCase):
 
     def test_an_enabled_filter_nova_cannot_load_fails_saying_nova_would_not_start(self):
         code, text = self.run_check(ENABLED.replace(
-            "available_filters = nova_filter.filter.ResExCongestionFilter\n", ""))
+            "available_filters = resex_nova.filter.ResExCongestionFilter\n", ""))
         self.assertEqual(1, code, text)
         self.assertIn("ERROR: filter: ResExCongestionFilter is not in [filter_scheduler] "
                       "available_filters", text)
@@ -77,14 +77,14 @@ class SchedulerCheckTest(unittest.TestCase):
 
     def test_nova_s_default_weighers_alone_fail(self):
         code, text = self.run_check(ENABLED.replace(
-            ",nova_filter.weigher.ResExCongestionWeigher", ""))
+            ",resex_nova.weigher.ResExCongestionWeigher", ""))
         self.assertEqual(1, code, text)
         self.assertIn("ERROR: weigher: ResExCongestionWeigher is not in [filter_scheduler] "
                       "weight_classes", text)
 
     def test_a_class_path_nova_cannot_import_fails_as_configuration(self):
-        code, text = self.run_check(ENABLED.replace("nova_filter.filter.ResExCongestionFilter",
-                                                    "nova_filter.filtre.ResExCongestionFilter"))
+        code, text = self.run_check(ENABLED.replace("resex_nova.filter.ResExCongestionFilter",
+                                                    "resex_nova.filtre.ResExCongestionFilter"))
         self.assertEqual(1, code, text)
         self.assertIn("ERROR: configuration: cannot load", text)
 

@@ -16,7 +16,7 @@ import unittest
 
 from oslo_config import cfg
 
-from nova_filter import conf
+from resex_nova import conf
 
 
 class ConfTest(unittest.TestCase):

@@ -17,8 +17,8 @@ import unittest
 from nova.api.validation.extra_specs import validators
 from nova import exception
 
-from nova_filter import extra_specs
 from resex_libvirt import sla
+from resex_nova import extra_specs
 
 
 class ExtraSpecsTest(unittest.TestCase):

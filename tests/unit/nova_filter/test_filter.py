@@ -20,9 +20,9 @@ import fixtures
 from nova import objects
 from nova.scheduler import filters
 
-from nova_filter import filter as resex_filter
-from nova_filter import moves
 from resex_libvirt.board import report as report_mod
+from resex_nova import filter as resex_filter
+from resex_nova import moves
 from tests.unit.board import test_report
 from tests.unit.nova_filter import base
 
@@ -126,14 +126,14 @@ class CongestionFilterTest(base.PluginTestCase):
     def test_a_flavor_with_a_limit_below_its_reservation_fails_every_host_saying_why(self):
         spec = base.request(**{"resex:cpu_reservation_pct": "200", "resex:cpu_limit_pct": "50"})
         spec.flavor.name = "m1.contradiction"
-        with self.assertLogs("nova_filter.filter", logging.WARNING) as logs:
+        with self.assertLogs("resex_nova.filter", logging.WARNING) as logs:
             self.assertEqual([], self.passing(spec))
         self.assertIn("flavor m1.contradiction refused", logs.output[0])
         self.assertIn("resex:cpu_limit_pct=50.0: must be >= resex:cpu_reservation_pct (200)",
                       logs.output[0])
         sensitive = base.request(**dict(base.SENSITIVE, **{"resex:cpu_reservation_pct": "200",
                                                            "resex:cpu_limit_pct": "50"}))
-        with self.assertLogs("nova_filter.filter", logging.WARNING):
+        with self.assertLogs("resex_nova.filter", logging.WARNING):
             self.assertEqual([], self.passing(sensitive))
         self.assertEqual(["h1", "h2", "h3"], self.passing(base.request(**{
             "resex:cpu_reservation_pct": "50", "resex:cpu_limit_pct": "50"})))
@@ -143,7 +143,7 @@ class CongestionFilterTest(base.PluginTestCase):
         spec.requested_destination = objects.Destination(cell=objects.CellMapping(
             uuid="00000000-0000-0000-0000-00000000000c", name="cell1"))
         spec.ignore_hosts = ["source"]
-        with self.assertLogs("nova_filter.filter", logging.WARNING) as logs:
+        with self.assertLogs("resex_nova.filter", logging.WARNING) as logs:
             self.assertEqual(["h1", "h2", "h3"], self.passing(spec))
         self.assertIn("not blocked", logs.output[0])
 

@@ -19,10 +19,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from keystoneauth1 import exceptions as ks_exc
 
-from nova_filter import placement as placement_mod
-from nova_filter import traits
 from resex_libvirt.board import admission
 from resex_libvirt.board import reader as reader_mod
+from resex_nova import placement as placement_mod
+from resex_nova import traits
 from tests.unit.board import reports
 
 T = 10.0

@@ -15,7 +15,7 @@
 The board's parser (:mod:`tests.unit.board.test_untrusted_records`) bounds
 what a compute node can make the scheduler compute with; here every record
 it accepts, hostile or extreme, goes through the reader's admission state
-and :func:`nova_filter.weigher.raw_weight` for both kinds of request.
+and :func:`resex_nova.weigher.raw_weight` for both kinds of request.
 """
 
 import json
@@ -27,11 +27,11 @@ from hypothesis import given
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from nova_filter import rules
-from nova_filter import weigher
 from resex_libvirt.board import admission
 from resex_libvirt.board import reader as reader_mod
 from resex_libvirt.board import report as report_mod
+from resex_nova import rules
+from resex_nova import weigher
 from tests.unit.board import hostile
 from tests.unit.board import reports
 

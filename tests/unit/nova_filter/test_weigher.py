@@ -14,7 +14,7 @@
 
 from nova.scheduler import weights
 
-from nova_filter import weigher as resex_weigher
+from resex_nova import weigher as resex_weigher
 from tests.unit.nova_filter import base
 
 

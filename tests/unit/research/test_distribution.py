@@ -75,4 +75,4 @@ class DistributionTest(unittest.TestCase):
         setup.read(os.path.join(ROOT, "setup.cfg"))
         scripts = setup["entry_points"]["console_scripts"]
         self.assertNotIn("resex-sim", scripts)
-        self.assertNotIn("resex_research", setup["files"]["packages"])
+        self.assertNotIn("resex_research", setup["options"]["packages"].split())

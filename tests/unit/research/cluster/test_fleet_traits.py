@@ -75,7 +75,7 @@ max_placement_results = 2
 
 [nova.filter_scheduler]
 available_filters = ["nova.scheduler.filters.all_filters",
-                     "nova_filter.filter.ResExCongestionFilter"]
+                     "resex_nova.filter.ResExCongestionFilter"]
 enabled_filters = ["ComputeFilter", "ResExCongestionFilter"]
 weight_classes = ["nova.scheduler.weights.ram.RAMWeigher"]
 

@@ -12,7 +12,7 @@
 
 """Placement's candidates in the fleet study: the flavor's traits first, then the limit."""
 
-from nova_filter import traits
+from resex_nova import traits
 from resex_research.cluster import scheduler as scheduler_mod
 from resex_research.cluster import spec
 

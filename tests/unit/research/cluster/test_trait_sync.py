@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 import pytest
 
-from nova_filter import traits
+from resex_nova import traits
 from resex_research.cluster import trait_sync
 from tests.unit.board import reports
 
