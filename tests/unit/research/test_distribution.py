@@ -36,10 +36,14 @@ def pyproject():
 
 
 def packages_on_disk():
-    """Every package of the research: a directory of it with an ``__init__.py``."""
+    """Every package of the research: a directory of it with an ``__init__.py``.
+
+    Not its ``build/`` (setuptools' copy, left by a wheel built in place).
+    """
     found = []
     for dirpath, dirnames, filenames in os.walk(HERE):
-        dirnames[:] = [d for d in dirnames if d != "__pycache__" and not d.endswith(".egg-info")]
+        dirnames[:] = [d for d in dirnames if d != "__pycache__" and not d.endswith(".egg-info")
+                       and not (dirpath == HERE and d == "build")]
         if "__init__.py" in filenames:
             rel = os.path.relpath(dirpath, HERE)
             found.append("resex_research" + ("" if rel == "." else "." + rel.replace(os.sep, ".")))
