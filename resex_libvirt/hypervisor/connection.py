@@ -284,9 +284,19 @@ class Connection:
         """Forget a lost connection; the next :meth:`get` reopens at once."""
         conn, self._conn = self._conn, None
         self._lost = False
-        self._callback_ids = []
+        ids, self._callback_ids = self._callback_ids, []
         if conn is None:
             return
+        # Each registered domain event holds a reference to the connection: a
+        # connection closed with its events still registered is never freed,
+        # and its socket stays open (one descriptor per libvirtd restart, the
+        # soak's figure). The client drops a callback before asking the dead
+        # daemon, so deregistering works on a lost connection too.
+        for callback_id in ids:
+            try:
+                conn.domainEventDeregisterAny(callback_id)
+            except libvirt.libvirtError:
+                pass
         try:
             conn.unregisterCloseCallback()
         except libvirt.libvirtError:
