@@ -63,7 +63,9 @@ class ChannelHotplug:
             self.policy == "sensitive" and sla.sensitive))
 
     def forget(self, uuid):
+        """``uuid`` is gone: its attach delay and the problems said about it are dropped."""
         self.attach_delays.pop(uuid, None)
+        self._warned = {token for token in self._warned if token[0] != uuid}
 
     def plug(self, dom, facts):
         """:meth:`hotplug`, saying once per VM and problem why a VM cannot report."""

@@ -92,3 +92,19 @@ class DomainEvents:
         """When ``uuid``'s last start event came (``None``: none since the last call)."""
         with self._lock:
             return self._started.pop(uuid, None)
+
+    def started(self):
+        """The VMs whose start event no channel took yet."""
+        with self._lock:
+            return list(self._started)
+
+    def forget_all(self, uuids):
+        """These VMs are gone: their start events, if no channel took them, are dropped.
+
+        A start event is taken only when a latency channel is hot-plugged;
+        kept for every other VM, it was one entry per guest ever started
+        (the soak's churn).
+        """
+        with self._lock:
+            for uuid in uuids:
+                self._started.pop(uuid, None)

@@ -163,6 +163,10 @@ class LibvirtHypervisor(base.Hypervisor):
         if changed is None:
             return self._vms.infos()
         found, gone = changed
+        # Events of VMs no longer there (some started and destroyed between
+        # two sweeps, never adopted) are dropped with them.
+        self._events.forget_all((set(self._events.started()) if everything else stale)
+                                - set(found))
         starting = set()
         for uuid, dom in found.items():
             vm = self._vms.get(uuid)
@@ -195,9 +199,12 @@ class LibvirtHypervisor(base.Hypervisor):
             self._events.put_back(starting)
         for uuid in gone:
             vm = self._vms.pop(uuid)
+            # Also for a VM gone before it was adopted (started and destroyed
+            # between two sweeps): what its events left behind goes with it.
+            self.channel.forget(uuid)
+            self._events.forget_all((uuid,))
             if vm is not None:
                 LOG.info("VM %s (%s) is gone", vm.info.name, uuid)
-                self.channel.forget(uuid)
                 self.originals.stopped(vm)
         return self._vms.infos()
 

@@ -276,6 +276,24 @@ class ChurnTest(TestDriverCase):
             self.hyp.set_knobs("6a1e4b8c-0000-4000-8000-0000000000ff", 10.0, None)
         self.assertEqual(libvirt.VIR_ERR_NO_DOMAIN, ctx.exception.__cause__.get_error_code())
 
+    def test_vms_churned_leave_nothing_behind(self):
+        # The hour's soak: a guest created and destroyed every 5 s. Adopted or
+        # not (destroyed before a sweep saw it), nothing of it stays.
+        for k in range(6):
+            uuid = "6a1e4b8c-0000-4000-8000-0000000001%02d" % k
+            dom = self._start("churn-x%d" % k, uuid)
+            if k % 2:
+                self.assertTrue(wait_for(lambda: uuid in self.hyp.vms()))
+            else:
+                self.assertTrue(wait_for(lambda: uuid in self.hyp._events.started()))
+            dom.destroy()
+            self.assertTrue(wait_for(lambda: uuid not in self.hyp.vms()
+                                     and uuid not in self.hyp._events.started()))
+        self.assertEqual([], [u for u in self.hyp._events.started()
+                              if u.startswith("6a1e4b8c-0000-4000-8000-0000000001")])
+        self.assertEqual(set(), {t for t in self.hyp.channel._warned
+                                 if t[0].startswith("6a1e4b8c-0000-4000-8000-0000000001")})
+
     def test_lifecycle_event_is_delivered_for_a_started_vm(self):
         seen = threading.Event()
         uuid = "6a1e4b8c-0000-4000-8000-0000000000a3"
