@@ -350,26 +350,25 @@ def _projects(value, vms):
     return out
 
 
-def _addresses(value, vms):
-    """A report's ``addresses``, validated (:func:`~resex_libvirt.board.addresses.normalize`)."""
+def _per_vm(normalize, value, name, bound, counted):
+    """``normalize(value)`` (a per-VM field), at most ``bound`` entries, or InvalidReport."""
     try:
-        out = addresses_mod.normalize(value)
+        out = normalize(value)
     except ValueError as exc:
         raise InvalidReport(str(exc)) from exc
-    if len(out) > vms:
-        raise InvalidReport("addresses lists more VMs than the report's vms")
+    if len(out) > bound:
+        raise InvalidReport("%s lists more VMs than the report's %s" % (name, counted))
     return out
+
+
+def _addresses(value, vms):
+    """A report's ``addresses``, validated (:func:`~resex_libvirt.board.addresses.normalize`)."""
+    return _per_vm(addresses_mod.normalize, value, "addresses", vms, "vms")
 
 
 def _remote_claims(value, sensitive_vms):
     """A report's ``remote_claims``, validated (:func:`~.remote_claims.normalize`)."""
-    try:
-        out = remote_mod.normalize(value)
-    except ValueError as exc:
-        raise InvalidReport(str(exc)) from exc
-    if len(out) > sensitive_vms:
-        raise InvalidReport("remote_claims lists more VMs than the report's sensitive_vms")
-    return out
+    return _per_vm(remote_mod.normalize, value, "remote_claims", sensitive_vms, "sensitive_vms")
 
 
 def project_counts(names, projects, sensitive, heavy):
