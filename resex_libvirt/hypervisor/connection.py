@@ -293,9 +293,10 @@ class Connection:
         # soak's figure). The client drops a callback before asking the dead
         # daemon, so deregistering works on a lost connection too.
         for callback_id in ids:
+            # KeyError: libvirt-python already forgot it (deregistered twice).
             try:
                 conn.domainEventDeregisterAny(callback_id)
-            except libvirt.libvirtError:
+            except (libvirt.libvirtError, KeyError):
                 pass
         try:
             conn.unregisterCloseCallback()
@@ -367,13 +368,6 @@ class Connection:
             if self._closed:
                 return
             self._closed = True
-            conn = self._conn
-            if conn is not None:
-                for cb_id in self._callback_ids:
-                    try:
-                        conn.domainEventDeregisterAny(cb_id)
-                    except libvirt.libvirtError:
-                        pass
             self._drop()
         if self._events:
             EVENT_LOOP.release()
