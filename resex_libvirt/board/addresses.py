@@ -170,6 +170,41 @@ def keys_of(peer):
     return keys
 
 
+def index(reports):
+    """``{address: {vm: (ts, host)}}`` of the addresses ``reports`` publish.
+
+    A VM published by two hosts (a migration, before the old host's report
+    expires) is where the newer report (``ts``) says. One pass; build it once
+    to :func:`locate` many peers on one board.
+    """
+    out = {}
+    for report in (reports.values() if isinstance(reports, dict) else reports):
+        for vm, addrs in report.addresses:
+            for a in addrs:
+                seen = out.setdefault(a, {})
+                old = seen.get(vm)
+                if old is None or report.ts > old[0]:
+                    seen[vm] = (report.ts, report.host)
+    return out
+
+
+def locate(peer, addresses):
+    """The :class:`Location` of ``peer`` in an :func:`index`, or ``None`` (see :func:`resolve`)."""
+    if not isinstance(peer, wire.Peer):
+        peer = wire.parse_peer(peer)
+        if peer is None:
+            return None
+    found = {}
+    for key in keys_of(peer):
+        for vm, (ts, host) in addresses.get(key, {}).items():
+            if vm not in found or ts > found[vm][0]:
+                found[vm] = (ts, host)
+    if len(found) != 1:
+        return None
+    (vm, (_ts, host)), = found.items()
+    return Location(host, vm)
+
+
 def resolve(peer, reports):
     """The :class:`Location` of ``peer`` on the board, or ``None``.
 
@@ -182,20 +217,4 @@ def resolve(peer, reports):
     one VM, has the address: tenant networks may reuse private addresses,
     and a guess would tax the wrong host.
     """
-    if not isinstance(peer, wire.Peer):
-        peer = wire.parse_peer(peer)
-        if peer is None:
-            return None
-    keys = keys_of(peer)
-    found = {}
-    for report in (reports.values() if isinstance(reports, dict) else reports):
-        for vm, addrs in report.addresses:
-            if keys.isdisjoint(addrs):
-                continue
-            seen = found.get(vm)
-            if seen is None or report.ts > seen[0]:
-                found[vm] = (report.ts, report.host)
-    if len(found) != 1:
-        return None
-    (vm, (_ts, host)), = found.items()
-    return Location(host, vm)
+    return locate(peer, index(reports))

@@ -150,6 +150,11 @@ def normalize(value):
     return tuple(sorted(out, key=lambda c: c.vm))
 
 
+def _worst_first(c):
+    """Sort key: the claim whose window is furthest over its SLA first, then by VM."""
+    return (-c.mean_us / c.sla_us, c.vm)
+
+
 def of_windows(specs, windows, own_addresses):
     """The claims of a host's victims whose peers are not its own VMs.
 
@@ -181,49 +186,20 @@ def of_windows(specs, windows, own_addresses):
                          statistic=sla.latency_statistic, count=int(win.count),
                          mean_us=float(win.mean_us), std_us=float(win.std_us),
                          p99_us=float(win.p99_us)))
-    out.sort(key=lambda c: (-c.mean_us / c.sla_us, c.vm))
+    out.sort(key=_worst_first)
     return tuple(sorted(out[:MAX_CLAIMS], key=lambda c: c.vm))
 
 
 def fit(claims, budget):
     """The claims of ``claims`` (worst first) whose JSON list fits in ``budget`` bytes."""
     chosen, used = [], 2
-    for c in sorted(claims, key=lambda c: (-c.mean_us / c.sla_us, c.vm)):
+    for c in sorted(claims, key=_worst_first):
         cost = len(json.dumps(c.to_dict(), separators=(",", ":"))) + (1 if chosen else 0)
         if used + cost > budget:
             continue
         used += cost
         chosen.append(c)
     return tuple(sorted(chosen, key=lambda c: c.vm))
-
-
-def _index(reports):
-    """``{address: {vm: (ts, host)}}`` of the published addresses (a VM at its newest report)."""
-    index = {}
-    for report in reports:
-        for vm, addrs in report.addresses:
-            for a in addrs:
-                seen = index.setdefault(a, {})
-                old = seen.get(vm)
-                if old is None or report.ts > old[0]:
-                    seen[vm] = (report.ts, report.host)
-    return index
-
-
-def _located(peer, index):
-    """``(host, vm)`` of ``peer`` in ``index`` (one VM only, as ``addresses.resolve``), or None."""
-    parsed = wire.parse_peer(peer)
-    if parsed is None:
-        return None
-    found = {}
-    for key in addresses_mod.keys_of(parsed):
-        for vm, (ts, host) in index.get(key, {}).items():
-            if vm not in found or ts > found[vm][0]:
-                found[vm] = (ts, host)
-    if len(found) != 1:
-        return None
-    (vm, (_ts, host)), = found.items()
-    return host, vm
 
 
 def targets(reports, now=None, max_age_s=None):
@@ -244,13 +220,13 @@ def targets(reports, now=None, max_age_s=None):
                  and (now is None or max_age_s is None or r.age(now) <= max_age_s)]
     if not claimants:
         return {}
-    index = _index(reports)
+    index = addresses_mod.index(reports)
     out = {}
     for report in claimants:
         for c in report.remote_claims:
-            where = _located(c.peer, index)
-            if where is not None and where[0] != report.host:
-                out.setdefault(where[0], []).append(Target(report.host, report.ts, c, where[1]))
+            where = addresses_mod.locate(c.peer, index)
+            if where is not None and where.host != report.host:
+                out.setdefault(where.host, []).append(Target(report.host, report.ts, c, where.vm))
     for found in out.values():
         found.sort(key=lambda target: (target.host, target.claim.vm))
     return out
