@@ -29,6 +29,7 @@ from resex_agent import host_identity
 from resex_agent import loop
 from resex_agent import metrics as metrics_mod
 from resex_agent import publisher as publisher_mod
+from resex_agent import remote
 from resex_agent import watchdog
 from resex_libvirt import exceptions
 from resex_libvirt import market as market_mod
@@ -111,6 +112,8 @@ class Parts:
     intake = _Owned()
     board = _Owned()
     metrics = _Owned()
+    #: The remote claims on this host's VMs (:mod:`resex_agent.remote`), or None.
+    remote = _Owned()
 
     def __init__(self):
         self.closing = contextlib.ExitStack()
@@ -252,6 +255,16 @@ def _board(conf, parts, read_only=False):
     parts.publish_policy = board_conf.publish_policy(conf)
 
 
+def _remote(conf, parts):
+    """The remote claims' source: a reader of the board of its own (started with the agent)."""
+    from resex_agent.conf import board as board_conf
+    if not conf.board.url:
+        raise exceptions.ConfigError(
+            "[remote_claims] enabled needs [board] url: the claims are read from the board")
+    parts.remote = remote.build(conf.agent.host, conf.board.url,
+                                board_conf.board_options(conf), conf.remote_claims.max_age)
+
+
 def build_parts(conf, read_only=False):
     """The agent's parts from ``conf``; ``read_only`` (``--check``) creates no file.
 
@@ -273,6 +286,8 @@ def build_parts(conf, read_only=False):
             parts.watchdog.sweep_wait_s = SWEEP_WAIT_INTERVALS * parts.interval_s
         if conf.board.url:
             _board(conf, parts, read_only)
+        if conf.remote_claims.enabled:
+            _remote(conf, parts)
     except BaseException:
         parts.close()
         raise
@@ -331,7 +346,7 @@ def _assemble(conf, parts, metrics):
                       pressure=parts.pressure, deadband_pct=conf.agent.deadband_pct,
                       consent=functools.partial(sla_mod.under_consent,
                                                 rule=conf.agent.cap_consent),
-                      status_interval_s=conf.latency.status_interval_s)
+                      status_interval_s=conf.latency.status_interval_s, remote=parts.remote)
 
 
 def reload_market(conf, agent):

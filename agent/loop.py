@@ -179,18 +179,25 @@ class Agent:
     (optional) is called with the agent when a reload was requested
     (SIGHUP), before the next interval. ``consent`` (optional) maps a VM's
     SLA to the one the market applies (:func:`resex_libvirt.sla.under_consent`).
+    ``remote`` (optional, :class:`resex_agent.remote.RemoteVictims`): the
+    claims other hosts make on this host's VMs; a latency source, the
+    controller's SLA overlay, started by :meth:`start` and told the port's
+    load every epoch (its evidence rule).
     """
 
     def __init__(self, settings, market, hypervisor, fabric, latency_sources=(),
                  board=None, journal=None, clock=None, metrics=None, publish_policy=None,
                  watchdog=None, reloader=None, shutdown_timeout_s=SHUTDOWN_TIMEOUT_S,
                  pressure=None, intake=None, publisher=None, closing=None, deadband_pct=1.0,
-                 consent=None, status_interval_s=0.0):
+                 consent=None, status_interval_s=0.0, remote=None):
         self.settings = settings
         self.market = market
         self.hypervisor = hypervisor
         self.fabric = fabric
         self.latency_sources = list(latency_sources)
+        self.remote = remote
+        if remote is not None and remote not in self.latency_sources:
+            self.latency_sources.append(remote)
         self.intake = intake
         self.journal = journal
         self.clock = clock
@@ -210,7 +217,8 @@ class Agent:
         self._shut = False
         self.controller = control.Controller(
             market, hypervisor, fabric, self.latency_sources, journal=journal,
-            deadband_pct=deadband_pct, consent=consent, observe_only=settings.observe_only)
+            deadband_pct=deadband_pct, consent=consent, observe_only=settings.observe_only,
+            overlay=remote.slas if remote is not None else None)
         self._run_delay = (hypervisor is not None and
                            hyp_base.Capability.RUN_DELAY in hypervisor.capabilities)
         self.ticks = 0
@@ -276,6 +284,8 @@ class Agent:
             steps.append(("restoring the journal", self._reconcile))
         if self.intake is not None:
             steps.append(("starting the latency intake", self.intake.start))
+        if self.remote is not None:
+            steps.append(("following the board's remote claims", self.remote.start))
         for step, start in steps:
             try:
                 start()
@@ -404,6 +414,8 @@ class Agent:
             report = None
         congestion = report_mod.congestion_index(report) if report is not None else 0.0
         self.last_report = report
+        if self.remote is not None and report is not None and not report.blind:
+            self.remote.set_port_load(report.link_utilisation)
         if self.journal is not None:
             try:
                 self.journal.flush()    # retries a journal write that failed (full disk...)
@@ -513,9 +525,12 @@ class Agent:
                 continue
             decision = last.decisions.get(uuid)
             cap = decision.cap_pct if decision is not None and not rec.monitor_only else None
+            # A remote victim's window is another tenant's: never told to this one.
+            remote = self.remote is not None and self.remote.describe(uuid) is not None
             out[uuid] = status_mod.encode(status_mod.vm_status(
-                rec.info, last.windows.get(uuid), interference.get(uuid), cap,
-                self.reason(uuid), observe_only))
+                rec.info, None if remote else last.windows.get(uuid),
+                None if remote else interference.get(uuid), cap, self.reason(uuid),
+                observe_only))
         return out
 
     def _name(self, uuid):
@@ -578,9 +593,27 @@ class Agent:
                  if skipped else "",
                  "; ".join(self._vm_part(v) for v in top),
                  " (+%d more)" % rest if rest > 0 else "")
+        self._log_remote(summary.epoch)
         if LOG.isEnabledFor(logging.DEBUG):
             LOG.debug("epoch %d, every VM: %s", summary.epoch, "; ".join(
                 self._vm_part(v) for v in sorted(summary.vms, key=lambda v: self._name(v.vm))))
+
+    def _log_remote(self, epoch):
+        """One INFO line naming the remote victims the market judged this epoch, and their hosts.
+
+        The taxes the epoch's line shows on this host's senders are for them
+        (or for this host's own victims, named on that line); a tenant's
+        status line never names them (:meth:`statuses`).
+        """
+        if self.remote is None:
+            return
+        parts = []
+        for vm in sorted(self.remote.slas_in_force()):
+            said = self.remote.describe(vm)
+            if said is not None:
+                parts.append("%s via %s" % (said, self._name(vm)))
+        if parts:
+            LOG.info("epoch %d: %s", epoch, "; ".join(parts))
 
     # -- shutdown --------------------------------------------------------------
     def shutdown(self):

@@ -93,13 +93,19 @@ class Controller:
     maps a VM's SLA to the one the market applies
     (:func:`resex_libvirt.sla.under_consent`). ``observe_only``: the market
     runs and decides, and each cap it would write is logged instead
-    (nothing written, nothing journaled).
+    (nothing written, nothing journaled). ``overlay`` (optional), called
+    once per interval before the windows are taken, returns ``{uuid:
+    {SLA field: value}}``: the latency SLA a VM without one of its own is
+    judged by this interval (a remote victim's, :mod:`resex_agent.remote`);
+    a VM whose entry changes is given to the market again.
     """
 
     def __init__(self, market, hypervisor, fabric=None, latency_sources=(), journal=None,
-                 deadband_pct=0.0, consent=None, observe_only=False):
+                 deadband_pct=0.0, consent=None, observe_only=False, overlay=None):
         self.market = market
         self.consent = consent
+        self.overlay = overlay
+        self._overlaid = {}
         self.observe_only = observe_only
         self.hypervisor = hypervisor
         self.fabric = fabric
@@ -216,6 +222,8 @@ class Controller:
         if self._down_logged:
             LOG.info("hypervisor back")
             self._down_logged = False
+        if self.overlay is not None:
+            self._follow_overlay()
 
         windows = None
         for source in self.latency_sources:
@@ -294,9 +302,39 @@ class Controller:
         return found
 
     def _spec(self, uuid, info):
-        """The market's record of a VM: its SLA as the consent rule lets the market apply it."""
+        """The market's record of a VM: its SLA as the consent rule lets the market apply it.
+
+        A VM without a latency SLA of its own that the overlay names is
+        judged by the overlay's (its reservation, limit and shares stay its
+        own, as consent set them).
+        """
         sla = info.sla if self.consent is None else self.consent(info.sla)
+        fields = self._overlaid.get(uuid)
+        if fields and not info.sla.sensitive:
+            sla = dataclasses.replace(sla, **fields)
         return records.VMSpec(vm=uuid, vcpus=info.vcpus, sla=sla)
+
+    def _follow_overlay(self):
+        """Give the market again every VM whose overlaid SLA changed (:attr:`overlay`)."""
+        try:
+            want = self.overlay()
+        except Exception:
+            LOG.exception("the SLA overlay failed; the last one is kept")
+            return
+        old = self._overlaid
+        if want == old:
+            return
+        self._overlaid = want
+        for uuid in want.keys() | old.keys():
+            rec = self.vms.get(uuid)
+            if rec is None or rec.info.sla.sensitive or want.get(uuid) == old.get(uuid):
+                continue
+            self.market.add(self._spec(uuid, rec.info))
+            if uuid in want:
+                LOG.info("VM %s judged by a remote victim's SLA: %s", rec.info.name,
+                         ", ".join("%s=%s" % kv for kv in sorted(want[uuid].items())))
+            else:
+                LOG.info("VM %s: no remote victim's SLA any more", rec.info.name)
 
     def _follow_originals(self):
         """Forget, refresh or re-adopt journal entries as the hypervisor reports."""

@@ -26,9 +26,11 @@ from resex_agent.conf import market
 from resex_agent.conf import metrics
 from resex_agent.conf import nova
 from resex_agent.conf import policies
+from resex_agent.conf import remote
 from resex_agent.conf import sim
 
-_MODULES = (agent, market, policies, hypervisor, nova, fabric, latency, board, metrics, sim)
+_MODULES = (agent, market, policies, hypervisor, nova, fabric, latency, board, remote, metrics,
+            sim)
 
 
 def register_opts(conf):

@@ -235,3 +235,75 @@ def targets(reports, now=None, max_age_s=None):
 def on_host(host, reports, now=None, max_age_s=None):
     """The :class:`Target` claims other hosts' reports make on ``host``'s VMs (:func:`targets`)."""
     return targets(reports, now, max_age_s).get(host, [])
+
+
+class Victim(typing.NamedTuple):
+    """A local VM's remote victim, as its host's market takes it.
+
+    ``vm``: the local VM (the victim's peer); ``target``: the claim chosen
+    for it (:func:`victims`): where it came from and what it says.
+    """
+
+    vm: str
+    target: Target
+
+    @property
+    def claim(self):
+        return self.target.claim
+
+    def sla_fields(self):
+        """The fields of the local VM's SLA the claim sets: its victim's SLA."""
+        c = self.target.claim
+        return {"latency_sla_us": c.sla_us, "interference_threshold_pct": c.threshold_pct,
+                "latency_statistic": c.statistic}
+
+
+def claimed_pct(c):
+    """A claim's interference: its window's statistic over its SLA, in percent of the SLA."""
+    value = c.p99_us if c.statistic == "p99" else c.mean_us
+    return 100.0 * (value - c.sla_us) / c.sla_us
+
+
+def port_supports(c, port_inflation_pct):
+    """True unless the serving host's own counters contradict claim ``c``.
+
+    ``port_inflation_pct``: the slowdown the host's port can cause at the
+    load its counters measured (:func:`~resex_libvirt.board.report.queueing_inflation_pct`
+    of its link utilisation: an M/G/1-PS port). A claim over its threshold
+    on a port whose load could not slow a request by that threshold is
+    contradicted: the congestion is elsewhere (the victim's own host, a
+    switch's link), and capping this host's senders would not help. A
+    claim under its threshold asks for nothing, and is no contradiction.
+    """
+    return claimed_pct(c) <= c.threshold_pct or port_inflation_pct >= c.threshold_pct
+
+
+def victims(found, local_vms, own_sla, now, max_age_s):
+    """``{local vm: Victim}``: the claim each local VM is judged by.
+
+    ``found``: :class:`Target` claims on this host (:func:`on_host`);
+    ``local_vms``: the VMs on the host now; ``own_sla``: the local VMs with
+    a latency SLA of their own (never judged by a remote claim: the
+    tenant's own SLA stands); ``now`` (wall clock) and ``max_age_s``: a
+    claim whose report is older is expired, judged at read time (a board
+    that stopped changing expires its claims all the same). Several claims
+    on one VM (several remote clients of one server): the one furthest
+    over its SLA (:func:`claimed_pct`), then by host and victim.
+    """
+    out = {}
+    for target in found:
+        vm = target.vm
+        if vm not in local_vms or vm in own_sla or now - target.ts > max_age_s:
+            continue
+        best = out.get(vm)
+        if best is None or _judged_first(target, best.target):
+            out[vm] = Victim(vm, target)
+    return out
+
+
+def _judged_first(a, b):
+    """True when target ``a`` is worse (furthest over its SLA) than ``b``; ties by name."""
+    pa, pb = claimed_pct(a.claim), claimed_pct(b.claim)
+    if pa != pb:
+        return pa > pb
+    return (a.host, a.claim.vm) < (b.host, b.claim.vm)

@@ -192,3 +192,38 @@ class TargetsAgreeWithResolveTest(unittest.TestCase):
         for found in want.values():
             found.sort(key=lambda t: (t.host, t.claim.vm))
         self.assertEqual(want, got)
+
+
+class VictimsTest(unittest.TestCase):
+    """Which claim judges a local VM (:func:`remote.victims`) and when the port contradicts it."""
+
+    @settings(max_examples=200, deadline=None)
+    @given(board=boards(), now=st.floats(100.0, 120.0), max_age=st.floats(1.0, 15.0),
+           own=st.sets(st.sampled_from(["vm-a", "vm-b", "vm-c"])))
+    def test_never_an_expired_claim_nor_a_vm_with_its_own_sla_and_always_the_worst(
+            self, board, now, max_age, own):
+        for host, found in remote.targets(board).items():
+            local = {t.vm for t in found}
+            got = remote.victims(found, local, own, now, max_age)
+            for vm, victim in got.items():
+                self.assertNotIn(vm, own)
+                self.assertLessEqual(now - victim.target.ts, max_age)
+                rivals = [t for t in found if t.vm == vm and now - t.ts <= max_age]
+                self.assertEqual(max(remote.claimed_pct(t.claim) for t in rivals),
+                                 remote.claimed_pct(victim.claim))
+            # Every VM with a live claim and no SLA of its own is judged by one.
+            live = {t.vm for t in found if now - t.ts <= max_age and t.vm not in own}
+            self.assertEqual(live, set(got))
+
+    @settings(max_examples=300, deadline=None)
+    @given(mean=st.floats(1.0, 1e6), threshold=st.floats(0.0, 1000.0),
+           port=st.floats(0.0, 0.99))
+    def test_the_port_supports_a_claim_over_its_threshold_only_when_it_could_cause_it(
+            self, mean, threshold, port):
+        c = a_claim(mean=mean)._replace(threshold_pct=threshold)
+        inflation = report_mod.queueing_inflation_pct(port)
+        supported = remote.port_supports(c, inflation)
+        if remote.claimed_pct(c) > threshold:
+            self.assertEqual(inflation >= threshold, supported)
+        else:
+            self.assertTrue(supported)     # asks for nothing: no contradiction

@@ -1,0 +1,202 @@
+# Licensed under the Apache License, Version 2.0 (the "License"); you may
+# not use this file except in compliance with the License. You may obtain
+# a copy of the License at
+#
+#      http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+# WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+# License for the specific language governing permissions and limitations
+# under the License.
+
+"""Remote victims: the claims other hosts make on this host's VMs, as latency windows.
+
+A latency-sensitive VM on another host whose requests cross this host's
+port (its peer, the server it measures, runs here) is published by its own
+host as a remote claim (:mod:`resex_libvirt.board.remote_claims`). This
+latency source follows the board (one
+:class:`~resex_libvirt.board.reader.BoardReader`, its own daemon thread:
+nothing on the control loop waits for the network), finds the claims made
+on this host's VMs, and hands the market, for each local peer, the remote
+victim's window, judged by the remote victim's SLA
+(:meth:`RemoteVictims.slas`, applied by the controller). The market then
+treats the peer as a victim of this host's port: Algorithm 2 names and
+taxes this host's senders by their share of the MTUs, as for a local
+victim ("Distributed resource exchange", Ranadive, Gavrilovska and Schwan,
+IEEE CLUSTER 2013).
+
+Three rules keep a remote host from throttling this one on its word alone
+(doc/source/fabric.rst, "Acting on remote claims"):
+
+* **expiry**: a claim whose report is older than ``max_age_s`` is dropped
+  when the windows are read, not when the board says so (a board that stopped
+  answering expires every claim all the same);
+* **evidence**: a claim over its threshold on a port whose measured load
+  could not slow a request by that much (an M/G/1-PS port at the last
+  epoch's link utilisation) moves no cap
+  (:func:`~resex_libvirt.board.remote_claims.port_supports`);
+* **the tenant's own SLA stands**: a VM with a latency SLA of its own is
+  never judged by a remote claim.
+
+A window is new evidence once: the same report's claim handed again says
+it has no new requests.
+"""
+
+import logging
+import threading
+import time
+
+from resex_libvirt.board import reader as reader_mod
+from resex_libvirt.board import remote_claims as remote_mod
+from resex_libvirt.board import report as report_mod
+from resex_libvirt.market import records
+
+LOG = logging.getLogger(__name__)
+
+
+class RemoteVictims:
+    """A latency source of the remote claims on this host's VMs (module docstring).
+
+    ``host``: this host's name on the board; ``reader``: a started-on-demand
+    :class:`~resex_libvirt.board.reader.BoardReader` (or anything with
+    ``start``, ``stop``, ``snapshot(now)``); ``max_age_s``: a claim's
+    expiry; ``recompute_s``: at most one pass over the board per this many
+    seconds (the reader's thread makes it, never the loop); ``clock``: wall
+    clock seconds (the board's ``ts``).
+    """
+
+    def __init__(self, host, reader, max_age_s, recompute_s=1.0, clock=time.time):
+        if not max_age_s > 0:
+            raise ValueError("a remote claim's expiry must be above 0 s, got %r" % (max_age_s,))
+        self.host = host
+        self.reader = reader
+        self.max_age_s = float(max_age_s)
+        self.recompute_s = float(recompute_s)
+        self._clock = clock
+        self._found = ()            # Targets on this host, replaced whole by the reader's thread
+        self._computed_at = None
+        self._lock = threading.Lock()
+        self._local = frozenset()
+        self._own_sla = frozenset()
+        self._handed = {}           # local vm -> (claiming host, victim, report ts) last handed
+        self._contradicted = {}     # the same, of the claims last found contradicted
+        self._victims = {}
+        self._expired = set()
+        #: The last epoch's port slowdown (percent), or None before the first epoch.
+        self.port_inflation_pct = None
+        #: Claims heard and ignored since the start: ``{"contradicted": n, "expired": n}``.
+        self.ignored = {"contradicted": 0, "expired": 0}
+
+    # -- lifecycle -------------------------------------------------------------------
+    def start(self):
+        self.reader.start()
+        return self
+
+    def close(self):
+        self.reader.stop()
+
+    # -- the reader's thread -----------------------------------------------------------
+    def on_change(self, _records=None):
+        """A board change: find this host's claims again, at most every ``recompute_s``.
+
+        Called by the reader's thread (a pass over the whole board: never on
+        the control loop). A board that stops changing leaves the last
+        claims found, and :meth:`victims` expires them by their age.
+        """
+        now = self._clock()
+        with self._lock:
+            if self._computed_at is not None and now - self._computed_at < self.recompute_s:
+                return
+            self._computed_at = now
+        try:
+            found = remote_mod.on_host(self.host, self.reader.snapshot(now), now, self.max_age_s)
+        except Exception:
+            LOG.exception("could not find the remote claims on this host")
+            return
+        self._found = tuple(found)
+
+    # -- the latency source ------------------------------------------------------------
+    def sync(self, vms):
+        """The VMs on the host (``{uuid: VMInfo}``), and which have an SLA of their own."""
+        self._local = frozenset(vms)
+        self._own_sla = frozenset(u for u, info in vms.items() if info.sla.sensitive)
+
+    def set_port_load(self, link_utilisation):
+        """The last epoch's link utilisation of this host's port (the evidence rule)."""
+        self.port_inflation_pct = report_mod.queueing_inflation_pct(link_utilisation)
+
+    def victims(self):
+        """``{local vm: Victim}``: the remote victims judged from now on (none expired).
+
+        Called once per interval, before the windows are taken (the
+        controller's :meth:`slas`), so that the SLA the market judges a VM by
+        and the window it is handed come from the same claim.
+        """
+        now = self._clock()
+        found = self._found
+        expired = {(t.host, t.claim.vm, t.ts) for t in found if now - t.ts > self.max_age_s}
+        self.ignored["expired"] += len(expired - self._expired)
+        self._expired = expired
+        self._victims = remote_mod.victims(found, self._local, self._own_sla, now,
+                                           self.max_age_s)
+        return self._victims
+
+    def slas(self):
+        """``{local vm: {SLA field: value}}`` of the remote victims now (:meth:`victims`)."""
+        return {vm: v.sla_fields() for vm, v in self.victims().items()}
+
+    def slas_in_force(self):
+        """The local VMs judged by a remote victim's SLA now (the last :meth:`slas`)."""
+        return tuple(self._victims)
+
+    def windows(self):
+        """``{local vm: LatencyWindow}``: each remote victim's window, if the port supports it.
+
+        The victims are those of the interval's :meth:`slas`; a claim the
+        port's load contradicts is left out (counted and logged once per
+        report; none is supported before the first epoch measured the port),
+        and one handed before says it has no new requests.
+        """
+        out = {}
+        contradicted = {}
+        inflation = self.port_inflation_pct
+        for vm, victim in self._victims.items():
+            c = victim.claim
+            key = (victim.target.host, c.vm, victim.target.ts)
+            if inflation is None or not remote_mod.port_supports(c, inflation):
+                if self._contradicted.get(vm) != key:
+                    self.ignored["contradicted"] += 1
+                    LOG.info("remote victim %s of %s on local VM %s: claims %.0f%% over its "
+                             "SLA; this port's load supports %.0f%%: no cap moves",
+                             c.vm, victim.target.host, vm, remote_mod.claimed_pct(c),
+                             inflation or 0.0)
+                contradicted[vm] = key
+                continue
+            new = 0 if self._handed.get(vm) == key else c.count
+            self._handed[vm] = key
+            out[vm] = records.LatencyWindow(count=c.count, mean_us=c.mean_us, std_us=c.std_us,
+                                            p99_us=c.p99_us, new=new)
+        self._contradicted = contradicted
+        for vm in [vm for vm in self._handed if vm not in self._victims]:
+            del self._handed[vm]
+        return out
+
+    def describe(self, vm):
+        """``remote victim VICTIM on HOST +N%`` for a local VM judged by a claim, else None."""
+        victim = self._victims.get(vm)
+        if victim is None:
+            return None
+        c = victim.claim
+        return "remote victim %s on %s %+.0f%%" % (
+            c.vm, victim.target.host, remote_mod.claimed_pct(c))
+
+
+def build(host, url, board_opts, max_age_s, recompute_s=1.0):
+    """A :class:`RemoteVictims` following the board at ``url`` (not started)."""
+    holder = {}
+    reader = reader_mod.BoardReader(
+        url, max_age=max_age_s, refresh_interval=min(2.0, max_age_s / 2.0),
+        board_opts=board_opts, on_change=lambda records: holder["self"].on_change(records))
+    source = holder["self"] = RemoteVictims(host, reader, max_age_s, recompute_s)
+    return source
