@@ -218,6 +218,7 @@ function configure_resex_agent {
     iniset "$conf" latency probe_socket_path "$RESEX_RUN_DIR/latency.sock"
     iniset "$conf" metrics enabled "$RESEX_METRICS_ENABLED"
     iniset "$conf" metrics port "$RESEX_METRICS_PORT"
+    iniset "$conf" remote_claims enabled "$RESEX_REMOTE_CLAIMS"
     iniset "$conf" nova sla_lookup "$RESEX_NOVA_SLA_LOOKUP"
     if [[ "$RESEX_NOVA_SLA_LOOKUP" == "True" ]]; then
         configure_keystoneauth "$conf" "$RESEX_SERVICE_USER" nova

@@ -170,12 +170,16 @@ done
 #: perftest output -> one BenchEx report on the channel and one ``resex-lat`` console line.
 #: ib_send_lat's result row: #bytes #iterations t_min t_max t_typical t_avg t_stdev p99 p99.9
 PERFTEST_REPORT = b"""#!/bin/busybox sh
-awk -v chan="$1" '
+awk -v chan="$1" -v peer="$2" '
 $1 ~ /^[0-9]+$/ && NF >= 9 && $2 ~ /^[0-9]+$/ {
     printf "resex-lat tool=perftest bytes=%s n=%s min=%s max=%s", $1, $2, $3, $4
     printf " typical=%s mean=%s std=%s p99=%s p999=%s\\n", $5, $6, $7, $8, $9
     if (chan != "" && $6 + 0 > 0 && $8 + 0 > 0 && $6 + 0 < 1e7 && $8 + 0 < 1e7) {
-        printf "{\\"v\\":1,\\"n\\":%d,\\"mean_us\\":%.3f,", $2, $6 > chan
+        if (peer != "")
+            printf "{\\"v\\":2,\\"peer\\":\\"%s\\",", peer > chan
+        else
+            printf "{\\"v\\":1,", "" > chan
+        printf "\\"n\\":%d,\\"mean_us\\":%.3f,", $2, $6 > chan
         printf "\\"std_us\\":%.3f,\\"p99_us\\":%.3f}\\n", $7, $8 > chan
         fflush(chan)
     }
@@ -230,7 +234,7 @@ ROLES = {
           "    [ -z \"$chan\" ] && resex-channel-link"
           " && chan=/dev/virtio-ports/org.resex.latency.0 && echo resex: channel up\n"
           "    ib_send_lat -x 1 -F -p %d -s $size -n $iters $RESEX_peer 2>&1"
-          " | resex-perftest-report \"$chan\"\n"
+          " | resex-perftest-report \"$chan\" \"$RESEX_peer\"\n"
           "    sleep 0.2\n"
           "done\n" % LAT_PORT),
     "rdma-bulk": (

@@ -18,9 +18,12 @@ modules are temporary files carrying ``.modinfo``-style strings.
 """
 
 import os
+import shutil
+import subprocess
 import tempfile
 import unittest
 
+from benchex import wire
 from tests.lab import rdma
 from tests.lab import verbs
 from tests.lab import verbs_experiment
@@ -32,6 +35,39 @@ PERFTEST_LINE = ("resex-lat tool=perftest bytes=4096 n=100 min=2058.69 max=27995
 PERFTEST_UNCALIBRATED = ("resex-lat tool=perftest bytes=65536 n=200 min=inf max=inf "
                          "typical=inf mean=inf std=-nan p99=inf p999=inf")
 BW_LINE = "resex-bw bytes=65536 iters=1203 peak=0.00 avg_MBps=2.76 mpps=0.000044"
+
+
+#: ib_send_lat's result row, as the adapter reads it.
+PERFTEST_ROW = (" 2       1000          5.10           20.00        6.00             6.50"
+                "        1.20            9.00       15.00\n")
+
+
+@unittest.skipUnless(shutil.which("busybox"), "busybox runs the guests' adapter")
+class PerftestAdapterTest(unittest.TestCase):
+    """The image's ``resex-perftest-report`` under busybox; the intake's parser reads it."""
+
+    def report(self, *args):
+        with tempfile.TemporaryDirectory() as tmp:
+            script, chan = os.path.join(tmp, "adapter"), os.path.join(tmp, "chan")
+            with open(script, "wb") as f:
+                f.write(rdma.PERFTEST_REPORT)
+            console = subprocess.run(["busybox", "sh", script, chan] + list(args),
+                                     input=PERFTEST_ROW, capture_output=True, text=True,
+                                     check=True, timeout=30).stdout
+            with open(chan, "rb") as f:
+                line = f.read()
+        self.assertTrue(console.startswith("resex-lat tool=perftest bytes=2 n=1000"), console)
+        return wire.parse(line, wire.SOURCE_CHANNEL)
+
+    def test_a_run_is_one_report_naming_the_peer_it_measured(self):
+        got = self.report("10.229.0.250")
+        self.assertEqual((1000, 6.5, 1.2, 9.0), (got.n, got.mean_us, got.std_us, got.p99_us))
+        self.assertEqual("10.229.0.250", str(got.peer))
+
+    def test_without_a_peer_the_report_is_version_one(self):
+        got = self.report("")
+        self.assertIsNone(got.peer)
+        self.assertEqual(1000, got.n)
 
 
 class ConsoleLinesTest(unittest.TestCase):

@@ -251,6 +251,7 @@ class AllInOneTest(unittest.TestCase):
         self.assertEqual(os.path.join(self.node.run_dir, "latency.sock"),
                          agent.latency.probe_socket_path)
         self.assertFalse(agent.metrics.enabled)
+        self.assertFalse(agent.remote_claims.enabled)
         for path in (self.node.conf_dir, self.node.state_dir, self.node.run_dir):
             self.assertTrue(os.path.isdir(path), path)
 
@@ -391,6 +392,11 @@ class AgentStartTest(unittest.TestCase):
         agent = node.agent()
         self.assertEqual(25.0, agent.fabric.link_capacity_gbps)
         self.assertEqual("br-ex", agent.fabric.uplink_netdev)
+
+    def test_remote_claims_reach_the_agent_when_set(self):
+        node = DevstackRun(self, AIO, RESEX_REMOTE_CLAIMS="True")
+        node.stack()
+        self.assertTrue(node.agent().remote_claims.enabled)
 
 
 class PackagesTest(unittest.TestCase):
