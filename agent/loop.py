@@ -415,7 +415,7 @@ class Agent:
         congestion = report_mod.congestion_index(report) if report is not None else 0.0
         self.last_report = report
         if self.remote is not None and report is not None and not report.blind:
-            self.remote.set_port_load(report.link_utilisation)
+            self.remote.set_port_load(report.link_utilisation, self._holding())
         if self.journal is not None:
             try:
                 self.journal.flush()    # retries a journal write that failed (full disk...)
@@ -436,6 +436,14 @@ class Agent:
                     epoch_s=self.settings.interval_s * self.settings.intervals_per_epoch))
             except Exception:
                 LOG.exception("metrics update failed")
+
+    def _holding(self):
+        """True when the market holds a VM under its limit (the remote claims' evidence rule)."""
+        market = self.market
+        for vm, spec in market.specs.items():
+            if market.decision(vm).cap_pct < spec.limit_pct - 0.5:
+                return True
+        return False
 
     def _epoch_run_delays(self):
         """The epoch's vCPU run delays (evidence for the report); ``{}`` when none can be read."""

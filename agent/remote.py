@@ -34,7 +34,8 @@ Three rules keep a remote host from throttling this one on its word alone
   answering expires every claim all the same);
 * **evidence**: a claim over its threshold on a port whose measured load
   could not slow a request by that much (an M/G/1-PS port at the last
-  epoch's link utilisation) moves no cap
+  epoch's link utilisation) moves no cap, unless the market already holds
+  a sender under its limit (the low load is then the cap's doing)
   (:func:`~resex_libvirt.board.remote_claims.port_supports`);
 * **the tenant's own SLA stands**: a VM with a latency SLA of its own is
   never judged by a remote claim.
@@ -85,6 +86,8 @@ class RemoteVictims:
         self._expired = set()
         #: The last epoch's port slowdown (percent), or None before the first epoch.
         self.port_inflation_pct = None
+        #: The market held a sender under its limit at the last epoch's end.
+        self.holding = False
         #: Claims heard and ignored since the start: ``{"contradicted": n, "expired": n}``.
         self.ignored = {"contradicted": 0, "expired": 0}
 
@@ -122,9 +125,15 @@ class RemoteVictims:
         self._local = frozenset(vms)
         self._own_sla = frozenset(u for u, info in vms.items() if info.sla.sensitive)
 
-    def set_port_load(self, link_utilisation):
-        """The last epoch's link utilisation of this host's port (the evidence rule)."""
+    def set_port_load(self, link_utilisation, holding=False):
+        """The last epoch's port load (the evidence rule) and whether a sender was held.
+
+        ``holding``: the market held a VM under its limit at the epoch's
+        end; the port's load is then what the cap left, not evidence
+        (:func:`~resex_libvirt.board.remote_claims.port_supports`).
+        """
         self.port_inflation_pct = report_mod.queueing_inflation_pct(link_utilisation)
+        self.holding = bool(holding)
 
     def victims(self):
         """``{local vm: Victim}``: the remote victims judged from now on (none expired).
@@ -164,7 +173,7 @@ class RemoteVictims:
         for vm, victim in self._victims.items():
             c = victim.claim
             key = (victim.target.host, c.vm, victim.target.ts)
-            if inflation is None or not remote_mod.port_supports(c, inflation):
+            if inflation is None or not remote_mod.port_supports(c, inflation, self.holding):
                 if self._contradicted.get(vm) != key:
                     self.ignored["contradicted"] += 1
                     LOG.info("remote victim %s of %s on local VM %s: claims %.0f%% over its "

@@ -264,7 +264,7 @@ def claimed_pct(c):
     return 100.0 * (value - c.sla_us) / c.sla_us
 
 
-def port_supports(c, port_inflation_pct):
+def port_supports(c, port_inflation_pct, holding=False):
     """True unless the serving host's own counters contradict claim ``c``.
 
     ``port_inflation_pct``: the slowdown the host's port can cause at the
@@ -274,8 +274,12 @@ def port_supports(c, port_inflation_pct):
     contradicted: the congestion is elsewhere (the victim's own host, a
     switch's link), and capping this host's senders would not help. A
     claim under its threshold asks for nothing, and is no contradiction.
+    ``holding``: the host's market holds a sender under its limit: the
+    port's low load is then the cap's doing, not evidence against the
+    claim (the policy's own rules release a cap that does not help).
     """
-    return claimed_pct(c) <= c.threshold_pct or port_inflation_pct >= c.threshold_pct
+    return (holding or claimed_pct(c) <= c.threshold_pct
+            or port_inflation_pct >= c.threshold_pct)
 
 
 def victims(found, local_vms, own_sla, now, max_age_s):

@@ -802,6 +802,8 @@ class Cloud:
             # install.rst's agent turns the metrics endpoint on; one port per node.
             "RESEX_METRICS_ENABLED": "True",
             "RESEX_METRICS_PORT": str(PORTS["metrics-" + node]),
+            # Each node acts on the other's remote claims (the remote_victim row).
+            "RESEX_REMOTE_CLAIMS": "True",
         })
         self.start_compute(node)
         self.start_agent(node)

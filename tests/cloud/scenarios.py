@@ -34,6 +34,11 @@ Each scenario is a method of :class:`Scenarios` that raises
   stays capped;
 * ``rdma_guests``: Soft-RoCE guests booted through Nova, heard and
   controlled by node1's agent;
+* ``remote_victim`` (:data:`FABRIC`): a victim on node1 whose server is on
+  node2, where a bulk tenant floods node2's port: node2's agent acts on
+  node1's remote claim and caps it; the board down 30 s (the claim
+  expires, the cap goes), node2's agent killed and restarted, the victim
+  deleted (the cap goes);
 * (f) Placement traits (:data:`PLACEMENT`): resex-placement-sync keeps
   ``CUSTOM_RESEX_CLOSED`` on congested node1 (measured from the board record
   that closed it to the trait and to Placement's candidates without node1,
@@ -349,6 +354,114 @@ class Scenarios:
                     self._wait_deleted(n)
             with contextlib.suppress(Exception):
                 self.conn.network.delete_port(port)
+
+    # -- across hosts ---------------------------------------------------------------------
+
+    def remote_victim(self):
+        """A victim on node1 whose server is on node2, a bulk tenant flooding node2's port.
+
+        ``rdma-lat`` (node1) measures perftest's server ``rdma-server``
+        (node2) and names it as its peer; ``bulk-n2`` (node2) sends TCP out
+        of node2's shaped link as fast as it can. Only node2's agent can
+        help: it finds node1's remote claim on its server and caps bulk-n2.
+        Then the faults: the board (etcd) down 30 s (node2's claim expires,
+        the cap is released; back, it is capped again), node2's agent killed
+        and restarted (capped again), the victim deleted (released).
+        """
+        guests.publish_rdma(self.cloud)
+        names = ("rdma-lat", "bulk-n2", "rdma-server")
+        port = self.conn.network.create_port(
+            network_id=cloud_mod.NETWORK_ID, project_id=self.conn.current_project_id,
+            fixed_ips=[{"ip_address": guests.RDMA_SERVER_IP}])
+        try:
+            self.boot("rdma-server", "resex.rdma.plain", "resex-rdma-server", node="node2",
+                      port=port.id)
+            bulk = self.boot("bulk-n2", "resex.bulk", "resex-bulk", node="node2", nic=True)
+            victim, t_heard = self._remote_victim_heard()
+            mark = self.log_size("node1-resex-agent")
+            self._remote_capped("remote", bulk, victim, t_heard)
+            self.figures["remote_victim_mean_after_cap_us"] = self._last_mean(victim, mark)
+            self._remote_board_down(bulk, victim)
+            self._remote_agent_killed(bulk, victim)
+            self.conn.compute.delete_server(self.servers.pop("rdma-lat"))
+            t0 = time.monotonic()
+            self.wait_for("bulk-n2 released after the victim's deletion",
+                          lambda: _cap_pct(self.knobs("node2", bulk)) is None
+                          or _cap_pct(self.knobs("node2", bulk)) >= 50.0,
+                          timeout=180, interval=0.5)
+            self.figures["remote_victim_deleted_to_released_s"] = time.monotonic() - t0
+        finally:
+            for n in names:
+                if n in self.servers:
+                    self.conn.compute.delete_server(self.servers.pop(n))
+            for n in names:
+                with contextlib.suppress(Exception):
+                    self._wait_deleted(n)
+            with contextlib.suppress(Exception):
+                self.conn.network.delete_port(port)
+
+    def _remote_victim_heard(self):
+        """Boot the victim on node1; ``(server, when)`` once node1 hears it name its peer."""
+        log1 = "node1-resex-agent"
+        mark = self.log_size(log1)
+        victim = self.boot("rdma-lat", "resex.rdma.sensitive", "resex-rdma-lat", node="node1",
+                           nic=True)
+        t_active = time.monotonic()
+        heard = self.wait_for(
+            "node1 hearing %s name its peer" % victim.name,
+            lambda: re.search(r"VM %s claims latency mean ([0-9.]+) us[^\n]* peer %s"
+                              % (victim.id, re.escape(guests.RDMA_SERVER_IP)),
+                              self.log_lines(log1, mark)), timeout=420)
+        t_heard = time.monotonic()
+        self.figures["remote_active_to_first_report_s"] = t_heard - t_active
+        self.figures["remote_victim_first_mean_us"] = float(heard.group(1))
+        return victim, t_heard
+
+    def _last_mean(self, victim, mark, settle_s=20.0):
+        """The victim's last mean (us) node1 heard, ``settle_s`` after now, or None."""
+        time.sleep(settle_s)
+        means = re.findall(r"VM %s claims latency mean ([0-9.]+) us" % victim.id,
+                           self.log_lines("node1-resex-agent", mark))
+        return float(means[-1]) if means else None
+
+    def _remote_capped(self, what, bulk, victim, t0, timeout=180):
+        """Until node2's agent caps ``bulk`` for ``victim`` (its line names node1 as its host)."""
+        log2 = "node2-resex-agent"
+        mark = self.log_size(log2)
+        cap = self.wait_for("%s: bulk-n2 capped below 50%% by node2's agent" % what,
+                            lambda: _below(_cap_pct(self.knobs("node2", bulk)), 50.0),
+                            timeout=timeout, interval=0.5)
+        self.figures["%s_to_capped_s" % what] = time.monotonic() - t0
+        self.figures["%s_bulk_cap_pct" % what] = cap
+        self.wait_for("node2's line naming the remote victim", lambda: re.search(
+            r"remote victim %s on node1 " % victim.id, self.log_lines(log2, mark)), timeout=30)
+        return cap
+
+    def _remote_board_down(self, bulk, victim):
+        """etcd stopped 30 s: node2's claim expires and bulk-n2 is released; back, recapped."""
+        t0 = time.monotonic()
+        self.cloud.table.stop("etcd", timeout=20)
+        try:
+            self.wait_for("bulk-n2 released while the board is down",
+                          lambda: _cap_pct(self.knobs("node2", bulk)) is None
+                          or _cap_pct(self.knobs("node2", bulk)) >= 50.0,
+                          timeout=120, interval=0.5)
+            self.figures["remote_board_down_to_released_s"] = time.monotonic() - t0
+            time.sleep(max(0.0, 30.0 - (time.monotonic() - t0)))
+        finally:
+            self.cloud.start_etcd()
+        self._remote_capped("remote_board_back", bulk, victim, time.monotonic())
+
+    def _remote_agent_killed(self, bulk, victim):
+        """kill -9 of node2's agent: the restarted agent restores, then caps bulk-n2 again."""
+        entry = self.cloud.table.get("node2-resex-agent")
+        os.kill(entry["pid"], signal.SIGKILL)
+        self.wait_for("node2's agent dead",
+                      lambda: not machine.alive(entry["pid"], entry["started"]), timeout=10)
+        self.cloud.table.remove("node2-resex-agent")
+        t0 = time.monotonic()
+        self.cloud.start_agent("node2")
+        self._remote_capped("remote_agent_restarted", bulk, victim, t0)
 
     # -- install.rst ----------------------------------------------------------------------
 
@@ -1050,10 +1163,12 @@ FAULTS = ("agent_killed", "nova_compute_restarted", "libvirtd_restarted", "etcd_
           "nothing_capped_after")
 #: Soft-RoCE guests through Nova.
 RDMA = ("rdma_guests",)
+#: Across hosts (doc/source/fabric.rst): node2's agent acting on node1's remote claim.
+FABRIC = ("remote_victim",)
 #: (f): the board's verdict as Placement traits (resex-placement-sync).
 PLACEMENT = ("placement_filter_off", "placement_compute_update", "placement_sync_restarted",
              "placement_down")
-ORDER = SMOKE + MOVES + FAULTS + RDMA + PLACEMENT
+ORDER = SMOKE + MOVES + FAULTS + RDMA + FABRIC + PLACEMENT
 
 
 def _log_time(text, match):

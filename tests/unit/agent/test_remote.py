@@ -78,10 +78,9 @@ class PinnedPort(remote_agent.RemoteVictims):
 
     pinned = None
 
-    def set_port_load(self, link_utilisation):
-        if self.pinned is None:
-            super().set_port_load(link_utilisation)
-        else:
+    def set_port_load(self, link_utilisation, holding=False):
+        super().set_port_load(link_utilisation, holding)
+        if self.pinned is not None:
             self.port_inflation_pct = self.pinned
 
 
@@ -196,6 +195,17 @@ class SourceTest(unittest.TestCase):
         src.slas()
         self.assertEqual(900.0, src.windows()[server].mean_us)
         self.assertIn("+350%", src.describe(server))
+
+    def test_an_idle_port_contradicts_a_claim_unless_a_sender_is_held_already(self):
+        src, server = self.source([a_claim()])
+        src.set_port_load(0.0)
+        src.slas()
+        self.assertEqual({}, src.windows())
+        self.assertEqual(1, src.ignored["contradicted"])
+        # The market holds a sender: the idle port is the cap's doing.
+        src.set_port_load(0.0, holding=True)
+        src.slas()
+        self.assertEqual({server}, set(src.windows()))
 
     def test_an_expiry_of_zero_is_refused(self):
         with self.assertRaises(ValueError):

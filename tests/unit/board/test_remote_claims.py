@@ -227,3 +227,5 @@ class VictimsTest(unittest.TestCase):
             self.assertEqual(inflation >= threshold, supported)
         else:
             self.assertTrue(supported)     # asks for nothing: no contradiction
+        # A sender already held: the port's load is the cap's doing.
+        self.assertTrue(remote.port_supports(c, inflation, holding=True))
