@@ -126,6 +126,8 @@ class Health:
     intake_rejected: dict = dataclasses.field(default_factory=dict)
     status_sent: int = 0
     status_dropped: int = 0
+    remote_victims: int = 0
+    remote_claims_ignored: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -478,6 +480,7 @@ class Agent:
         pub = self.publisher
         journal = self.journal
         watchdog = self.watchdog
+        remote = self.remote
         rejected = {}
         status = (0, 0)
         if self.intake is not None:
@@ -500,7 +503,9 @@ class Agent:
             journal_unsaved=len(journal.unsaved) if journal is not None else 0,
             hypervisor_timeouts=watchdog.timeouts if watchdog is not None else 0,
             hypervisor_available=watchdog.available if watchdog is not None else True,
-            intake_rejected=rejected, status_sent=status[0], status_dropped=status[1])
+            intake_rejected=rejected, status_sent=status[0], status_dropped=status[1],
+            remote_victims=len(remote.slas_in_force()) if remote is not None else 0,
+            remote_claims_ignored=dict(remote.ignored) if remote is not None else {})
 
     def set_status_interval(self, seconds):
         """Write the VMs' statuses at most once per ``seconds`` from now on (0: never).

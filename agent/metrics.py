@@ -278,6 +278,15 @@ class _HealthCollector:
         yield C("resex_latency_status_dropped",
                 "Status lines dropped because the VM's channel was full (the guest does not "
                 "read)", value=h.status_dropped)
+        yield G("resex_remote_victims",
+                "VMs of this host judged by a remote victim's SLA (the peers of victims on "
+                "other hosts)", value=h.remote_victims)
+        ignored = C("resex_remote_claims_ignored",
+                    "Remote claims on this host's VMs that moved no cap, by reason "
+                    "(contradicted by this port's load, expired)", labels=("reason",))
+        for reason, n in sorted(h.remote_claims_ignored.items()):
+            ignored.add_metric([reason], n)
+        yield ignored
         yield G("resex_hypervisor_available",
                 "1 when hypervisor calls return within the watchdog's bound",
                 value=1 if h.hypervisor_available else 0)

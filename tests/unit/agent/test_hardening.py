@@ -378,14 +378,17 @@ class EpochTest(unittest.TestCase):
                                           latency_inflation_pct=0.0)
         health = loop.Health(publish_failures=3, journal_write_errors=2, journal_unsaved=1,
                              hypervisor_available=False, held_intervals=7,
-                             intake_rejected={"evicted": 4})
+                             intake_rejected={"evicted": 4}, remote_victims=2,
+                             remote_claims_ignored={"contradicted": 5, "expired": 1})
         sink.observe_epoch(loop.EpochRecord(1, 0.0, summary, None, 12.5, 10, health))
         text = prometheus_client.generate_latest(sink.registry).decode()
         for line in ('resex_board_publish_failures_total 3.0',
                      'resex_journal_write_errors_total 2.0', 'resex_journal_unsaved_vms 1.0',
                      'resex_hypervisor_available 0.0', 'resex_loop_held_intervals_total 7.0',
                      'resex_intake_rejected_total{reason="evicted"} 4.0',
-                     'resex_congestion_index_ratio 0.125'):
+                     'resex_congestion_index_ratio 0.125', 'resex_remote_victims 2.0',
+                     'resex_remote_claims_ignored_total{reason="contradicted"} 5.0',
+                     'resex_remote_claims_ignored_total{reason="expired"} 1.0'):
             self.assertIn(line, text)
 
 

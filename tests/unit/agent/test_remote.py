@@ -126,6 +126,7 @@ class RemoteVictimTest(unittest.TestCase):
         named = [m for m in logs.output if "remote victim %s on node1" % VICTIM in m]
         self.assertTrue(named and all("via vm64k" in m for m in named), logs.output)
         self.assertEqual((server,), source.slas_in_force())
+        self.assertEqual(1, agent.health().remote_victims)
 
     def test_a_claim_under_its_threshold_moves_no_cap(self):
         _agent, sim, _source, _server = run([a_claim(mean_us=205.0)])
