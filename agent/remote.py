@@ -63,8 +63,8 @@ class RemoteVictims:
     :class:`~resex_libvirt.board.reader.BoardReader` (or anything with
     ``start``, ``stop``, ``snapshot(now)``); ``max_age_s``: a claim's
     expiry; ``recompute_s``: at most one pass over the board per this many
-    seconds (the reader's thread makes it, never the loop); ``clock``: wall
-    clock seconds (the board's ``ts``).
+    seconds, by a thread of its own after the reader says the board changed
+    (never the loop); ``clock``: wall clock seconds (the board's ``ts``).
     """
 
     def __init__(self, host, reader, max_age_s, recompute_s=1.0, clock=time.time):
@@ -75,9 +75,11 @@ class RemoteVictims:
         self.max_age_s = float(max_age_s)
         self.recompute_s = float(recompute_s)
         self._clock = clock
-        self._found = ()            # Targets on this host, replaced whole by the reader's thread
-        self._computed_at = None
+        self._found = ()            # Targets on this host, replaced whole by the claims' thread
         self._lock = threading.Lock()
+        self._dirty = threading.Event()
+        self._stop = threading.Event()
+        self._thread = None
         self._local = frozenset()
         self._own_sla = frozenset()
         self._handed = {}           # local vm -> (claiming host, victim, report ts) last handed
@@ -93,25 +95,47 @@ class RemoteVictims:
 
     # -- lifecycle -------------------------------------------------------------------
     def start(self):
+        """Start following the board, and the thread that finds this host's claims in it."""
+        with self._lock:
+            if self._thread is None:
+                self._stop.clear()
+                self._thread = threading.Thread(target=self._run, name="resex-remote-claims",
+                                                daemon=True)
+                self._thread.start()
         self.reader.start()
         return self
 
     def close(self):
+        with self._lock:
+            thread, self._thread = self._thread, None
+        self._stop.set()
+        self._dirty.set()
         self.reader.stop()
+        if thread is not None:
+            thread.join(5.0)
 
-    # -- the reader's thread -----------------------------------------------------------
+    # -- the claims' thread ------------------------------------------------------------
     def on_change(self, _records=None):
-        """A board change: find this host's claims again, at most every ``recompute_s``.
+        """The board changed (the reader's thread): look again, within ``recompute_s``."""
+        self._dirty.set()
 
-        Called by the reader's thread (a pass over the whole board: never on
-        the control loop). A board that stops changing leaves the last
-        claims found, and :meth:`victims` expires them by their age.
+    def _run(self):
+        """At most one pass over the board per ``recompute_s``, after each change."""
+        while not self._stop.is_set():
+            self._dirty.wait()
+            if self._stop.is_set():
+                return
+            self._dirty.clear()
+            self.recompute()
+            self._stop.wait(self.recompute_s)
+
+    def recompute(self):
+        """Find the claims on this host's VMs in the reader's snapshot (a pass over the board).
+
+        Never on the control loop. A board that stops changing leaves the
+        last claims found, and :meth:`victims` expires them by their age.
         """
         now = self._clock()
-        with self._lock:
-            if self._computed_at is not None and now - self._computed_at < self.recompute_s:
-                return
-            self._computed_at = now
         try:
             found = remote_mod.on_host(self.host, self.reader.snapshot(now), now, self.max_age_s)
         except Exception:

@@ -98,7 +98,7 @@ def run(claims, now=TS + 1.0, pinned=None, duration=3.0):
     source = PinnedPort(conf.agent.host, Reader(conf.agent.host, server, claims), 10.0,
                         clock=lambda: now)
     source.pinned = pinned
-    source.on_change()
+    source.recompute()
     parts.remote = source
     agent = builder.build_agent(conf, parts)
     agent.run()
@@ -169,7 +169,7 @@ class SourceTest(unittest.TestCase):
         server = "bbbbbbbb-0000-4000-8000-000000000002"
         src = remote_agent.RemoteVictims("node2", Reader("node2", server, claims), 10.0,
                                          clock=lambda: now)
-        src.on_change()
+        src.recompute()
         info = test_loop.dataclasses.make_dataclass("Info", ["sla"])(
             sla_mod.SLA(latency_sla_us=100.0) if own_sla else sla_mod.SLA())
         src.sync({server: info})
