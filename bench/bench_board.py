@@ -60,6 +60,7 @@ import urllib.request
 from resex_libvirt import board as board_mod
 from resex_libvirt.board import backend
 from resex_libvirt.board import reader as reader_mod
+from resex_libvirt.board import report as report_mod
 from resex_libvirt import exceptions
 from tests.functional.board import etcd_cluster
 from tests.functional.board import etcd_server
@@ -312,10 +313,15 @@ def main(argv=None):
                         help="backends of the scheduler-view table")
     parser.add_argument("--skip-calls", action="store_true",
                         help="only the scheduler-view table")
+    parser.add_argument("--record-sizes", action="store_true",
+                        help="only the record-size table (remote claims' cost per report)")
     parser.add_argument("--leader-change", type=int, default=0, metavar="HOSTS",
                         help="only the leader-change table, with this many hosts (3 etcd "
                              "members; --rate and --window as above, the kill at a third)")
     args = parser.parse_args(argv)
+    if args.record_sizes:
+        record_sizes()
+        return 0
     if args.leader_change:
         if not etcd_server.EtcdServer.available():
             print("etcd: skipped, /usr/bin/etcd is not installed (Debian etcd-server)")
@@ -353,6 +359,36 @@ def main(argv=None):
     finally:
         server.cleanUp()
     return 0
+
+
+def record_sizes(vms=16):
+    """Print a host report's bytes with 0, 1, 4 and 16 remote claims (``vms`` VMs, addresses).
+
+    What a claim adds to the board's traffic per host per epoch: a host
+    with claims publishes every epoch (the on-change rule never holds its
+    report back), so in a fleet that publishes on change its traffic is
+    this record once a second.
+    """
+    from resex_libvirt.board import remote_claims
+    addresses = {"%08x-0000-4000-8000-%012x" % (k, k):
+                 ["10.%d.%d.%d" % (k, k, k), "fa:16:3e:00:00:%02x" % k] for k in range(vms)}
+    print("host report bytes, %d VMs with an IPv4 address and a MAC each" % vms)
+    print("%-7s %7s %8s" % ("claims", "bytes", "vs none"))
+    base = None
+    for n in (0, 1, 4, 16):
+        claims = [remote_claims.Claim(
+            vm="%08x-1111-4000-8000-%012x" % (k, k), peer="10.99.%d.%d:7788" % (k, k),
+            sla_us=500.0, threshold_pct=10.0, statistic="mean", count=2400,
+            mean_us=612.25, std_us=31.5, p99_us=901.75)._asdict() for k in range(n)]
+        rec = report_mod.HostReport(
+            host="compute-0123.rack07.example.org", ts=time.time(), epoch=123456,
+            link_capacity_bytes_per_s=12.5e9, link_utilisation=0.4173, cpu_price=1.25,
+            io_price=3.5, latency_inflation_pct=12.75, vms=vms, sensitive_vms=max(n, 2),
+            heavy_io_vms=3, sensitive_io_share=0.1, heavy_io_share=0.6, agent_version="1.0.0",
+            addresses=addresses, remote_claims=claims)
+        size = len(rec.to_json())
+        base = base or size
+        print("%-7d %7d %7.2fx" % (n, size, size / base))
 
 
 def calls(args, sizes):
