@@ -44,8 +44,10 @@ import sys
 import time
 
 from oslo_config import cfg
+import yaml
 
 from resex_libvirt import board as board_mod
+from resex_libvirt.board import links as links_mod
 from resex_libvirt import exceptions
 from resex_nova import conf as conf_mod
 
@@ -142,6 +144,25 @@ def _hosts(computes, reports, fresh, say):
         say("hosts: ok (every one of %d compute service(s) reports)", len(computes))
 
 
+def _topology(conf, computes, say):
+    """The shared links' file: read and parsed, its hosts compared with Nova's."""
+    path = conf.resex.topology_file
+    if not path:
+        say("links: none declared ([resex] topology_file unset)")
+        return
+    try:
+        with open(path, encoding="utf-8") as f:
+            topo = links_mod.parse(yaml.safe_load(f) or {})
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError) as exc:
+        raise _Failed("links", "[resex] topology_file %s: %s" % (path, exc)) from exc
+    strangers = sorted(set(topo.of_host) - computes) if computes else []
+    if strangers:
+        raise _Failed("links", "%d host(s) of %s are not Nova compute services: %s"
+                      % (len(strangers), path, ", ".join(strangers)))
+    say("links: ok (%d shared link(s) over %d host(s) in %s)", len(topo.links),
+        len(topo.of_host), path)
+
+
 def run_check(conf, computes=(), out=None):
     """Check ``conf`` (:func:`make_conf`) and the board against ``computes``; 0 or 1."""
     out = out or sys.stdout
@@ -154,6 +175,7 @@ def run_check(conf, computes=(), out=None):
         _weigher(conf, say)
         reports, fresh = _board(conf, say)
         _hosts(set(computes), reports, fresh, say)
+        _topology(conf, set(computes), say)
     except _Failed as exc:
         say("ERROR: %s: %s", exc.part, exc.message)
         return FAILED

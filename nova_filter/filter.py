@@ -203,7 +203,13 @@ class ResExCongestionFilter(filters.BaseHostFilter):
                       if entry is not None and entry.blind else "no fresh report",
                       host_state.host, policy)
         elif verdict == rules.BAD:
-            if request.kind == rules.SENSITIVE:
+            if request.kind == rules.SENSITIVE and entry.link is not None:
+                ld = entry.link
+                LOG.debug("ResEx: host %s fails: its shared link %s at %.0f%% of capacity "
+                          "(%d of %d hosts heard) gives %.1f%% > %.1f%%", host_state.host,
+                          ld.link.name, 100.0 * ld.utilisation, ld.heard, ld.hosts,
+                          entry.latched, limit)
+            elif request.kind == rules.SENSITIVE:
                 LOG.debug("ResEx: host %s fails: admission index %.1f%% > %.1f%%",
                           host_state.host, entry.latched, limit)
             else:

@@ -35,9 +35,13 @@ ignored with a debug line: the filter never raises.
 
 import dataclasses
 import logging
+import os
+import threading
 
 from nova.scheduler.filters import utils as filters_utils
+import yaml
 
+from resex_libvirt.board import links as links_mod
 from resex_libvirt.board import reader as reader_mod
 from resex_libvirt import exceptions
 from resex_libvirt import sla as sla_mod
@@ -119,7 +123,8 @@ def aggregate_value(host_state, option, default, cast):
 class Judge:
     """Classifies hosts for one request, with the options read once per request."""
 
-    __slots__ = ("request", "reader", "now", "default_threshold", "default_bulk_max")
+    __slots__ = ("request", "reader", "now", "default_threshold", "default_bulk_max",
+                 "links")
 
     def __init__(self, request, conf, now):
         opts = conf.resex
@@ -128,6 +133,9 @@ class Judge:
         self.now = now
         self.default_threshold = opts.congestion_threshold
         self.default_bulk_max = opts.bulk_max_sensitive_vms
+        #: ``{host: Load}`` of the most congested shared link of each host, or None.
+        self.links = (LINKS.by_host(topology(opts.topology_file), self.reader, now)
+                      if request.kind == SENSITIVE and opts.topology_file else None)
 
     def limit(self, host_state):
         """The request's limit on ``host_state``: a threshold (sensitive) or a count (bulk)."""
@@ -150,6 +158,11 @@ class Judge:
         sensitive = self.request.kind == SENSITIVE
         fixed = self.request.threshold_pct if sensitive else None
         found = [get(h.host) for h in host_states]
+        if self.links:
+            # A host behind a congested shared link is judged by the link's congestion.
+            links = self.links.get
+            found = [e if e is None else e.behind(links(h.host))
+                     for e, h in zip(found, host_states)]
         if fixed is not None:
             limits = [fixed] * len(found)
         else:
@@ -174,3 +187,84 @@ def board_reader(conf):
         load_timeout=opts.first_load_timeout, mode=opts.board_read_mode,
         tau=opts.admission_time_constant, hysteresis=opts.admission_hysteresis,
         board_opts=conf_mod.board_options(opts))
+
+
+# -- shared links -------------------------------------------------------------------------
+
+class _Topologies:
+    """The topology file, read again when it changes; the last good one kept on an error."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._cache = {}        # path -> (stat key, Topology or None)
+
+    def __call__(self, path):
+        try:
+            st = os.stat(path)
+            key = (st.st_mtime_ns, st.st_size, st.st_ino)
+        except OSError as exc:
+            return self._failed(path, None, exc)
+        cached = self._cache.get(path)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        with self._lock:
+            cached = self._cache.get(path)
+            if cached is not None and cached[0] == key:
+                return cached[1]
+            try:
+                with open(path, encoding="utf-8") as f:
+                    found = links_mod.parse(yaml.safe_load(f) or {})
+            except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError) as exc:
+                return self._failed(path, key, exc)
+            LOG.info("ResEx: topology %s read: %d shared links over %d hosts", path,
+                     len(found.links), len(found.of_host))
+            self._cache[path] = (key, found)
+            return found
+
+    def _failed(self, path, key, exc):
+        """Log once per file version; the last good topology (or None) stands."""
+        cached = self._cache.get(path)
+        last = cached[1] if cached is not None else None
+        if cached is None or cached[0] != key or key is None and cached[0] is not None:
+            LOG.error("ResEx: cannot use the topology file %s (%s); %s", path, exc,
+                      "the last good one stands" if last is not None else
+                      "no shared link is known")
+            self._cache[path] = (key, last)
+        return last
+
+
+#: The process's topology files (:class:`_Topologies`).
+topology = _Topologies()
+
+
+class _LinkView:
+    """Each host's most congested shared link, from the reader's reports, at most once a second.
+
+    A pass over the links' hosts (a dict lookup per host) off the request's
+    path most of the time: requests in the same second share it.
+    """
+
+    INTERVAL_S = 1.0
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._last = (None, None, None, 0.0)     # topology, reader, by_host, when
+
+    def by_host(self, topo, reader, now):
+        if topo is None or not topo.links:
+            return None
+        last_topo, last_reader, by_host, when = self._last
+        if last_topo is topo and last_reader is reader and 0 <= now - when < self.INTERVAL_S:
+            return by_host
+        with self._lock:
+            last_topo, last_reader, by_host, when = self._last
+            if not (last_topo is topo and last_reader is reader
+                    and 0 <= now - when < self.INTERVAL_S):
+                loads = links_mod.loads(topo, reader.snapshot(now))
+                by_host = links_mod.worst_by_host(topo, loads)
+                self._last = (topo, reader, by_host, now)
+            return by_host
+
+
+#: The process's view of the shared links (:class:`_LinkView`).
+LINKS = _LinkView()

@@ -47,6 +47,7 @@ never mutates them).
   it never stops the follower nor reaches a request.
 """
 
+import copy
 import logging
 import threading
 import time
@@ -70,11 +71,13 @@ class Entry:
     ``ts``, ``latched`` (the admission value, percent: refuse a threshold
     below it), ``sensitive_vms`` and ``blind`` (the agent could not see its
     hypervisor: treat the host as unknown) are copied out for the request
-    path.
+    path. ``link`` is ``None``, or the shared link's
+    :class:`~resex_libvirt.board.links.Load` when a request's copy of the
+    entry (:meth:`behind`) takes its ``latched`` from a congested link.
     """
 
     __slots__ = ("report", "admission", "ts", "latched", "sensitive_vms", "heavy_io_vms",
-                 "blind")
+                 "blind", "link")
 
     def __init__(self, report, admission):
         self.report = report
@@ -84,6 +87,20 @@ class Entry:
         self.sensitive_vms = report.sensitive_vms
         self.heavy_io_vms = report.heavy_io_vms
         self.blind = report.blind
+        self.link = None
+
+    def behind(self, load):
+        """This entry behind a shared link at ``load``: a copy, or itself if the host is worse.
+
+        The copy's ``latched`` is the link's congestion and its ``link`` the
+        :class:`~resex_libvirt.board.links.Load`; the reader's entry is not changed.
+        """
+        if load is None or load.congestion_pct <= self.latched:
+            return self
+        out = copy.copy(self)
+        out.latched = load.congestion_pct
+        out.link = load
+        return out
 
 
 class BoardReader:

@@ -43,10 +43,10 @@ class SchedulerCheckTest(unittest.TestCase):
             board.publish(reports.make("cmp-1"))
             board.publish(reports.make("cmp-2", ts=time.time() - 600))   # stale
 
-    def run_check(self, scheduler=ENABLED, computes=(), url=None):
+    def run_check(self, scheduler=ENABLED, computes=(), url=None, extra=""):
         path = os.path.join(self.dir, "nova.conf")
         with open(path, "w") as f:
-            f.write(scheduler + "[resex]\nboard_url = %s\n" % (url or self.url))
+            f.write(scheduler + "[resex]\nboard_url = %s\n" % (url or self.url) + extra)
         out = io.StringIO()
         code = check.run_check(check.make_conf([path]), computes, out=out)
         return code, out.getvalue()
@@ -116,3 +116,25 @@ class SchedulerCheckTest(unittest.TestCase):
                                "cmp-3"])
         self.assertEqual(0, code, out.getvalue())
         self.assertIn("2 of 3 compute service(s)", out.getvalue())
+
+    def test_the_topology_file_is_parsed_and_its_hosts_compared_with_nova(self):
+        code, text = self.run_check(computes={"cmp-1", "cmp-2"})
+        self.assertIn("links: none declared", text)
+        topology = os.path.join(self.dir, "topology.yaml")
+        with open(topology, "w") as f:
+            f.write("links:\n  - {name: up, capacity_gbps: 10, hosts: [cmp-1, cmp-2]}\n")
+        extra = "topology_file = %s\n" % topology
+        code, text = self.run_check(computes={"cmp-1", "cmp-2"}, extra=extra)
+        self.assertEqual(0, code, text)
+        self.assertIn("links: ok (1 shared link(s) over 2 host(s) in %s)" % topology, text)
+        with open(topology, "w") as f:
+            f.write("links:\n  - {name: up, capacity_gbps: 10, hosts: [cmp-1, cmp-9]}\n")
+        code, text = self.run_check(computes={"cmp-1", "cmp-2"}, extra=extra)
+        self.assertEqual(1, code, text)
+        self.assertIn("ERROR: links: 1 host(s) of %s are not Nova compute services: cmp-9"
+                      % topology, text)
+        with open(topology, "w") as f:
+            f.write("links:\n  - {name: up, capacity_gbps: 0, hosts: [cmp-1]}\n")
+        code, text = self.run_check(extra=extra)
+        self.assertEqual(1, code, text)
+        self.assertIn("capacity_gbps must be a number", text)

@@ -23,6 +23,7 @@ from nova.scheduler import filters
 from resex_libvirt.board import report as report_mod
 from resex_nova import filter as resex_filter
 from resex_nova import moves
+from resex_nova import rules
 from tests.unit.board import test_report
 from tests.unit.nova_filter import base
 
@@ -251,3 +252,62 @@ class RejectedRecordsLogTest(base.PluginTestCase):
 
     def test_a_clean_board_says_nothing(self):
         self.assertEqual([], self.warnings())
+
+
+class SharedLinksTest(base.PluginTestCase):
+    """``[resex] topology_file``: a host behind a congested shared link is judged by the link."""
+
+    def setUp(self):
+        super().setUp()
+        self.handler = filters.HostFilterHandler()
+        self.filter = resex_filter.ResExCongestionFilter()
+        self.topology = self.useFixture(fixtures.TempDir()).join("topology.yaml")
+        self.write("links:\n"
+                   "  - name: rack1-uplink\n    capacity_gbps: 1\n    hosts: [r1a, r1b]\n"
+                   "  - name: rack2-uplink\n    capacity_gbps: 1\n    hosts: [r2a, r2b]\n")
+        self.conf.config(topology_file=self.topology, group="resex")
+        gbit = 1e9 / 8.0
+        # Every port 2-5 % busy: every host alone passes a 10 % SLA. Rack 1's two
+        # 10 Gb/s ports send 0.5 + 0.5 Gb/s into its 1 Gb/s uplink: full; rack 2's
+        # 1 Gb/s ports 0.02 + 0.02 into its own (4 %: 4.2 % slower).
+        self.publish(**{h: dict(link_utilisation=0.05, link_capacity_bytes_per_s=10 * gbit)
+                        for h in ("r1a", "r1b")},
+                     **{h: dict(link_utilisation=0.02, link_capacity_bytes_per_s=1 * gbit)
+                        for h in ("r2a", "r2b")},
+                     alone=dict(link_utilisation=0.05, link_capacity_bytes_per_s=1 * gbit))
+        rules.LINKS.__init__()
+
+    def write(self, text):
+        with open(self.topology, "w") as f:
+            f.write(text)
+
+    def passing(self, spec, hosts=("r1a", "r1b", "r2a", "r2b", "alone")):
+        states = [base.host(h) for h in hosts]
+        return [s.host for s in self.handler.get_filtered_objects([self.filter], states, spec)]
+
+    def test_a_sensitive_request_avoids_the_hosts_behind_a_congested_uplink(self):
+        spec = base.request(**base.SENSITIVE)
+        with self.assertLogs(resex_filter.LOG, logging.DEBUG) as logs:
+            self.assertEqual(["r2a", "r2b", "alone"], self.passing(spec))
+        self.assertIn("host r1a fails: its shared link rack1-uplink at 100% of capacity "
+                      "(2 of 2 hosts heard)", "\n".join(logs.output))
+        # Without the topology every host passes: each port alone is quiet.
+        self.conf.config(topology_file=None, group="resex")
+        self.assertEqual(["r1a", "r1b", "r2a", "r2b", "alone"], self.passing(spec))
+
+    def test_bulk_and_other_requests_ignore_the_links(self):
+        self.assertEqual(5, len(self.passing(base.request(**base.BULK))))
+        self.assertEqual(5, len(self.passing(base.request())))
+
+    def test_a_broken_file_is_logged_and_the_last_good_one_stands(self):
+        spec = base.request(**base.SENSITIVE)
+        self.assertEqual(["r2a", "r2b", "alone"], self.passing(spec))
+        self.write("links: [{name: x}]\n")
+        with self.assertLogs("resex_nova.rules", logging.ERROR) as logs:
+            self.assertEqual(["r2a", "r2b", "alone"], self.passing(spec))
+        self.assertIn("link", logs.output[0])
+        self.assertIn("the last good one stands", logs.output[0])
+        # A broken file never read well: no shared link is known, nothing raises.
+        self.conf.config(topology_file=self.topology + ".absent", group="resex")
+        with self.assertLogs("resex_nova.rules", logging.ERROR):
+            self.assertEqual(5, len(self.passing(spec)))

@@ -12,8 +12,10 @@
 
 """ResExCongestionWeigher through nova's own HostWeightHandler, on real nova objects."""
 
+import fixtures
 from nova.scheduler import weights
 
+from resex_nova import rules
 from resex_nova import weigher as resex_weigher
 from tests.unit.nova_filter import base
 
@@ -118,3 +120,28 @@ class CongestionWeigherTest(base.PluginTestCase):
         self.assertEqual(1.0, w._weigh_object(base.host("h2"), spec))
         self.assertEqual(resex_weigher.UNKNOWN, w._weigh_object(base.host("nope"), spec))
         self.assertEqual(0.0, w._weigh_object(base.host("h1"), base.request()))
+
+
+class SharedLinksWeigherTest(base.PluginTestCase):
+
+    def test_a_host_behind_a_congested_uplink_weighs_as_that_link(self):
+        topology = self.useFixture(fixtures.TempDir()).join("topology.yaml")
+        with open(topology, "w") as f:
+            f.write("links:\n  - {name: rack1-uplink, capacity_gbps: 1, hosts: [r1a, r1b]}\n")
+        gbit = 1e9 / 8.0
+        # Each port alone 5 % busy; rack 1's uplink carries 0.5 of its 1 Gb/s (100 %).
+        self.publish(**{h: dict(link_utilisation=0.05, link_capacity_bytes_per_s=5 * gbit)
+                        for h in ("r1a", "r1b", "alone")})
+        rules.LINKS.__init__()
+        handler = weights.HostWeightHandler()
+        states = [base.host(h) for h in ("r1a", "alone")]
+
+        def weighed():
+            return [(w.obj.host, round(w.weight, 6)) for w in handler.get_weighed_objects(
+                [resex_weigher.ResExCongestionWeigher()], states,
+                base.request(**base.SENSITIVE))]
+        # Alone, both ports weigh the same (1 - 0.4 x 5/10).
+        self.assertEqual([("r1a", 0.8), ("alone", 0.8)], weighed())
+        self.conf.config(topology_file=topology, group="resex")
+        # Behind the link r1a is bad (0.4 x 10/100); alone keeps its 0.8.
+        self.assertEqual([("alone", 0.8), ("r1a", 0.04)], weighed())
