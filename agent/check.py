@@ -68,6 +68,7 @@ from resex_agent import host_identity
 from resex_agent.intake import server as intake_server
 from resex_agent import lock as agent_lock
 from resex_agent import metrics as metrics_mod
+from resex_libvirt.board import remote_claims
 from resex_libvirt import exceptions
 from resex_libvirt import sla as sla_mod
 
@@ -201,19 +202,33 @@ def _board(conf, parts, say):
     """The ``board:`` line: not configured, not created yet, or read once."""
     if parts.board is None:
         say("board: not configured (nothing is published for the Nova scheduler)")
-        return
+        return {}
     fresh = _not_created_yet(conf)
     if fresh is not None:
         say("board: ok (%s does not exist yet: the agent creates it at start)", fresh)
-        return
+        return {}
     try:
         count = parts.board.count()
-        mine = parts.board.snapshot().get(conf.agent.host)
+        snapshot = parts.board.snapshot()
     except exceptions.ResexError as exc:
         raise _Failed("board", "%s: %s" % (parts.board.url, exc)) from exc
+    mine = snapshot.get(conf.agent.host)
     say("board: ok (%s, %d host(s); this host: %s)", parts.board.url, count,
         "no report yet" if mine is None
         else "epoch %d, %.0f s old" % (mine.epoch, time.time() - mine.ts))
+    return snapshot
+
+
+def _remote_claims(conf, snapshot, say):
+    """The ``remote claims:`` line: off, or on with the claims the board makes on this host."""
+    if not conf.remote_claims.enabled:
+        say("remote claims: off (this host acts on no other host's victims)")
+        return
+    found = remote_claims.on_host(conf.agent.host, snapshot, time.time(),
+                                  conf.remote_claims.max_age)
+    say("remote claims: on (expiry %g s; %d claim(s) on this host's VMs now%s)",
+        conf.remote_claims.max_age, len(found),
+        "".join(", %s of %s on %s" % (t.claim.vm, t.host, t.vm) for t in found[:3]))
 
 
 #: Kernel filesystems: a directory there cannot hold the agent's files
@@ -409,7 +424,8 @@ def run_check(conf, out=sys.stdout):
             running = _locks(conf, say)
             _probe_socket(conf, say)
         _metrics(conf, running, say)
-        _board(conf, parts, say)
+        snapshot = _board(conf, parts, say)
+        _remote_claims(conf, snapshot, say)
         say("VMs the agent would control:" if vms else "VMs the agent would control: none")
         for uuid, info in sorted(vms.items(), key=lambda kv: kv[1].name):
             say("  %s (%s): %d vCPU, cap %g..%g%%, SLA %s from %s, knobs %s",

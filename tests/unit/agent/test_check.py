@@ -23,8 +23,11 @@ import tempfile
 import unittest
 
 from resex_agent import check
+from resex_libvirt import board as board_mod
 from resex_libvirt.sim import scenario as scenario_mod
 from tests.unit.agent import conf_helpers
+from tests.unit.agent import test_remote
+from tests.unit.board import reports
 
 
 make_conf = conf_helpers.conf_from_text
@@ -135,3 +138,25 @@ class RefusalsTest(unittest.TestCase):
             self.assertEqual("ext4", check._filesystem_of("/var/libx", f.name))
             self.assertEqual("ext4", check._filesystem_of("/", f.name))
             self.assertEqual("nfs", check._filesystem_of("/mnt/with space/x", f.name))
+
+
+class RemoteClaimsCheckTest(unittest.TestCase):
+
+    def test_the_check_says_whether_remote_claims_are_acted_on_and_which_are_made(self):
+        code, text = run("[agent]\nhost = cmp1\n")
+        self.assertIn("remote claims: off (this host acts on no other host's victims)", text)
+        with tempfile.TemporaryDirectory() as tmp:
+            url = "sqlite://" + os.path.join(tmp, "board.sqlite")
+            with board_mod.open_board(url) as board:
+                board.publish(reports.make("sim-cmp1", addresses={"server-1": [test_remote.PEER]}))
+                board.publish(reports.make("node1", sensitive_vms=1,
+                                           remote_claims=[test_remote.a_claim()._asdict()]))
+            code, text = run("[agent]\nhost = sim-cmp1\n[board]\nurl = %s\n"
+                             "[remote_claims]\nenabled = true\n" % url)
+        self.assertEqual(0, code, text)
+        self.assertIn("remote claims: on (expiry 10 s; 1 claim(s) on this host's VMs now, "
+                      "%s of node1 on server-1)" % test_remote.VICTIM, text)
+        code, text = run("[agent]\nhost = sim-cmp1\n[board]\nurl =\n"
+                         "[remote_claims]\nenabled = true\n")
+        self.assertEqual(1, code, text)
+        self.assertIn("[remote_claims] enabled needs [board] url", text)
