@@ -27,7 +27,7 @@ victim ("Distributed resource exchange", Ranadive, Gavrilovska and Schwan,
 IEEE CLUSTER 2013).
 
 Three rules keep a remote host from throttling this one on its word alone
-(doc/source/fabric.rst, "Acting on remote claims"):
+(doc/source/fabric.rst, "Across hosts", acting on remote claims):
 
 * **expiry**: a claim whose report is older than ``max_age_s`` is dropped
   when the windows are read, not when the board says so (a board that stopped
@@ -194,16 +194,18 @@ class RemoteVictims:
         out = {}
         contradicted = {}
         inflation = self.port_inflation_pct
+        if inflation is None:
+            return out      # no epoch has measured the port yet: nothing is supported
         for vm, victim in self._victims.items():
             c = victim.claim
             key = (victim.target.host, c.vm, victim.target.ts)
-            if inflation is None or not remote_mod.port_supports(c, inflation, self.holding):
+            if not remote_mod.port_supports(c, inflation, self.holding):
                 if self._contradicted.get(vm) != key:
                     self.ignored["contradicted"] += 1
                     LOG.info("remote victim %s of %s on local VM %s: claims %.0f%% over its "
                              "SLA; this port's load supports %.0f%%: no cap moves",
                              c.vm, victim.target.host, vm, remote_mod.claimed_pct(c),
-                             inflation or 0.0)
+                             inflation)
                 contradicted[vm] = key
                 continue
             new = 0 if self._handed.get(vm) == key else c.count
