@@ -230,6 +230,7 @@ class Agent:
         self.skipped_intervals = 0
         self.held_intervals = 0
         self._in_force = {}         # uuid -> the cap the written knobs express
+        self._claim_new = {}        # uuid -> requests new since the last report (its claim's)
         self._epoch = _EpochCounts()
         self.lateness_s = 0.0
         self._stop = threading.Event()
@@ -360,6 +361,8 @@ class Agent:
         if interval is None:
             self.held_intervals += 1    # knobs held
             return
+        if interval.windows:
+            self._count_claim_requests(interval.windows)
         if self._status is not None and self._status.due(self.clock.now()):
             try:
                 channels = self.intake.channels()
@@ -379,13 +382,25 @@ class Agent:
             LOG.exception("metrics update failed")
 
     # -- one epoch -------------------------------------------------------------
+    def _count_claim_requests(self, windows):
+        """Add up, per VM whose window names a peer, its requests new since the last report."""
+        acc = self._claim_new
+        for vm, win in windows.items():
+            if win.peer and win.new:
+                acc[vm] = acc.get(vm, 0) + win.new
+
     def _remote_claims(self, addresses):
-        """The host's victims' remote claims (:func:`~.remote_claims.of_windows`)."""
+        """The host's victims' remote claims (:func:`~.remote_claims.of_windows`).
+
+        Each says how many of its window's requests are new since the last
+        report (counted interval by interval), then the count starts again.
+        """
+        new, self._claim_new = self._claim_new, {}
         windows = self.controller.last.windows
         if not windows:
             return ()
         specs = {vm: spec.sla for vm, spec in self.market.specs.items() if spec.sla.sensitive}
-        return remote_mod.of_windows(specs, windows, addresses)
+        return remote_mod.of_windows(specs, windows, addresses, new)
 
     def run_epoch(self):
         """Replenish, build the report once, log, publish, feed metrics. Never raises.

@@ -41,7 +41,10 @@ Three rules keep a remote host from throttling this one on its word alone
   never judged by a remote claim.
 
 A window is new evidence once: the same report's claim handed again says
-it has no new requests.
+it has no new requests, and a new one says as many as its claimant counted
+since its previous report (the window's other requests were seen before),
+so that the settling law measures the remote loop's delay as it measures a
+local one (its window's span, plus the claimant's report period).
 """
 
 import logging
@@ -208,7 +211,9 @@ class RemoteVictims:
                              inflation)
                 contradicted[vm] = key
                 continue
-            new = 0 if self._handed.get(vm) == key else c.count
+            # Said by the claimant (new since its last report), else the whole window.
+            new = 0 if self._handed.get(vm) == key else (
+                c.count if c.new is None else c.new)
             self._handed[vm] = key
             out[vm] = records.LatencyWindow(count=c.count, mean_us=c.mean_us, std_us=c.std_us,
                                             p99_us=c.p99_us, new=new)

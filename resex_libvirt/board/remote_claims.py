@@ -65,7 +65,11 @@ class Claim(typing.NamedTuple):
     end of its requests (``benchex.wire.canonical_peer``'s text);
     ``sla_us``, ``threshold_pct`` and ``statistic`` (``"mean"`` or
     ``"p99"``): its SLA (``resex:latency_sla_us`` and friends); ``count``,
-    ``mean_us``, ``std_us`` and ``p99_us``: its latest window.
+    ``mean_us``, ``std_us`` and ``p99_us``: its latest window; ``new``
+    (optional, in ``[0, count]``): how many of its requests are new since the
+    host's previous report (None: not said; a reader then takes them all as
+    new), so that the peer's market measures the remote loop's delay as it
+    measures a local one.
     """
 
     vm: str
@@ -77,9 +81,13 @@ class Claim(typing.NamedTuple):
     mean_us: float
     std_us: float
     p99_us: float
+    new: int | None = None
 
     def to_dict(self):
-        return self._asdict()
+        out = self._asdict()
+        if out["new"] is None:
+            del out["new"]
+        return out
 
 
 class Target(typing.NamedTuple):
@@ -94,8 +102,8 @@ class Target(typing.NamedTuple):
 def claim(value):
     """One decoded claim (a mapping) as a :class:`Claim`; ``ValueError`` when its shape is wrong.
 
-    Every key of :class:`Claim` is required, no other is read (a newer
-    minor version may add some); the peer must be one ``benchex.wire``
+    Every key of :class:`Claim` but ``new`` is required, no other is read (a
+    newer minor version may add some); the peer must be one ``benchex.wire``
     reads, the numbers finite, non-negative and within their bounds, the
     SLA above 0 (``p99_us`` need not be over ``mean_us``: a window pools
     reports whose p99s need not order that way).
@@ -130,7 +138,10 @@ def claim(value):
         numbers[name] = number
     if not numbers["sla_us"] > 0.0:
         raise ValueError("VM %s: a claim's sla_us must be above 0" % vm)
-    return Claim(vm=vm, peer=peer, statistic=statistic, count=count, **numbers)
+    new = value.get("new")
+    if new is not None and (type(new) is not int or not 0 <= new <= count):
+        raise ValueError("VM %s: a claim's new must be an integer in [0, count]" % vm)
+    return Claim(vm=vm, peer=peer, statistic=statistic, count=count, new=new, **numbers)
 
 
 def normalize(value):
@@ -155,17 +166,19 @@ def _worst_first(c):
     return (-c.mean_us / c.sla_us, c.vm)
 
 
-def of_windows(specs, windows, own_addresses):
+def of_windows(specs, windows, own_addresses, new=None):
     """The claims of a host's victims whose peers are not its own VMs.
 
     ``specs``: ``{vm: SLA}`` of the host's latency-sensitive VMs (an
     ``SLA`` with ``latency_sla_us``, ``interference_threshold_pct`` and
     ``latency_statistic``); ``windows``: ``{vm: LatencyWindow}`` (the
     market's, with ``peer``); ``own_addresses``: ``{vm: [address, ...]}``
-    of the host's VMs. A window that names no peer, counts no request, or
-    names a peer that is one of the host's own VMs makes no claim: the
-    host's own market already judges that port. At most
-    :data:`MAX_CLAIMS`, the worst windows first (mean over SLA).
+    of the host's VMs; ``new`` (optional): ``{vm: requests new since the
+    last report}``, a claim's ``new`` (at most its count). A window that
+    names no peer, counts no request, or names a peer that is one of the
+    host's own VMs makes no claim: the host's own market already judges
+    that port. At most :data:`MAX_CLAIMS`, the worst windows first (mean
+    over SLA).
     """
     local = set()
     for addrs in own_addresses.values():
@@ -185,7 +198,9 @@ def of_windows(specs, windows, own_addresses):
                          threshold_pct=float(sla.interference_threshold_pct),
                          statistic=sla.latency_statistic, count=int(win.count),
                          mean_us=float(win.mean_us), std_us=float(win.std_us),
-                         p99_us=float(win.p99_us)))
+                         p99_us=float(win.p99_us),
+                         new=None if new is None or vm not in new
+                         else min(int(win.count), max(0, int(new[vm])))))
     out.sort(key=_worst_first)
     return tuple(sorted(out[:MAX_CLAIMS], key=lambda c: c.vm))
 

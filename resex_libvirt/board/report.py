@@ -112,7 +112,8 @@ Fields (version 1.5)
     The host's latency-sensitive VMs whose windows name a peer that is none
     of the host's own VMs (:mod:`~resex_libvirt.board.remote_claims`): a list of
     ``{"vm", "peer", "sla_us", "threshold_pct", "statistic", "count",
-    "mean_us", "std_us", "p99_us"}``, the victim's SLA and latest window,
+    "mean_us", "std_us", "p99_us"}`` and optionally ``"new"`` (its requests
+    new since the previous report), the victim's SLA and latest window,
     so that the peer's host can find the victims of its port
     (:func:`~resex_libvirt.board.remote_claims.on_host`). At most
     :data:`~resex_libvirt.board.remote_claims.MAX_CLAIMS`, the worst first, written

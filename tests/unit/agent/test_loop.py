@@ -481,6 +481,8 @@ class PeersAndAddressesTest(unittest.TestCase):
                              (c.peer, c.sla_us, c.statistic))
             self.assertGreater(c.count, 0)
             self.assertGreater(c.mean_us, 0.0)
+            # The requests new since the last report, counted interval by interval.
+            self.assertTrue(0 < c.new <= c.count, c)
         decoded = report_mod.HostReport.from_json(report.to_json())
         self.assertEqual(report.remote_claims, decoded.remote_claims)
 

@@ -185,6 +185,11 @@ class SourceTest(unittest.TestCase):
         src.slas()
         self.assertEqual(0, src.windows()[server].new)
 
+    def test_a_window_counts_as_new_what_its_claimant_counted_since_its_last_report(self):
+        src, server = self.source([a_claim(count=40)._replace(new=10)])
+        src.slas()
+        self.assertEqual(10, src.windows()[server].new)
+
     def test_a_vm_with_an_sla_of_its_own_is_never_judged_by_a_claim(self):
         src, _server = self.source([a_claim()], own_sla=True)
         self.assertEqual({}, src.slas())

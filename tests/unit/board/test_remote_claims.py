@@ -47,8 +47,17 @@ class OfWindowsTest(unittest.TestCase):
 
     def test_a_victim_whose_peer_is_elsewhere_claims_its_sla_and_window(self):
         c = a_claim()
-        self.assertEqual((VICTIM, "10.0.2.7:7788", 200.0, 10.0, "mean", 40, 260.0, 9.0, 390.0),
-                         tuple(c))
+        self.assertEqual((VICTIM, "10.0.2.7:7788", 200.0, 10.0, "mean", 40, 260.0, 9.0, 390.0,
+                          None), tuple(c))
+        self.assertNotIn("new", c.to_dict())      # not said: not written
+
+    def test_a_claim_says_the_requests_new_since_the_last_report_at_most_its_count(self):
+        new = {VICTIM: 12}
+        c = remote.of_windows({VICTIM: SLA}, {VICTIM: window(260.0)}, {}, new)[0]
+        self.assertEqual(12, c.new)
+        self.assertEqual(c, remote.claim(json.loads(json.dumps(c.to_dict()))))
+        c = remote.of_windows({VICTIM: SLA}, {VICTIM: window(260.0)}, {}, {VICTIM: 99})[0]
+        self.assertEqual(40, c.new)
 
     def test_no_peer_no_request_or_a_peer_on_this_host_claims_nothing(self):
         own = {SERVER: ["10.0.1.5", "fa:16:3e:00:00:05"]}
@@ -78,7 +87,7 @@ class TheFieldTest(unittest.TestCase):
         rec = self.published([a_claim()._asdict()])
         data = json.loads(rec.to_json())
         self.assertEqual("1.5", data["version"])
-        self.assertEqual([a_claim()._asdict()], data["remote_claims"])
+        self.assertEqual([a_claim().to_dict()], data["remote_claims"])
         self.assertEqual(rec, report_mod.HostReport.from_json(rec.to_json()))
         del data["remote_claims"]
         data["version"] = "1.4"
@@ -90,6 +99,7 @@ class TheFieldTest(unittest.TestCase):
                       [dict(good, peer="host.example")], [dict(good, statistic="p50")],
                       [dict(good, sla_us=0.0)], [dict(good, mean_us=-1.0)],
                       [dict(good, count=1.5)], [dict(good, count=True)],
+                      [dict(good, new=41)], [dict(good, new=-1)], [dict(good, new=2.0)],
                       [dict(good, p99_us=float("inf"))], [dict(good, vm="")],
                       [dict(good, vm="v%d" % k) for k in range(5)]]
         for bad in bad_claims:
