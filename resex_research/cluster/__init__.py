@@ -21,5 +21,9 @@ each placed by nova's ``HostManager`` filters and weighers
 throughput taken from a surrogate calibrated by running the host simulator
 (:mod:`~resex_research.cluster.surrogate`), and each host publishing its
 report to a real price board (:mod:`~resex_research.cluster.fleet`).
+A scenario with racks (:mod:`~resex_research.cluster.leaf_spine`) is the
+study across hosts: links shared between hosts
+(:mod:`~resex_research.cluster.fabric_links`) and host-only against
+fabric-wide ResEx (:mod:`~resex_research.cluster.spine_fleet`).
 The design is in ``doc/source/fleet.rst``.
 """

@@ -19,10 +19,14 @@
                       [--calibration-dir DIR] [--recalibrate]
 
 ``SCENARIO`` is a packaged fleet scenario (``cluster_default``,
-``cluster_large``, ``cluster_small``, ``cluster_traits_10k``) or a TOML
-file. The first run of a
+``cluster_large``, ``cluster_small``, ``cluster_traits_10k``,
+``cluster_leaf_spine``) or a TOML file. The first run of a
 scenario calibrates the host surrogate on the host simulator (about a
-minute) and caches the table; ``--recalibrate`` measures it again.
+minute) and caches the table; ``--recalibrate`` measures it again. A
+leaf-spine scenario (:mod:`~resex_research.cluster.leaf_spine`) needs no
+calibration and no board: ``--board``, ``--calibration-dir`` and
+``--recalibrate`` do not apply to it, and ``--out`` writes only
+``cluster.json``.
 """
 
 import json
@@ -58,6 +62,7 @@ def add_parser(sub):
 
 def cmd_cluster(args):
     from resex_libvirt.sim import run_output
+    from resex_research.cluster import leaf_spine
     from resex_research.cluster import spec
     from resex_research.cluster import study
     sc = spec.load(args.scenario)
@@ -73,6 +78,8 @@ def cmd_cluster(args):
     def progress(msg):
         print("  " + msg, file=sys.stderr, flush=True)
 
+    if isinstance(sc, leaf_spine.LeafSpineScenario):
+        return _leaf_spine(args, sc, None if args.json else progress)
     data = study.run(sc, configurations=args.config, board=args.board,
                      cache_dir=args.calibration_dir, refresh_calibration=args.recalibrate,
                      progress=None if args.json else progress)
@@ -89,4 +96,24 @@ def cmd_cluster(args):
         study.write_plots(data, args.out)
         if not args.json:
             print("\nwrote cluster.json, violations.png and inflation_cdf.png to %s" % args.out)
+    return 0
+
+
+def _leaf_spine(args, sc, progress):
+    """The leaf-spine study: its own table, ``cluster.json`` under ``--out`` (no plots)."""
+    from resex_libvirt.sim import run_output
+    from resex_research.cluster import leaf_spine
+    data = leaf_spine.run(sc, configurations=args.config, progress=progress)
+    if args.json:
+        print(json.dumps(leaf_spine.to_dict(data), indent=1, sort_keys=True))
+    else:
+        print(leaf_spine.format_table(data))
+    if args.out:
+        try:
+            os.makedirs(args.out, exist_ok=True)
+        except OSError as exc:
+            raise exceptions.ConfigError("cannot create --out %s: %s" % (args.out, exc)) from exc
+        run_output.write_json(os.path.join(args.out, "cluster.json"), leaf_spine.to_dict(data))
+        if not args.json:
+            print("\nwrote cluster.json to %s" % args.out)
     return 0

@@ -15,7 +15,8 @@
 The format is documented key by key in ``doc/source/fleet.rst``; the
 packaged scenarios live in the ``scenarios`` directory next to this module
 (``cluster_default``, ``cluster_large``, ``cluster_small``,
-``cluster_traits_10k``). Every error is a
+``cluster_traits_10k``, and the leaf-spine study's ``cluster_leaf_spine``,
+:mod:`~resex_research.cluster.leaf_spine`). Every error is a
 :class:`~resex_libvirt.exceptions.ConfigError` naming the file and the key;
 unknown keys are rejected.
 
@@ -282,7 +283,15 @@ def _nova_sections(table, path):
 
 
 def parse(data, source="<fleet scenario>", default_name="cluster"):
-    """The :class:`FleetScenario` of a decoded TOML document (errors name the key)."""
+    """The :class:`FleetScenario` of a decoded TOML document (errors name the key).
+
+    A document with a ``[leaf_spine]`` table is the leaf-spine study's: a
+    :class:`~resex_research.cluster.leaf_spine.LeafSpineScenario`.
+    """
+    if isinstance(data, dict) and "leaf_spine" in data:
+        from resex_research.cluster import leaf_spine
+        return leaf_spine.parse(data, _Table(source, data, "", leaf_spine.TOP_KEYS),
+                                _flavors, source, default_name)
     top = _Table(source, data, "", _TOP)
     name = top.text("name", default_name)
     duration = top.num("duration_s", positive=True)
