@@ -29,8 +29,8 @@ port; ``leave_rack``: the share of it leaving the rack; ``knee``),
 (``congestion_threshold``), ``[ensembles]`` (``server_flavor``,
 ``clients_max``), ``[[flavors]]``, ``[arrivals]`` and ``[lifetimes]`` as
 in every fleet scenario, and ``[[configurations]]`` (``name``,
-``description``, ``market``: none, host or fabric; ``placement``: nova,
-resex_host or resex_fabric).
+``description``, ``market``: none, host, claims or fabric; ``placement``:
+nova, resex_host, resex_links, resex_fabric_members or resex_fabric).
 """
 
 import dataclasses
@@ -177,8 +177,8 @@ def parse(data, top, flavors_of, source, default_name="cluster_leaf_spine"):
         knee=traffic.num("knee", 0.8, lo=0.0, hi=0.999),
         evidence=evidence, target=target,
         host_delay_s=market.num("host_delay_s", 1.0, lo=0.0),
-        claim_delay_s=market.num("claim_delay_s", 8.0, lo=0.0),
-        claim_expiry_s=market.num("claim_expiry_s", 30.0, positive=True),
+        claim_delay_s=market.num("claim_delay_s", 3.0, lo=0.0),
+        claim_expiry_s=market.num("claim_expiry_s", 10.0, positive=True),
         congestion_threshold=sched.num("congestion_threshold", 0.8, positive=True, hi=1.0),
         mean_per_hour=arrivals.num("mean_per_hour", positive=True),
         daily_swing=arrivals.num("daily_swing", 0.0, lo=0.0, hi=1.0),

@@ -37,12 +37,18 @@ group with anti-affinity, in every configuration).
 ``host``
     host-only ResEx: each host runs IOShares for its own latency-sensitive
     VMs: a client's own port is cut, nothing else;
+``claims``
+    what the agents do with ``[remote_claims] enabled``: the client's own
+    port as above, and the server's port through the client's **remote
+    claim** (the server's host treats it as a victim of its own port);
 ``fabric``
-    fabric-wide ResEx: the client's own port as above; the server's port
-    through the client's **remote claim** (the server's host treats it as
-    a victim of its own port); each uplink on the path as a **shared
-    link** declared by the operator, cut over every host's senders into it,
-    hosts weighted PARDA-style.
+    fabric-wide ResEx: ``claims``, and each uplink on the path as a
+    **shared link** declared by the operator, cut over every host's senders
+    into it, hosts weighted PARDA-style.
+
+Under ``claims`` and ``fabric`` a server whose clients claim counts as a
+sensitive VM of its host (the agent reports a peer judged by a remote
+victim so), which the bulk weigher reads.
 
 Every cut obeys the evidence rule (the link's untaxed load at least
 ``evidence`` of its capacity) and brings the link to ``target``. A cut on
@@ -66,7 +72,10 @@ bands: ``resex_host`` judges a sensitive request by its host's port load
 (at least ``congestion_threshold``: refused; else the weigher's ``1 - 0.4
 q / T``) and weighs a bulk request away from the hosts of sensitive VMs,
 then of bulk ones (``0.6 + 0.4 / s``, ``s = (1 + n)(1 + 0.5 b / (1 + b))``
-with ``n`` sensitive and ``b`` bulk VMs on the host).
+with ``n`` sensitive and ``b`` bulk VMs on the host). ``resex_links`` is
+the scheduler's shared-link rule as built: a sensitive request also judged
+by its rack's declared uplink, whose load resex_nova estimates as the
+rack's port loads summed over the uplink's capacity.
 ``resex_fabric_members`` judges every member of an ensemble (its server
 too) by the worst load of the links it adds to its path (its port; its
 rack's uplink for a server; for a client in another rack than its server,
@@ -101,8 +110,8 @@ _NS_UUID = uuid_mod.UUID("5d0c7a4e-2b1f-4e8a-9c3d-6f7e8a9b0c1d")
 
 ARRIVE, DEPART, ACT = range(3)
 
-MARKETS = ("none", "host", "fabric")
-PLACEMENTS = ("nova", "resex_host", "resex_fabric", "resex_fabric_members")
+MARKETS = ("none", "host", "claims", "fabric")
+PLACEMENTS = ("nova", "resex_host", "resex_links", "resex_fabric", "resex_fabric_members")
 
 SERVER, CLIENT, BULK, NEUTRAL = "server", "client", "bulk", "neutral"
 
@@ -432,8 +441,9 @@ class _Run:
             for ens in self.ensembles.values():
                 for c in ens.clients:
                     new[(links_mod.PORT, c.host)][0] += 1
-                    if market == "fabric":
-                        for link in self.topo.path(c.host, ens.server.host)[1:]:
+                    for link in self.topo.path(c.host, ens.server.host)[1:]:
+                        if market == "fabric" or (market == "claims"
+                                                  and link[0] == links_mod.PORT):
                             new[link][1] += 1
         new = {link: tuple(v) for link, v in new.items()}
         for link in set(new) | set(self.victims):
@@ -512,6 +522,9 @@ class _Run:
         port = self.offered.get((links_mod.PORT, host), 0.0)
         if rule == "resex_host":
             return port if vm.role == CLIENT else None
+        if rule == "resex_links":
+            return max(port, self.declared_load(topo.rack_of(host))) \
+                if vm.role == CLIENT else None
         if not rule.startswith("resex_fabric") or vm.role not in (CLIENT, SERVER):
             return None
         rack = topo.rack_of(host)
@@ -523,11 +536,26 @@ class _Run:
         return max(port, self.offered.get((links_mod.UPLINK, rack), 0.0),
                    self.offered.get((links_mod.UPLINK, peer), 0.0))
 
+    def declared_load(self, rack):
+        """resex_nova's load of a declared uplink: its hosts' port loads summed, over it.
+
+        An upper bound (a host's traffic to its rack neighbours is counted
+        too), as the scheduler's shared-link rule estimates it.
+        """
+        topo = self.topo
+        total = math.fsum(self.offered.get((links_mod.PORT, h), 0.0) for h in topo.hosts_of(rack))
+        return total * topo.port_bytes_per_s / topo.uplink_bytes_per_s
+
     def bulk_weight(self, host):
-        """resex_nova's bulk band: avoid the hosts of sensitive VMs, then of bulk ones."""
+        """resex_nova's bulk band: avoid the hosts of sensitive VMs, then of bulk ones.
+
+        A server judged by its clients' remote claims counts as a sensitive
+        VM of its host's report (an agent acting on claims says so).
+        """
+        claims = self.config.market in ("claims", "fabric")
         n = b = 0
         for vm in self.on_host[host].values():
-            n += vm.role == CLIENT
+            n += vm.role == CLIENT or (claims and vm.role == SERVER and bool(vm.ensemble.clients))
             b += vm.role == BULK
         s = (1 + n) * (1.0 + 0.5 * b / (1.0 + b))
         if self.config.placement == "resex_fabric":

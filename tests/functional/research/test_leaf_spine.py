@@ -25,6 +25,7 @@ import pytest
 from resex_libvirt import exceptions
 from resex_research.cluster import leaf_spine
 from resex_research.cluster import spec
+from resex_research.cluster import spine_fleet
 from resex_research import resex_sim
 
 
@@ -45,14 +46,15 @@ def test_the_packaged_scenario_is_a_leaf_spine_study():
     assert sc.topology.uplink_bytes_per_s < sc.topology.hosts_per_rack * \
         sc.topology.port_bytes_per_s
     assert [(c.name, c.market, c.placement) for c in sc.configurations] == [
-        ("a", "none", "nova"), ("h", "host", "resex_host"), ("w", "fabric", "resex_fabric"),
-        ("m", "fabric", "resex_host"), ("p", "fabric", "resex_fabric_members")]
+        ("a", "none", "nova"), ("h", "host", "resex_host"), ("b", "claims", "resex_links"),
+        ("w", "fabric", "resex_fabric"), ("m", "fabric", "resex_host"),
+        ("p", "fabric", "resex_fabric_members")]
     assert sc.with_hosts(20).topology.racks == 3          # whole racks
 
 
 def test_every_configuration_runs_on_the_same_requests(studied):
     results = studied["results"]
-    assert [r.configuration for r in results] == ["a", "h", "w", "m", "p"]
+    assert [r.configuration for r in results] == ["a", "h", "b", "w", "m", "p"]
     assert studied["requests"] > 0 and studied["hosts"] == 16
     for r in results:
         assert r.sensitive_placed > 0 and r.ensembles_placed > 0 and r.bulk_tb > 0
@@ -69,6 +71,14 @@ def test_each_market_cuts_only_its_own_links(studied):
     assert a.cut_link_s == {} and a.capped_vm_s == 0 and a.claims_mean == 0
     assert a.claim_bytes_per_host == 0
     assert set(h.cut_link_s) <= {"port"} and h.claims_acted_mean == 0
+    assert set(by["b"].cut_link_s) <= {"port"}          # no agent cuts an uplink yet
+    hosts = studied["hosts"]
+    for name in ("h", "b"):        # claims only: no shared-link entries
+        r = by[name]
+        assert r.claim_bytes_per_host == pytest.approx(
+            r.claims_mean * spine_fleet.CLAIM_BYTES / hosts)
+    w = by["w"]
+    assert w.claim_bytes_per_host > w.claims_mean * spine_fleet.CLAIM_BYTES / hosts
     for name in ("w", "m", "p"):
         assert set(by[name].cut_link_s) <= {"port", "uplink"}
     assert by["m"].claims_mean > 0 and by["m"].claim_bytes_per_host > h.claim_bytes_per_host
@@ -105,7 +115,8 @@ def test_the_cli_prints_json_and_writes_cluster_json(tmp_path):
 @pytest.mark.parametrize("extra,needle", [
     ("[traffic]\nleave_rack = 0.5\nbogus = 1\n", "traffic.bogus: unknown key"),
     ("[market]\nevidence = 0.5\ntarget = 0.6\n", "market.target: must not exceed evidence"),
-    ("[[configurations]]\nname = \"z\"\nmarket = \"global\"\n", "must be one of none, host"),
+    ("[[configurations]]\nname = \"z\"\nmarket = \"global\"\n",
+     "must be one of none, host, claims, fabric"),
     ("[[configurations]]\nname = \"z\"\nplacement = \"cortex\"\n", "must be one of nova"),
 ])
 def test_scenario_errors_name_the_key(extra, needle):

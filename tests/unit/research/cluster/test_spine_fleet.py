@@ -67,7 +67,8 @@ def _ensemble(run, server_host, client_host=None):
     return ens
 
 
-@pytest.mark.parametrize("market,cut_at", [("fabric", 8.0), ("host", None), ("none", None)])
+@pytest.mark.parametrize("market,cut_at", [("fabric", 3.0), ("claims", 3.0), ("host", None),
+                                           ("none", None)])
 def test_a_claim_cuts_the_servers_port_after_the_claim_delay_under_the_fabric_market(
         market, cut_at):
     sc = _scenario()
@@ -169,3 +170,40 @@ def test_the_fabric_rule_weighs_bulk_away_from_a_loaded_uplink():
         _bulk(run, 0)
         run.recompute(0.0)
         assert run.bulk_weight(1) == run.bulk_weight(4)
+
+
+def test_only_the_fabric_market_cuts_a_shared_uplink():
+    # Every host of rack 0 sends all of its bulk traffic out: the uplink binds.
+    sc = _scenario(bulk_demand=0.6, leave_rack=1.0)
+    for market, cut in (("fabric", True), ("claims", False), ("host", False)):
+        with _run(sc, market, "nova") as run:
+            _congested_uplink(run)
+            _ensemble(run, server_host=4, client_host=2)     # the path crosses both uplinks
+            run.recompute(0.0)
+            run.handle(sf.ACT, sc.claim_delay_s, 0)
+            run.recompute(sc.claim_delay_s)
+            up = (fl.UPLINK, 0)
+            assert (up in run.cut[0]) is cut
+            assert run.final[up] == pytest.approx(sc.target if cut else 1.0)
+
+
+def test_the_built_link_rule_judges_a_client_by_its_racks_declared_uplink():
+    # The scheduler sums its hosts' port loads over the uplink: 0.5 + 0.5 over 1.
+    sc = _scenario(bulk_demand=0.6, leave_rack=1.0)
+    with _run(sc, "claims", "resex_links") as run:
+        _congested_uplink(run)
+        assert run.declared_load(0) == pytest.approx(1.0)
+        assert run.declared_load(1) == 0.0
+        ens = _ensemble(run, server_host=2)
+        client = run.new_vm(sf.CLIENT, _flavor(sc, spec.SENSITIVE), ens)
+        ens.clients.append(client)
+        assert run.resex_weight(client, 1) is None and run.resex_weight(client, 4) == 1.0
+        assert run.resex_weight(ens.server, 1) == 0.0      # a plain VM: not judged
+
+
+def test_a_server_judged_by_claims_keeps_bulk_away_under_the_claims_markets():
+    sc = _scenario()
+    for market, counted in (("host", False), ("claims", True), ("fabric", True)):
+        with _run(sc, market, "resex_host") as run:
+            _ensemble(run, server_host=0, client_host=4)
+            assert (run.bulk_weight(0) < run.bulk_weight(1)) is counted
