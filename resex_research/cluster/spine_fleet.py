@@ -122,7 +122,7 @@ _WHERE = ("own port", "server port", "uplink", "uplink")
 SAMPLE_CLAIM = remote_mod.Claim(
     vm="8f14e45f-ceea-467f-a0e6-7a1c2b3d4e5f", peer="10.0.3.17", sla_us=209.0,
     threshold_pct=20.0, statistic="mean", count=1812, mean_us=231.4, std_us=41.9,
-    p99_us=402.7)
+    p99_us=402.7, new=1812)
 CLAIM_BYTES = len(json.dumps(SAMPLE_CLAIM.to_dict(), sort_keys=True, separators=(",", ":")))
 #: A host's entry for a shared link it sends into (its load and weight): not built yet,
 #: so a stated guess at its shape.
