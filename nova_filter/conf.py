@@ -242,12 +242,14 @@ The links several hosts share (a rack's uplink, a spine), as a YAML file::
     links:
       - name: rack7-uplink
         capacity_gbps: 100
+        share: 0.5
         hosts: [compute-0701, compute-0702]
 
 A latency-sensitive request avoids a host whose shared links are congested
 as it avoids a congested host: a link's congestion is that of an M/G/1-PS
-link carrying the sum of its hosts' published port loads (an upper bound:
-traffic within the rack counts too), compared with the same threshold. The
+link carrying the sum of its hosts' published port loads times its
+``share`` (optional, 1 by default: an upper bound, traffic within the rack
+counts too), compared with the same threshold. The
 file is read again when it changes; a file that cannot be read or parsed is
 logged at ERROR and the last good one (or none) is used. Read by the filter
 and the weigher; resex-placement-sync's traits do not follow the links.

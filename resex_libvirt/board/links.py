@@ -24,9 +24,11 @@ file (doc/source/scheduler.rst, "Shared links")::
 
 and the board's readers estimate each link's load from its hosts' reports:
 the sum of their ports' bytes per second (``link_utilisation`` x
-``link_capacity_bytes_per_s``) over the link's capacity. That is an upper
-bound on what crosses the uplink (a host's traffic to its rack neighbours
-never leaves the rack), from the hosts with a fresh report (a lower bound
+``link_capacity_bytes_per_s``) times the link's ``share`` (1 by default)
+over the link's capacity. At a share of 1 that is an upper bound on what
+crosses the uplink (a host's traffic to its rack neighbours never leaves
+the rack): an operator who knows that most traffic stays in the rack
+declares less. Only the hosts with a fresh report count (a lower bound
 when some have none: their count is kept). The link's congestion is the
 slowdown an M/G/1-PS link at that load gives a newcomer's request, the
 host report's own model (:func:`~resex_libvirt.board.report.queueing_inflation_pct`).
@@ -45,14 +47,21 @@ MAX_HOSTS_PER_LINK = 100000
 #: Largest capacity (Gb/s) a link may declare: 100 Tb/s.
 MAX_CAPACITY_GBPS = 100000.0
 _LINK_KEYS = frozenset(("name", "capacity_gbps", "hosts"))
+_OPTIONAL_KEYS = frozenset(("share",))
 
 
 class Link(typing.NamedTuple):
-    """One shared link: its name, its capacity (bytes of data a second) and its hosts."""
+    """One shared link: its name, its capacity (bytes of data a second) and its hosts.
+
+    ``share``: the part of its hosts' port traffic that crosses it (1: all
+    of it, the upper bound; a rack whose traffic mostly stays in the rack
+    declares less).
+    """
 
     name: str
     capacity_bytes_per_s: float
     hosts: frozenset
+    share: float = 1.0
 
 
 class Topology(typing.NamedTuple):
@@ -82,9 +91,10 @@ def parse(data):
     """A :class:`Topology` from a decoded topology file; ``ValueError`` naming the fault.
 
     ``data``: a mapping with ``links``, a list of ``{name, capacity_gbps,
-    hosts}`` (no other key); names unique, 1 to 255 characters; capacities
-    finite and above 0; each link's hosts a non-empty list of host names
-    (as the board and Nova's compute services name them), none twice.
+    hosts}`` and optionally ``share`` (no other key); names unique, 1 to 255
+    characters; capacities finite and above 0; each link's hosts a non-empty
+    list of host names (as the board and Nova's compute services name
+    them), none twice; ``share`` in (0, 1], 1 by default.
     """
     if not isinstance(data, dict) or set(data) - {"links"}:
         raise ValueError("a topology is a mapping with one key, links")
@@ -109,7 +119,7 @@ def _link(i, entry):
     where = "links[%d]" % i
     if not isinstance(entry, dict):
         raise ValueError("%s must be a mapping" % where)
-    unknown = set(entry) - _LINK_KEYS
+    unknown = set(entry) - _LINK_KEYS - _OPTIONAL_KEYS
     missing = _LINK_KEYS - set(entry)
     if unknown or missing:
         raise ValueError("%s: %s" % (where, "; ".join(
@@ -130,7 +140,11 @@ def _link(i, entry):
         raise ValueError("%s: hosts must be a non-empty list of host names" % where)
     if len(set(hosts)) != len(hosts):
         raise ValueError("%s: a host is named twice" % where)
-    return Link(name, float(gbps) * 1e9 / 8.0, frozenset(hosts))
+    share = entry.get("share", 1.0)
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not (
+            0.0 < share <= 1.0):
+        raise ValueError("%s: share must be a number in (0, 1]" % where)
+    return Link(name, float(gbps) * 1e9 / 8.0, frozenset(hosts), float(share))
 
 
 def load(link, reports):
@@ -145,7 +159,7 @@ def load(link, reports):
             continue
         heard += 1
         sent += rep.link_utilisation * rep.link_capacity_bytes_per_s
-    utilisation = min(1.0, sent / link.capacity_bytes_per_s)
+    utilisation = min(1.0, link.share * sent / link.capacity_bytes_per_s)
     return Load(link, utilisation, report_mod.queueing_inflation_pct(utilisation), heard,
                 len(link.hosts))
 

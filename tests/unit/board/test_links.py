@@ -58,7 +58,9 @@ class ParseTest(unittest.TestCase):
                 ({"links": [uplink(hosts=())]}, "non-empty list"),
                 ({"links": [uplink(hosts=("a", 3))]}, "non-empty list"),
                 ({"links": [uplink(hosts=("a", "a"))]}, "named twice"),
-                ({"links": [uplink(), uplink()]}, "links[1]: rack7-uplink is declared twice")):
+                ({"links": [uplink(), uplink()]}, "links[1]: rack7-uplink is declared twice"),
+                ({"links": [dict(uplink(), share=0)]}, "share must be"),
+                ({"links": [dict(uplink(), share=1.5)]}, "share must be")):
             with self.assertRaises(ValueError, msg=repr(bad)) as ctx:
                 links.parse(bad)
             self.assertIn(says, str(ctx.exception))
@@ -75,6 +77,13 @@ class LoadTest(unittest.TestCase):
         self.assertAlmostEqual(0.6, got.utilisation)
         self.assertAlmostEqual(150.0, got.congestion_pct)
         self.assertEqual((2, 3), (got.heard, got.hosts))
+
+    def test_a_declared_share_of_the_hosts_traffic_crosses_the_link(self):
+        topo = links.parse({"links": [dict(uplink(gbps=10), share=0.25)]})
+        got = links.load(topo.links[0], {
+            "a": reports.make("a", link_utilisation=0.8, link_capacity_bytes_per_s=10 * GBPS),
+            "b": reports.make("b", link_utilisation=0.8, link_capacity_bytes_per_s=10 * GBPS)})
+        self.assertAlmostEqual(0.4, got.utilisation)
 
     def test_a_blind_host_is_not_heard_and_a_full_link_is_capped_at_one(self):
         topo = links.parse({"links": [uplink(gbps=1)]})
