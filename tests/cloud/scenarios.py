@@ -380,7 +380,7 @@ class Scenarios:
             victim, t_heard = self._remote_victim_heard()
             mark = self.log_size("node1-resex-agent")
             self._remote_capped("remote", bulk, victim, t_heard)
-            self.figures["remote_victim_mean_after_cap_us"] = self._last_mean(victim, mark)
+            self._remote_held(bulk, victim, mark)
             self._remote_board_down(bulk, victim)
             self._remote_agent_killed(bulk, victim)
             self.conn.compute.delete_server(self.servers.pop("rdma-lat"))
@@ -417,12 +417,20 @@ class Scenarios:
         self.figures["remote_victim_first_mean_us"] = float(heard.group(1))
         return victim, t_heard
 
-    def _last_mean(self, victim, mark, settle_s=20.0):
-        """The victim's last mean (us) node1 heard, ``settle_s`` after now, or None."""
-        time.sleep(settle_s)
-        means = re.findall(r"VM %s claims latency mean ([0-9.]+) us" % victim.id,
-                           self.log_lines("node1-resex-agent", mark))
-        return float(means[-1]) if means else None
+    def _remote_held(self, bulk, victim, mark, hold_s=20.0):
+        """For ``hold_s`` after the cap: bulk-n2's cap (lowest, highest), the victim's latency."""
+        caps = []
+        t_end = time.monotonic() + hold_s
+        while time.monotonic() < t_end:
+            caps.append(_cap_pct(self.knobs("node2", bulk)))
+            time.sleep(0.5)
+        held = [100.0 if c is None else c for c in caps]
+        self.figures["remote_held_cap_min_pct"] = min(held)
+        self.figures["remote_held_cap_max_pct"] = max(held)
+        # node1's epoch lines: "<name or uuid> cap ... lat NNNus ...".
+        lats = re.findall(r"(?:%s|%s)[^|;]*? cap [^|;]* lat (\d+)us" % (victim.name, victim.id),
+                          self.log_lines("node1-resex-agent", mark))
+        self.figures["remote_victim_mean_after_cap_us"] = int(lats[-1]) if lats else None
 
     def _remote_capped(self, what, bulk, victim, t0, timeout=180):
         """Until node2's agent caps ``bulk`` for ``victim`` (its line names node1 as its host)."""
@@ -438,11 +446,22 @@ class Scenarios:
         return cap
 
     def _remote_board_down(self, bulk, victim):
-        """etcd stopped 30 s: node2's claim expires and bulk-n2 is released; back, recapped."""
+        """etcd stopped 30 s: node2's claim expires and bulk-n2 is released; back, recapped.
+
+        The expiry is read from node2's log (the controller's line when the
+        server's remote SLA goes), so that a release the policy made for
+        another reason does not pass for it.
+        """
+        log2 = "node2-resex-agent"
+        mark = self.log_size(log2)
         t0 = time.monotonic()
         self.cloud.table.stop("etcd", timeout=20)
         try:
-            self.wait_for("bulk-n2 released while the board is down",
+            self.wait_for("node2's claim expired while the board is down", lambda: re.search(
+                r"no remote victim's SLA any more", self.log_lines(log2, mark)),
+                timeout=60, interval=0.5)
+            self.figures["remote_board_down_to_expired_s"] = time.monotonic() - t0
+            self.wait_for("bulk-n2 released after the claim expired",
                           lambda: _cap_pct(self.knobs("node2", bulk)) is None
                           or _cap_pct(self.knobs("node2", bulk)) >= 50.0,
                           timeout=120, interval=0.5)
