@@ -75,8 +75,9 @@ def make_conf(tmp, events):
                 "[libvirt]\nconnection_uri = test://%s\nevents = %s\n"
                 "[latency]\nprobe_socket_path = %s\nchannel_hotplug = sensitive\n"
                 "[metrics]\nenabled = true\nport = 0\n"
+                "[board]\nurl = sqlite://%s\n"
                 % (os.path.join(tmp, "state"), NODE_XML, "true" if events else "false",
-                   os.path.join(sock_dir, "latency.sock")))
+                   os.path.join(sock_dir, "latency.sock"), os.path.join(tmp, "board.sqlite")))
     conf(["--config-file", path], project="resex")
     return conf
 
@@ -193,6 +194,8 @@ def main():
     parser.add_argument("--events", action="store_true",
                         help="libvirt events on (the agent's default)")
     parser.add_argument("--top", type=int, default=15)
+    parser.add_argument("--step", type=int, default=0,
+                        help="print the RSS every this many churns")
     parser.add_argument("--no-trace", action="store_true",
                         help="RSS only, without tracemalloc's own memory in it")
     parser.add_argument("--frames", type=int, default=1,
@@ -214,7 +217,11 @@ def main():
             before_types = type_counts()
             before = tracemalloc.take_snapshot() if not args.no_trace else None
             rss_before = rss_kib()
-            churner.churn(args.churns)
+            for done in range(0, args.churns, args.step or args.churns):
+                churner.churn(min(args.step or args.churns, args.churns - done))
+                if args.step:
+                    print("RSS after %d churns: %d KiB" % (done + args.step, rss_kib()),
+                          flush=True)
             after_types = type_counts()
             after = tracemalloc.take_snapshot() if not args.no_trace else None
             rss_after = rss_kib()
