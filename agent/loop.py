@@ -484,6 +484,8 @@ class Agent:
         except Exception:
             LOG.exception("could not read the VMs' CPU pressure")
             return {}
+        # Only the VMs here now: one that left is said again if it comes back.
+        self._pressure_said &= names.keys()
         for uuid, reason in why.items():
             if uuid not in self._pressure_said:
                 self._pressure_said.add(uuid)

@@ -202,6 +202,8 @@ class LibvirtHypervisor(base.Hypervisor):
             # Also for a VM gone before it was adopted (started and destroyed
             # between two sweeps): what its events left behind goes with it.
             self.channel.forget(uuid)
+            self.sla.forget(uuid)
+            self.originals.forget(uuid)
             self._events.forget_all((uuid,))
             if vm is not None:
                 LOG.info("VM %s (%s) is gone", vm.info.name, uuid)

@@ -73,6 +73,10 @@ class Originals:
                         facts.name, facts.uuid, refused)
         return originals
 
+    def forget(self, uuid):
+        """``uuid`` is gone: the refused originals said about it are dropped."""
+        self._warned = {token for token in self._warned if token[0] != uuid}
+
     def adopt_operator_values(self, values):
         """``{uuid: {"dom_id", "values"}}``: what operators set, as the journal kept it."""
         self._seeded = {uuid: dict(v) for uuid, v in values.items()}

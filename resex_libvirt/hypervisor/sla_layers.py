@@ -57,6 +57,10 @@ class SLAResolver:
             source = "metadata"
         return sla, source
 
+    def forget(self, uuid):
+        """``uuid`` is gone: the invalid values said about it are dropped (said again if back)."""
+        self._warned = {token for token in self._warned if token[0] != uuid}
+
     def _warner(self, facts, source):
         def warn(error):
             token = (facts.uuid, source, error.key, repr(error.value))

@@ -76,6 +76,22 @@ SENSITIVE_WITH_CONTROLLER = """
 </domain>
 """
 
+#: A guest whose own SLA has a value that is no number.
+INVALID_SLA = """
+<domain type='test'>
+  <name>%(name)s</name>
+  <uuid>%(uuid)s</uuid>
+  <metadata>
+    <resex:sla xmlns:resex="http://resex-libvirt.org/xmlns/sla/1.0">
+      <resex:latency_sla_us>soon</resex:latency_sla_us>
+    </resex:sla>
+  </metadata>
+  <memory>65536</memory>
+  <vcpu>1</vcpu>
+  <os><type arch='i686'>hvm</type></os>
+</domain>
+"""
+
 #: A Nova guest booted from an image without hw_qemu_guest_agent: no controller.
 NOVA_SENSITIVE = """
 <domain type='test'>
@@ -293,6 +309,21 @@ class ChurnTest(TestDriverCase):
                               if u.startswith("6a1e4b8c-0000-4000-8000-0000000001")])
         self.assertEqual(set(), {t for t in self.hyp.channel._warned
                                  if t[0].startswith("6a1e4b8c-0000-4000-8000-0000000001")})
+
+    def test_vms_churned_with_an_invalid_sla_leave_no_warning_behind(self):
+        # Each said once while it is here; nothing of it once gone.
+        conn = self.hyp.connection.get()
+        self.hyp.vms()
+        before = set(self.hyp.sla._warned)
+        for k in range(6):
+            uuid = "6a1e4b8c-0000-4000-8000-0000000002%02d" % k
+            dom = conn.createXML(INVALID_SLA % {"name": "churn-s%d" % k, "uuid": uuid}, 0)
+            with self.assertLogs("resex_libvirt.hypervisor.sla_layers", "WARNING"):
+                self.assertTrue(wait_for(lambda: uuid in self.hyp.vms()))
+            self.assertIn(uuid, {t[0] for t in self.hyp.sla._warned})
+            dom.destroy()
+            self.assertTrue(wait_for(lambda: uuid not in self.hyp.vms()))
+        self.assertEqual(before, self.hyp.sla._warned)
 
     def test_lifecycle_event_is_delivered_for_a_started_vm(self):
         seen = threading.Event()

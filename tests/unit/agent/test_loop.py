@@ -22,13 +22,16 @@ import logging
 import os
 import re
 import tempfile
+import types
 import unittest
+from unittest import mock
 
 from oslo_config import cfg
 
 from resex_agent import builder
 from resex_agent import conf as agent_conf
 from resex_agent import journal as journal_mod
+from resex_agent import loop
 from resex_libvirt.board import addresses
 from resex_libvirt.board import publish_policy
 from resex_libvirt.board import report as report_mod
@@ -423,6 +426,26 @@ class PressureEvidenceTest(unittest.TestCase):
         self.assertAlmostEqual(claim, agent.last_report.latency_inflation_pct)
         said = [m for m in logs.output if "no CPU pressure (PSI) for vm2m" in m]
         self.assertEqual(1, len(said), logs.output)
+
+    def test_what_was_said_of_vms_gone_is_dropped_with_them(self):
+        # The soak's churn on a host without PSI: a VM created and destroyed
+        # every few seconds, each said to have no pressure once.
+        agent, sim = build(policy="io_shares", duration=0.5)
+        agent.pressure = HalfStalled(sim)
+        agent.run()
+        here = dict(agent.vms)
+        with self.assertLogs("resex_agent.loop", level="INFO"):
+            for k in range(50):
+                churned = "7b2f5d9c-0000-4000-8000-%012d" % k
+                present = dict(here, **{churned: types.SimpleNamespace(
+                    info=types.SimpleNamespace(name="churn-%d" % k))})
+                with mock.patch.object(loop.Agent, "vms", new_callable=mock.PropertyMock,
+                                       return_value=present):
+                    agent._epoch_stalls(sim.now())
+        with mock.patch.object(loop.Agent, "vms", new_callable=mock.PropertyMock,
+                               return_value=here):
+            agent._epoch_stalls(sim.now())
+        self.assertEqual(set(here) - {sim.uuid_of("vm64k")}, agent._pressure_said)
 
 
 class NovaNamedHost(CountingHost):

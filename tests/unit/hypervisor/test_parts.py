@@ -73,6 +73,18 @@ class SLALayersTest(unittest.TestCase):
         self.assertEqual(1, len(logs.records))
         self.assertIn("resex:shares from metadata", logs.output[0])
 
+    def test_what_was_said_of_a_vm_is_dropped_with_it(self):
+        resolver = sla_layers.SLAResolver(sla_mod.SLA(shares=10))
+        bad = facts(sla_specs={"resex:shares": "many"})
+        with self.assertLogs("resex_libvirt.hypervisor.sla_layers", "WARNING") as logs:
+            resolver.resolve(bad)
+            resolver.forget(UUID)
+            # Back (the same uuid, restarted): said again.
+            resolver.resolve(bad)
+        self.assertEqual(2, len(logs.records))
+        resolver.forget(UUID)
+        self.assertEqual(set(), resolver._warned)
+
 
 class ChannelPolicyTest(unittest.TestCase):
 
@@ -133,6 +145,22 @@ class OriginalsTest(unittest.TestCase):
         self.assertEqual([(UUID, None, "stopped")] * 2,
                          [(u.uuid, u.originals, u.reason) for u in got])
         self.assertEqual([], book.updates())
+
+    def test_a_refused_original_said_of_a_vm_is_dropped_with_it(self):
+        book = originals.Originals()
+        refusing = type("Refusing", (), {
+            "originals": lambda self, persistent, flavor, nova: ({}, "vcpu_quota")})()
+        with self.assertLogs("resex_libvirt.hypervisor.originals", "WARNING") as logs:
+            for k in range(20):
+                churned = metadata.DomainFacts(
+                    uuid="7b2f5d9c-0000-4000-8000-%012d" % k, name="churn-%d" % k, vcpus=1,
+                    sla_specs={}, latency_channel=None, interfaces=(), hostdevs=(), nova=None,
+                    virtio_serial=False)
+                book.of_definition(churned, refusing, persistent={}, flavor=None)
+                book.of_definition(churned, refusing, persistent={}, flavor=None)
+                book.forget(churned.uuid)
+        self.assertEqual(20, len(logs.records))
+        self.assertEqual(set(), book._warned)
 
 
 class ArrivalTest(unittest.TestCase):
