@@ -29,9 +29,11 @@ IEEE CLUSTER 2013).
 Three rules keep a remote host from throttling this one on its word alone
 (doc/source/fabric.rst, "Across hosts", acting on remote claims):
 
-* **expiry**: a claim whose report is older than ``max_age_s`` is dropped
-  when the windows are read, not when the board says so (a board that stopped
-  answering expires every claim all the same);
+* **expiry**: a claim whose last report carrying it is older than
+  ``max_age_s`` is dropped when the windows are read, not when the board
+  says so (a board that stopped answering expires every claim all the
+  same); a claim its host's newer report leaves out (the victim quiet
+  between two of its reports, or gone) stays until then;
 * **evidence**: a claim over its threshold on a port whose measured load
   could not slow a request by that much (an M/G/1-PS port at the last
   epoch's link utilisation) moves no cap, unless the market already holds
@@ -144,7 +146,15 @@ class RemoteVictims:
         except Exception:
             LOG.exception("could not find the remote claims on this host")
             return
-        self._found = tuple(found)
+        # A claim its host's newer report no longer carries (the victim's
+        # window went quiet between two of its reports, or it is gone) is
+        # kept until it expires, with no new requests: a quiet victim is
+        # held as the market holds a local one, not dropped at once. Kept a
+        # while past its expiry, so that :meth:`victims` counts it expired.
+        seen = {(t.host, t.claim.vm) for t in found}
+        kept = [t for t in self._found
+                if (t.host, t.claim.vm) not in seen and now - t.ts <= 2.0 * self.max_age_s]
+        self._found = tuple(found) + tuple(kept)
 
     # -- the latency source ------------------------------------------------------------
     def sync(self, vms):

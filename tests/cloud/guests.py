@@ -78,6 +78,8 @@ RDMA_FLAVORS = {
 }
 #: The perftest servers' address (its port is made with it).
 RDMA_SERVER_IP = "10.229.0.250"
+#: ib_send_lat's iterations per run of the short pair (the client's and the server's).
+SHORT_ITERS = 200
 #: Image -> the guest's role and its parameters (kernel command line). The
 #: client's and the server's perftest parameters must match (a run with
 #: fewer iterations than the server expects never ends): both defaults.
@@ -85,6 +87,12 @@ RDMA_IMAGES = {
     "resex-rdma-server": "resex.role=rdma-server",
     "resex-rdma-lat": "resex.role=rdma-lat resex.peer=%s" % RDMA_SERVER_IP,
     "resex-rdma-bulk": "resex.role=rdma-bulk resex.peer=%s resex.burst=5" % RDMA_SERVER_IP,
+    # The remote_victim row's pair: 200 iterations a run, a report every few
+    # seconds on TCG (1,000 take 6-18 s: a remote claim would go quiet
+    # longer than its expiry between two).
+    "resex-rdma-server-short": "resex.role=rdma-server resex.iters=%d" % SHORT_ITERS,
+    "resex-rdma-lat-short": "resex.role=rdma-lat resex.peer=%s resex.iters=%d"
+                            % (RDMA_SERVER_IP, SHORT_ITERS),
 }
 
 

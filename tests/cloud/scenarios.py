@@ -374,8 +374,8 @@ class Scenarios:
             network_id=cloud_mod.NETWORK_ID, project_id=self.conn.current_project_id,
             fixed_ips=[{"ip_address": guests.RDMA_SERVER_IP}])
         try:
-            self.boot("rdma-server", "resex.rdma.plain", "resex-rdma-server", node="node2",
-                      port=port.id)
+            self.boot("rdma-server", "resex.rdma.plain", "resex-rdma-server-short",
+                      node="node2", port=port.id)
             bulk = self.boot("bulk-n2", "resex.bulk", "resex-bulk", node="node2", nic=True)
             victim, t_heard = self._remote_victim_heard()
             mark = self.log_size("node1-resex-agent")
@@ -404,8 +404,8 @@ class Scenarios:
         """Boot the victim on node1; ``(server, when)`` once node1 hears it name its peer."""
         log1 = "node1-resex-agent"
         mark = self.log_size(log1)
-        victim = self.boot("rdma-lat", "resex.rdma.sensitive", "resex-rdma-lat", node="node1",
-                           nic=True)
+        victim = self.boot("rdma-lat", "resex.rdma.sensitive", "resex-rdma-lat-short",
+                           node="node1", nic=True)
         t_active = time.monotonic()
         heard = self.wait_for(
             "node1 hearing %s name its peer" % victim.name,

@@ -213,6 +213,28 @@ class SourceTest(unittest.TestCase):
         src.slas()
         self.assertEqual({server}, set(src.windows()))
 
+    def test_a_claim_its_host_stops_carrying_stays_until_it_expires(self):
+        now = [TS + 1.0]
+        server = "bbbbbbbb-0000-4000-8000-000000000002"
+        reader = Reader("node2", server, [a_claim()])
+        src = remote_agent.RemoteVictims("node2", reader, 10.0, clock=lambda: now[0])
+        src.sync({server: test_loop.dataclasses.make_dataclass("Info", ["sla"])(
+            sla_mod.SLA())})
+        src.set_port_load(0.9)
+        src.recompute()
+        src.slas()
+        self.assertEqual(40, src.windows()[server].new)
+        # node1's next report (2 s on) carries no claim: the victim's window went quiet.
+        now[0] += 2.0
+        reader.reports["node1"] = reports.make("node1", ts=now[0])
+        src.recompute()
+        self.assertIn(server, src.slas())
+        self.assertEqual(0, src.windows()[server].new)      # held, nothing new
+        now[0] += 8.5                                       # 10.5 s after the last claim
+        src.recompute()
+        self.assertEqual({}, src.slas())
+        self.assertEqual(1, src.ignored["expired"])
+
     def test_an_expiry_of_zero_is_refused(self):
         with self.assertRaises(ValueError):
             remote_agent.RemoteVictims("node2", Reader("node2", "x", []), 0.0)
