@@ -958,7 +958,30 @@ class Cloud:
         if check.returncode:
             raise CloudError("resex-agent --check failed on %s:\n%s"
                              % (node, (check.stdout + check.stderr)[-3000:]))
-        return self._start("%s-resex-agent" % node, self.agent_argv(node))
+        proc = self._start("%s-resex-agent" % node, self.agent_argv(node))
+        self._wait_for_exec(proc, "resex-agent", self.log("%s-resex-agent" % node))
+        return proc
+
+    @staticmethod
+    def _wait_for_exec(proc, program, log, timeout=60.0):
+        """Until ``proc`` runs ``program`` (past nsenter, the unit sandbox and setpriv).
+
+        Until then it is the sandbox, with root's capabilities: what a row
+        reads of the process must be the agent's.
+        """
+        def execd():
+            if not machine.alive(proc.pid):
+                raise CloudError("%s exited before it started; see %s" % (program, log))
+            try:
+                with open("/proc/%d/cmdline" % proc.pid, "rb") as f:
+                    argv = f.read().decode(errors="replace").split("\0")
+            except OSError:
+                return False
+            return (os.path.basename(argv[0]) not in ("nsenter", "setpriv")
+                    and "tests.cloud.unit_sandbox" not in argv
+                    and any(os.path.basename(a) == program for a in argv[:2]))
+        if not machine.wait_for(execd, timeout, step=0.1):
+            raise CloudError("%s did not start within %.0f s; see %s" % (program, timeout, log))
 
     def stop_agent(self, node):
         return self.table.stop("%s-resex-agent" % node, timeout=30)
