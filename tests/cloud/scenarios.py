@@ -26,6 +26,9 @@ Each scenario is a method of :class:`Scenarios` that raises
   wrote into the domain, hot-plugs the latency channel and hears the
   guest's BenchEx; the agent caps the bulk server while the sensitive one
   is over its SLA; SIGTERM restores Nova's values;
+* ``agent_restricted``: every agent runs under the shipped systemd unit's
+  restrictions (:mod:`tests.cloud.unit_sandbox`) and still hears its
+  guest's channel, journals, publishes and serves its metrics;
 * ``every_node_congested``, ``install_rst_config`` (the rest of the smoke);
 * (d) moves of a capped server from node1 to node2 (:data:`MOVES`): it
   must arrive with Nova's values and node1's agent forget it;
