@@ -38,6 +38,7 @@ import urllib.request
 import uuid
 
 from tests.cloud import procs
+from tests.cloud import unit_sandbox
 from tests import machine
 
 LOG = logging.getLogger(__name__)
@@ -143,6 +144,55 @@ base=$(basename "$src")
 $from tar -C "$(dirname "$src")" -cf - --transform "s|^$base|$name|" "$base" |
     $to tar -C "$dir" -xf -
 """
+
+
+#: The shipped systemd unit every agent of the cloud runs under (:mod:`unit_sandbox`).
+AGENT_UNIT = os.path.join(ROOT, "etc", "resex", "resex-agent.service")
+#: The nodes' QEMU user: Debian's (libvirt's packaging default), not root, so
+#: that the guests' channel directories are another user's, as in production.
+QEMU_USER = "libvirt-qemu"
+
+
+def agent_drop_in(writable, readable):
+    """A drop-in for the agent's unit where its paths are not the unit's defaults.
+
+    What an operator writes (``systemctl edit resex-agent``) when ``[agent]
+    state_dir`` and the probe socket's directory (``writable``) are not
+    ``/var/lib/resex`` and ``/run/resex`` and the agent's files
+    (``readable``: its configuration, its Python) lie under paths the unit
+    hides: ``PrivateTmp=`` hides ``/tmp`` and ``/var/tmp``, ``ProtectHome=``
+    ``/home``, ``/root`` and ``/run/user`` (then ``tmpfs`` instead, with the
+    paths bound into it). The cloud's state lives in ``/var/tmp`` and this
+    machine's Python in ``/root``.
+    """
+    tmp = unit_sandbox.TMP_PATHS
+    home = unit_sandbox.HOME_PATHS
+
+    def under(path, roots):
+        return any(path == r or path.startswith(r + "/") for r in roots)
+    lines = ["# The cloud's node: the agent's paths are not the unit's defaults.",
+             "[Service]", "StateDirectory=", "RuntimeDirectory="]
+    lines += [("BindPaths=%s" if under(p, tmp) else "ReadWritePaths=%s") % p for p in writable]
+    hidden = sorted({p for p in readable if under(p, tmp + home)})
+    if any(under(p, home) for p in hidden):
+        lines.append("ProtectHome=tmpfs")
+    lines += ["BindReadOnlyPaths=%s" % p for p in hidden]
+    return "\n".join(lines) + "\n"
+
+
+def _system_user(name):
+    """A system user and group ``name`` (Debian's packages make ``libvirt-qemu`` so)."""
+    if subprocess.run(["getent", "group", name], capture_output=True).returncode:
+        _run(["groupadd", "--system", name])
+    if subprocess.run(["getent", "passwd", name], capture_output=True).returncode:
+        _run(["useradd", "--system", "-g", name, "-d", "/var/lib/libvirt", "-s",
+              "/usr/sbin/nologin", name])
+
+
+def _package_root():
+    """The directory the agent's package is imported from (an editable install's checkout)."""
+    import resex_agent
+    return os.path.dirname(os.path.dirname(os.path.realpath(resex_agent.__file__)))
 
 
 class CloudError(RuntimeError):
@@ -302,7 +352,10 @@ class Cloud:
         env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
         env["PATH"] = ":".join((self.bin, VENV_BIN, "/usr/local/sbin", "/usr/local/bin",
                                 "/usr/sbin", "/usr/bin", "/sbin", "/bin"))
-        env["PYTHONPATH"] = ROOT
+        # The caller's path after the checkout (a worktree's links to its own
+        # agent/ and nova_filter/ where the editable install names another tree).
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH"))
+                                            if p)
         env["OS_NOVA_DISABLE_EVENTLET_PATCHING"] = "1"
         env["HOME"] = os.path.join(self.run_dir, "home")
         env.update(extra)
@@ -345,6 +398,10 @@ class Cloud:
         if install:
             _run([os.path.join(ROOT, "tools", "install-deb.sh"), *PACKAGES])
         self._write_helpers()
+        _system_user(QEMU_USER)
+        # QEMU (QEMU_USER) opens the instances' files under it (a test's
+        # state directory is mkdtemp's, 0700).
+        os.chmod(self.dir, 0o755)
         steps = [self.start_mariadb, self.start_rabbitmq, self.start_memcached,
                  self.start_etcd, self.start_keystone, self.register_services,
                  self.start_glance, self.start_placement, self.start_network,
@@ -757,8 +814,8 @@ class Cloud:
                "listen_addr = \"%s\"\nhost_uuid = \"%s\"\n"
                % (NODE_IPS[node], uuid.uuid5(uuid.NAMESPACE_DNS, "resex-" + node)))
         _write(os.path.join(etc, "qemu.conf"),
-               "user = \"root\"\ngroup = \"root\"\nstdio_handler = \"file\"\n"
-               "security_driver = \"none\"\n")
+               "user = \"%s\"\ngroup = \"%s\"\nstdio_handler = \"file\"\n"
+               "security_driver = \"none\"\n" % (QEMU_USER, QEMU_USER))
         # /sys as the node's network namespace sees it (its taps, bridge and ifb:
         # for libvirtd, nova's privileged helper and the agent), with the host's
         # cgroup hierarchies kept under it.
@@ -874,9 +931,26 @@ class Cloud:
         _write(os.path.join(bin_dir, "ssh"), SSH % {"node_pid": lookup}, 0o755)
         _write(os.path.join(bin_dir, "scp"), SCP % {"node_pid": lookup}, 0o755)
 
+    def agent_drop_in(self, node):
+        """The node's drop-in for the shipped unit (:func:`agent_drop_in`)."""
+        return os.path.join(self.node_dir(node), "etc", "resex-agent.service.d", "cloud.conf")
+
     def agent_argv(self, node):
-        return self.nsenter(node) + [os.path.join(VENV_BIN, "resex-agent"),
-                                     "--config-file", self.agent_conf(node)]
+        """``node``'s agent under the shipped unit's restrictions (:mod:`unit_sandbox`).
+
+        In the node's mount and UTS namespaces, through the unit and the
+        node's drop-in, as systemd would start it there.
+        """
+        ndir = self.node_dir(node)
+        _write(self.agent_drop_in(node), agent_drop_in(
+            writable=[os.path.join(ndir, "resex-state"), os.path.join(ndir, "resex-run")],
+            readable=[os.path.dirname(self.agent_conf(node)), ROOT, sys.prefix,
+                      sys.base_prefix, _package_root()]
+            + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+        return self.nsenter(node) + [
+            sys.executable, "-m", "tests.cloud.unit_sandbox", "--unit", AGENT_UNIT,
+            "--drop-in", self.agent_drop_in(node), "--",
+            os.path.join(VENV_BIN, "resex-agent"), "--config-file", self.agent_conf(node)]
 
     def start_agent(self, node):
         check = subprocess.run(self.agent_argv(node) + ["--check"], env=self.env(),
@@ -886,7 +960,30 @@ class Cloud:
         if check.returncode:
             raise CloudError("resex-agent --check failed on %s:\n%s"
                              % (node, (check.stdout + check.stderr)[-3000:]))
-        return self._start("%s-resex-agent" % node, self.agent_argv(node))
+        proc = self._start("%s-resex-agent" % node, self.agent_argv(node))
+        self._wait_for_exec(proc, "resex-agent", self.log("%s-resex-agent" % node))
+        return proc
+
+    @staticmethod
+    def _wait_for_exec(proc, program, log, timeout=60.0):
+        """Until ``proc`` runs ``program`` (past nsenter, the unit sandbox and setpriv).
+
+        Until then it is the sandbox, with root's capabilities: what a row
+        reads of the process must be the agent's.
+        """
+        def execd():
+            if not machine.alive(proc.pid):
+                raise CloudError("%s exited before it started; see %s" % (program, log))
+            try:
+                with open("/proc/%d/cmdline" % proc.pid, "rb") as f:
+                    argv = f.read().decode(errors="replace").split("\0")
+            except OSError:
+                return False
+            return (os.path.basename(argv[0]) not in ("nsenter", "setpriv")
+                    and "tests.cloud.unit_sandbox" not in argv
+                    and any(os.path.basename(a) == program for a in argv[:2]))
+        if not machine.wait_for(execd, timeout, step=0.1):
+            raise CloudError("%s did not start within %.0f s; see %s" % (program, timeout, log))
 
     def stop_agent(self, node):
         return self.table.stop("%s-resex-agent" % node, timeout=30)

@@ -26,6 +26,9 @@ Each scenario is a method of :class:`Scenarios` that raises
   wrote into the domain, hot-plugs the latency channel and hears the
   guest's BenchEx; the agent caps the bulk server while the sensitive one
   is over its SLA; SIGTERM restores Nova's values;
+* ``agent_restricted``: every agent runs under the shipped systemd unit's
+  restrictions (:mod:`tests.cloud.unit_sandbox`) and still hears its
+  guest's channel, journals, publishes and serves its metrics;
 * ``every_node_congested``, ``install_rst_config`` (the rest of the smoke);
 * (d) moves of a capped server from node1 to node2 (:data:`MOVES`): it
   must arrive with Nova's values and node1's agent forget it;
@@ -53,12 +56,15 @@ runs them all, tears it down, and prints ``scenario | result | time``.
 
 import contextlib
 import os
+import pwd
 import re
 import signal
+import stat
 import sys
 import threading
 import time
 import traceback
+import urllib.request
 
 import libvirt
 import openstack
@@ -66,6 +72,7 @@ import openstack
 from resex_libvirt import board as board_mod
 from tests.cloud import cloud as cloud_mod
 from tests.cloud import guests
+from tests.cloud import unit_sandbox
 from tests import machine
 
 libvirt.registerErrorHandler(lambda ctx, err: None, None)
@@ -296,6 +303,75 @@ class Scenarios:
             "after SIGTERM cpu_shares is %s, Nova's %s"
             % (live.get("cpu_shares"), expected_shares))
         self.cloud.start_agent("node1")
+    # -- the unit's restrictions -------------------------------------------------------------
+
+    def agent_restricted(self):
+        """Every agent runs under the shipped unit's restrictions, and still does its work.
+
+        The agent's process (nsenter, :mod:`tests.cloud.unit_sandbox` and
+        ``setpriv`` exec into it) holds the unit's capability bounding set
+        and nothing more, ``NoNewPrivs``, and a mount namespace of its own
+        whose root is read-only. QEMU runs as :data:`cloud.QEMU_USER`, so the
+        sensitive guest's channel directory is that user's, mode 0750, as in
+        production; node1's agent hears the guest through it (a latency
+        window in its metrics, no "Permission denied" in its log), and every
+        agent publishes on the board, serves its metrics and writes its
+        journal without a failure.
+        """
+        unit = unit_sandbox.Unit.load(cloud_mod.AGENT_UNIT)
+        want = unit_sandbox.capability_mask(unit.capabilities())
+        stamp = time.time()
+        for node in self.cloud.nodes:
+            entry = self.cloud.table.get("%s-resex-agent" % node)
+            status = _proc_status(entry["pid"])
+            for field in ("CapBnd", "CapPrm", "CapEff"):
+                assert int(status[field], 16) == want, (
+                    "%s's agent: %s %s, the unit's %x" % (node, field, status[field], want))
+            assert status["NoNewPrivs"] == "1", "%s's agent may gain privileges" % node
+            ns = [os.readlink("/proc/%d/ns/mnt" % pid)
+                  for pid in (entry["pid"], self.cloud.libvirtd_pid(node))]
+            assert ns[0] != ns[1], "%s's agent shares its node's mount namespace" % node
+            with open("/proc/%d/mountinfo" % entry["pid"]) as f:
+                root = [opts for point, opts in unit_sandbox.mountinfo(f.read())
+                        if point == "/"]
+            assert "ro" in root[-1], "%s's agent has / writable: %s" % (node, root)
+            self.wait_for("a board record of %s's agent" % node, lambda: (
+                self.board().get(node) is not None and self.board()[node].ts > stamp),
+                timeout=60, interval=1.0)
+            metrics = self.metrics(node)
+            for failures in ("resex_journal_write_errors_total",
+                             "resex_board_publish_failures_total"):
+                found = re.search(r"^%s ([0-9.e+]+)$" % failures, metrics, re.M)
+                assert found and float(found.group(1)) == 0.0, (
+                    "%s's agent: %s" % (node, found.group(0) if found else "no " + failures))
+        server = self.servers.get("sensitive-c") or self.boot(
+            "sensitive-c", "resex.sensitive", "resex-report", node="node1")
+        self.wait_for("a latency window of %s in node1's metrics" % server.name, lambda: (
+            re.search(r'^resex_vm_latency_mean_seconds\{[^}]*uuid="%s"' % server.id,
+                      self.metrics("node1"), re.M)), timeout=120, interval=1.0)
+        channel_dir = os.path.join(self.cloud.node_dir("node1"), "lib-libvirt", "qemu",
+                                   "channel", "target")
+        dirs = [d for d in os.listdir(channel_dir) if d.endswith("-" + server.instance_name)]
+        assert dirs, "no channel directory of %s in %s" % (server.instance_name, channel_dir)
+        st = os.stat(os.path.join(channel_dir, dirs[0]))
+        assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (
+            pwd.getpwnam(cloud_mod.QEMU_USER).pw_uid, 0o750), (
+            "%s: owner %d mode %o" % (dirs[0], st.st_uid, stat.S_IMODE(st.st_mode)))
+        log = self.log_lines("node1-resex-agent")
+        # From the running agent's start (the sandbox's line) on.
+        log = log[log.rfind("unit_sandbox: "):]
+        assert "Permission denied" not in log, [
+            line for line in log.splitlines() if "Permission denied" in line][:3]
+        assert os.path.exists(os.path.join(self.cloud.node_dir("node1"), "resex-state",
+                                           "journal.json")), "node1's agent wrote no journal"
+        self.figures["agent_capabilities"] = "%x" % want
+
+    def metrics(self, node):
+        """``node``'s agent's Prometheus text."""
+        url = "http://%s:%d/metrics" % (cloud_mod.HOST, cloud_mod.PORTS["metrics-" + node])
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            return resp.read().decode()
+
     # -- Soft-RoCE guests ------------------------------------------------------------------
 
     def rdma_guests(self):
@@ -1174,7 +1250,7 @@ def install_snippets(path=os.path.join(cloud_mod.ROOT, "doc", "source", "install
 
 #: The smoke (in ``make test``): install.rst's configuration, (a), (b), (c).
 SMOKE = ("install_rst_config", "bad_extra_specs", "congested_node_refused",
-         "agent_controls_nova_guest", "every_node_congested")
+         "agent_controls_nova_guest", "agent_restricted", "every_node_congested")
 #: (d): moves with hosts congested.
 MOVES = ("live_migrate", "cold_migrate", "resize", "shelve_unshelve", "evacuate")
 #: (e): faults during control.
@@ -1188,6 +1264,13 @@ FABRIC = ("remote_victim",)
 PLACEMENT = ("placement_filter_off", "placement_compute_update", "placement_sync_restarted",
              "placement_down")
 ORDER = SMOKE + MOVES + FAULTS + RDMA + FABRIC + PLACEMENT
+
+
+def _proc_status(pid):
+    """``/proc/PID/status`` as ``{field: value}``."""
+    with open("/proc/%d/status" % pid) as f:
+        return {k: v.strip() for k, v in (line.split(":", 1) for line in f.read().splitlines()
+                                          if ":" in line)}
 
 
 def _log_time(text, match):

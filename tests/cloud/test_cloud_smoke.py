@@ -13,6 +13,9 @@
 
 """The cloud smoke in ``make test``: bring-up, scenarios (a)-(c), teardown.
 
+Every agent runs under the shipped systemd unit's restrictions
+(:mod:`tests.cloud.unit_sandbox`); ``agent_restricted`` checks it.
+
 A real OpenStack on this machine (:mod:`tests.cloud.cloud`): keystone,
 glance, placement, nova-api/conductor/scheduler, two compute nodes each
 with its libvirtd, nova-compute and resex-agent, etcd as the board; the
@@ -76,6 +79,9 @@ class CloudSmokeTest(unittest.TestCase):
 
     def test_3_the_agent_controls_nova_guests_and_restores_novas_values_on_sigterm(self):
         self.scenarios.agent_controls_nova_guest()
+
+    def test_3b_the_agents_run_under_the_shipped_units_restrictions_and_still_work(self):
+        self.scenarios.agent_restricted()
 
     def test_4_with_every_node_congested_a_sensitive_server_finds_no_valid_host(self):
         self.scenarios.every_node_congested()
