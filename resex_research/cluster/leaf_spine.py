@@ -191,12 +191,12 @@ def parse(data, top, flavors_of, source, default_name="cluster_leaf_spine"):
 
 
 def _configurations(top, raw):
-    from resex_research.cluster import spec as spec_mod
+    table = type(top)       # spec's table reader (not imported: spec imports this module)
     if not isinstance(raw, list) or not raw:
         raise top.error("configurations", "at least one [[configurations]] table is required")
     out, seen = [], set()
     for i, item in enumerate(raw):
-        c = spec_mod._Table(top.source, item, "configurations[%d]" % i, _CONFIG)
+        c = table(top.source, item, "configurations[%d]" % i, _CONFIG)
         name = c.text("name")
         if name in seen:
             raise c.error("name", "duplicate configuration %r" % name)

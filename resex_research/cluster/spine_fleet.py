@@ -104,7 +104,6 @@ from nova.scheduler import weights as nova_weights
 from resex_libvirt.board import remote_claims as remote_mod
 from resex_research.cluster import fabric_links as links_mod
 from resex_research.cluster import scheduler as scheduler_mod
-from resex_research.cluster import spec as spec_mod
 
 _NS_UUID = uuid_mod.UUID("5d0c7a4e-2b1f-4e8a-9c3d-6f7e8a9b0c1d")
 
@@ -114,6 +113,9 @@ MARKETS = ("none", "host", "claims", "fabric")
 PLACEMENTS = ("nova", "resex_host", "resex_links", "resex_fabric", "resex_fabric_members")
 
 SERVER, CLIENT, BULK, NEUTRAL = "server", "client", "bulk", "neutral"
+#: A flavor's kinds, as the cluster spec names them (``spec.SENSITIVE``,
+#: ``spec.BULK``; not imported: spec loads this study's scenarios).
+FLAVOR_SENSITIVE, FLAVOR_BULK = "sensitive", "bulk"
 
 #: Where a client's violations happen, in the order of its path's links.
 _WHERE = ("own port", "server port", "uplink", "uplink")
@@ -357,8 +359,8 @@ class _Run:
 
     def arrive(self, req, t):
         flavor = self.sc.flavors[req.flavor]
-        if flavor.kind != spec_mod.SENSITIVE:
-            vm = self.new_vm(BULK if flavor.kind == spec_mod.BULK else NEUTRAL, flavor)
+        if flavor.kind != FLAVOR_SENSITIVE:
+            vm = self.new_vm(BULK if flavor.kind == FLAVOR_BULK else NEUTRAL, flavor)
             host = self.select(vm)
             if host is None:
                 self.no_valid_host += 1

@@ -207,3 +207,7 @@ def test_a_server_judged_by_claims_keeps_bulk_away_under_the_claims_markets():
         with _run(sc, market, "resex_host") as run:
             _ensemble(run, server_host=0, client_host=4)
             assert (run.bulk_weight(0) < run.bulk_weight(1)) is counted
+
+
+def test_the_study_names_the_flavor_kinds_as_the_cluster_spec_does():
+    assert (spec.SENSITIVE, spec.BULK) == (sf.FLAVOR_SENSITIVE, sf.FLAVOR_BULK)
