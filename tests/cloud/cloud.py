@@ -800,7 +800,9 @@ class Cloud:
                    self.instances_path: os.path.join("nova", "instances")}
         for sub in list(private.values()) + ["cgroup-hold", os.path.join("nova", "locks")]:
             os.makedirs(os.path.join(ndir, sub), exist_ok=True)
-        os.makedirs(self.instances_path, exist_ok=True)
+        # The mount points (a fresh host has no /run/libvirt until a libvirtd ran).
+        for target in private:
+            os.makedirs(target, exist_ok=True)
         for sub in ("qemu", "qemu/channel/target", "dnsmasq"):
             os.makedirs(os.path.join(ndir, "lib-libvirt", sub), exist_ok=True)
         os.makedirs(os.path.join(ndir, "log-libvirt", "qemu"), exist_ok=True)
@@ -815,7 +817,10 @@ class Cloud:
                % (NODE_IPS[node], uuid.uuid5(uuid.NAMESPACE_DNS, "resex-" + node)))
         _write(os.path.join(etc, "qemu.conf"),
                "user = \"%s\"\ngroup = \"%s\"\nstdio_handler = \"file\"\n"
-               "security_driver = \"none\"\n" % (QEMU_USER, QEMU_USER))
+               "security_driver = \"none\"\n"
+               # No private /dev per guest: it would move the node's /dev/kvm
+               # mount (below) into each guest's namespace, which fails.
+               "namespaces = []\n" % (QEMU_USER, QEMU_USER))
         # /sys as the node's network namespace sees it (its taps, bridge and ifb:
         # for libvirtd, nova's privileged helper and the agent), with the host's
         # cgroup hierarchies kept under it.
@@ -824,6 +829,17 @@ class Cloud:
                  "mount --rbind %s /sys/fs/cgroup\numount -l %s\n" % (hold, hold, hold))
         mounts = "".join("mount --bind %s %s\n" % (os.path.join(ndir, sub), target)
                          for target, sub in private.items())
+        # No /dev/kvm for the node (its guests run on TCG): libvirt probes
+        # QEMU with CAP_DAC_OVERRIDE, so a /dev/kvm only root may open (this
+        # machine's, mode 0600; Debian's is root:kvm 0660 with QEMU_USER in
+        # kvm) puts KVM in the capabilities, which libvirt then finds unusable
+        # by QEMU_USER at every lookup and probes again (about 7 s each: one
+        # server's spawn took 65-260 s). An empty file over it keeps the two in
+        # agreement (and qemu.conf's namespaces off, above).
+        no_kvm = os.path.join(ndir, "no-kvm")
+        with open(no_kvm, "w"):
+            os.chmod(no_kvm, 0o600)
+        mounts += "if [ -e /dev/kvm ]; then mount --bind %s /dev/kvm; fi\n" % no_kvm
         script = ("set -e\nhostname %s\n%s%s"
                   "exec libvirtd --listen --pid-file %s\n"
                   % (node, sysfs, mounts, os.path.join(ndir, "libvirtd.pid")))
