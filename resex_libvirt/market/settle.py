@@ -127,6 +127,12 @@ SLOPE0, SLOPE_MIN, SLOPE_MAX = 1.0, 0.5, 10.0
 #: A victim's delay until its second window with new requests (its report
 #: period is not known before): long enough for the agent's 0.5 s reports.
 UNKNOWN_DELAY_S = 1.0
+#: Until its second window measures its report period, a victim is idle only
+#: after ``idle_delays`` delays of at least this many seconds: a remote victim's
+#: windows come with its own host's reports (one to four seconds apart on the
+#: cloud's Soft-RoCE pairs), and its interferer must not be released between
+#: its first two windows. Nothing else waits on it.
+FIRST_IDLE_DELAY_S = 4.0
 #: A correction moves the log cap by at least this much to teach the slope.
 MIN_TEACHING_STEP = 0.03
 #: The inflation a release is computed from is at least this fraction of the aim
@@ -291,6 +297,14 @@ def delays(step, opts, own):
                         np.maximum(measured, step.interval_s))
     # The cap a correction sets is written at the interval's end: one interval more.
     return measured + step.interval_s + opts.plant_lag_s
+
+
+def idle_after(opts, own, delay):
+    """Per row, the seconds without a new window after which a victim is idle."""
+    idle = np.multiply(opts.idle_delays, delay)
+    # Before the second window, the period is a guess: do not call it idle early.
+    np.maximum(idle, opts.idle_delays * FIRST_IDLE_DELAY_S, out=idle, where=np.isnan(own.st_gap))
+    return idle
 
 
 def inflation(vms):
@@ -496,7 +510,7 @@ def plan(step, opts, band, interferes, weight=None, spared=None):
     vms, own, t = step.vms, step.state, now_s(step)
     fresh = observe(step, own)
     delay = delays(step, opts, own)
-    active = victims(vms) & (t - own.st_seen <= opts.idle_delays * delay)
+    active = victims(vms) & (t - own.st_seen <= idle_after(opts, own, delay))
     e_all = inflation(vms)
     decisions = _judge(step, opts, band, delay, e_all, fresh)
     asks = _Asks(len(vms))
