@@ -159,9 +159,26 @@ def _build(conf):
     return parts, ipe, policy
 
 
+#: Seconds the check waits for a sweep of the VMs that libvirt holds (a domain
+#: being created or destroyed holds every walk of the domain list for 1-2 s).
+SWEEP_WAIT_S = 30.0
+
+
+def _sweep(hypervisor, clock=time.monotonic, sleep=time.sleep):
+    """The VMs, waiting out late sweeps (the loop skips an interval; the check waits)."""
+    deadline = clock() + SWEEP_WAIT_S
+    while True:
+        try:
+            return hypervisor.vms()
+        except exceptions.SampleLate:
+            if clock() >= deadline:
+                raise
+            sleep(0.05)
+
+
 def _vms(conf, parts):
     try:
-        vms = parts.hypervisor.vms()
+        vms = _sweep(parts.hypervisor)
         pcpus = conf.market.pcpus or parts.hypervisor.pcpus()
     except exceptions.ResexError as exc:
         where = conf.libvirt.connection_uri

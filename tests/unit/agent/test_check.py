@@ -21,9 +21,12 @@ import os
 import socket
 import tempfile
 import unittest
+from unittest import mock
 
 from resex_agent import check
 from resex_libvirt import board as board_mod
+from resex_libvirt import exceptions
+from resex_libvirt.sim import host as host_mod
 from resex_libvirt.sim import scenario as scenario_mod
 from tests.unit.agent import conf_helpers
 from tests.unit.agent import test_remote
@@ -57,6 +60,32 @@ class SimulatedHostCheckTest(unittest.TestCase):
             self.assertIn("knobs simulated cap+weight", line)
         self.assertIn("latency_sla_us=", text)
         self.assertTrue(text.endswith("check passed\n"))
+
+    def test_a_sweep_libvirt_holds_is_waited_for_not_failed(self):
+        # A domain being created holds every walk of the domain list for 1-2 s:
+        # the loop skips the interval, the check waits for the sweep.
+        real = host_mod.SimHost.vms
+        late = [2]
+
+        def vms(host):
+            if late[0]:
+                late[0] -= 1
+                raise exceptions.SampleLate("hypervisor call vms still running after 50 ms")
+            return real(host)
+        with mock.patch.object(host_mod.SimHost, "vms", vms):
+            code, text = run("[agent]\nhost = cmp1\n")
+        self.assertEqual(0, code, text)
+        self.assertEqual(0, late[0])
+        self.assertIn("hypervisor: ok (simulated paper_64k_vs_2m, 2 running VM(s)", text)
+
+    def test_a_sweep_late_for_longer_than_the_check_waits_fails_as_the_hypervisor(self):
+        def vms(host):
+            raise exceptions.SampleLate("hypervisor call vms still running after 50 ms")
+        with mock.patch.object(host_mod.SimHost, "vms", vms), \
+                mock.patch.object(check, "SWEEP_WAIT_S", 0.1):
+            code, text = run("[agent]\nhost = cmp1\n")
+        self.assertEqual(1, code, text)
+        self.assertIn("ERROR: hypervisor: hypervisor call vms still running", text)
 
     def test_a_value_of_the_wrong_type_fails_naming_the_option(self):
         code, text = run("[market]\ncpu_price = cheap\n")
