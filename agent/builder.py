@@ -344,9 +344,17 @@ def _assemble(conf, parts, metrics):
                       reloader=functools.partial(reload_market, conf),
                       shutdown_timeout_s=conf.agent.shutdown_timeout,
                       pressure=parts.pressure, deadband_pct=conf.agent.deadband_pct,
-                      consent=functools.partial(sla_mod.under_consent,
-                                                rule=conf.agent.cap_consent),
+                      consent=consent_of(conf),
                       status_interval_s=conf.latency.status_interval_s, remote=parts.remote)
+
+
+def consent_of(conf):
+    """The operator's consent rule (:class:`resex_libvirt.sla.Consent`) from ``[agent]``.
+
+    ``cap_consent`` with the opt-in lists ``consent_projects`` and ``consent_flavors``.
+    """
+    return sla_mod.Consent(conf.agent.cap_consent, frozenset(conf.agent.consent_projects),
+                           frozenset(conf.agent.consent_flavors))
 
 
 def reload_market(conf, agent):

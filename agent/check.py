@@ -21,7 +21,9 @@ at the first problem with one clear line saying which part failed and why:
    at start (the epoch is a whole number of intervals, the policy loads);
    **host**: the name reports go out under, and whether the agent may
    publish it (a simulated host only under a ``sim-`` name, see
-   :mod:`resex_agent.host_identity`);
+   :mod:`resex_agent.host_identity`); **consent**: who may be capped
+   below the limit (``[agent] cap_consent``, ``consent_projects``,
+   ``consent_flavors``);
 2. **parts**: :func:`resex_agent.builder.build_parts` builds the hypervisor, the
    fabric monitor, the latency intake and the board as the agent would,
    except that the latency probe socket is not bound (the running agent
@@ -43,8 +45,10 @@ at the first problem with one clear line saying which part failed and why:
 6. **board**: the board is read once (``count()``; a closed port, a bad
    path or etcd down become ``BoardUnavailable``) and this host's last
    report, if any, is shown with its age;
-7. the VMs the agent would control, with their SLA, where it came from,
-   their knob mapping and the knob values in force now;
+7. the VMs the agent would control, with the caps the market may give
+   them under the consent rule (``(did not opt in)``: never below the
+   limit), their SLA, where it came from, their knob mapping and the knob
+   values in force now;
 8. latency channels: which VMs that should report latency cannot (no
    virtio-serial controller for the hot-plugged channel), so run without
    latency feedback. The channels themselves are not attached here.
@@ -422,6 +426,8 @@ def run_check(conf, out=sys.stdout):
         say("configuration: ok (host %s, driver %s, interval %.4g s, epoch %.4g s = %d "
             "intervals, policy %s)", conf.agent.host, conf.agent.host_driver,
             parts.interval_s, parts.epoch_s, ipe, policy.name)
+        consent = builder.consent_of(conf)
+        say("consent: %s", consent.describe())
         vms, pcpus = _vms(conf, parts)
         where = (conf.libvirt.connection_uri if conf.agent.host_driver == "libvirt"
                  else "simulated %s" % conf.sim.scenario)
@@ -445,9 +451,11 @@ def run_check(conf, out=sys.stdout):
         _remote_claims(conf, snapshot, say)
         say("VMs the agent would control:" if vms else "VMs the agent would control: none")
         for uuid, info in sorted(vms.items(), key=lambda kv: kv[1].name):
-            say("  %s (%s): %d vCPU, cap %g..%g%%, SLA %s from %s, knobs %s",
-                info.name, uuid, info.vcpus, info.sla.effective_reservation(info.vcpus),
-                info.sla.effective_limit(info.vcpus), format_sla(info.sla),
+            applied = consent(info.sla, project=info.project, flavor=info.flavor)
+            say("  %s (%s): %d vCPU, cap %g..%g%%%s, SLA %s from %s, knobs %s",
+                info.name, uuid, info.vcpus, applied.effective_reservation(info.vcpus),
+                applied.effective_limit(info.vcpus),
+                "" if applied is info.sla else " (did not opt in)", format_sla(info.sla),
                 info.sla_source, _knobs(parts.hypervisor, info))
         _channels(vms, say)
     except _Failed as exc:

@@ -93,7 +93,9 @@ class IntervalRecord:
     of the controller's run tallies (:meth:`Controller.sent`); a record
     without it leaves the last one in force. ``min_cap_pct`` is the market's
     ``[market] min_cap_pct`` in force (with each VM's reservation and limit,
-    the lowest cap the policy may set).
+    the lowest cap the policy may set); ``consent`` (optional, a
+    :class:`resex_libvirt.sla.Consent`) the operator's rule that holds a VM
+    that did not opt in at its limit.
     """
 
     samples: dict
@@ -106,6 +108,7 @@ class IntervalRecord:
     reason: object = None
     sent: tuple | None = None
     min_cap_pct: float = 0.0
+    consent: object = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -179,8 +182,9 @@ class Agent:
     owner. ``watchdog`` (optional, :class:`resex_agent.watchdog.Watchdog`) is the
     hypervisor calls' watchdog, read for the health counters; ``reloader``
     (optional) is called with the agent when a reload was requested
-    (SIGHUP), before the next interval. ``consent`` (optional) maps a VM's
-    SLA to the one the market applies (:func:`resex_libvirt.sla.under_consent`).
+    (SIGHUP), before the next interval. ``consent`` (optional, a
+    :class:`resex_libvirt.sla.Consent`) maps a VM's SLA, project and flavor
+    to the SLA the market applies.
     ``remote`` (optional, :class:`resex_agent.remote.RemoteVictims`): the
     claims other hosts make on this host's VMs; a latency source, the
     controller's SLA overlay, started by :meth:`start` and told the port's
@@ -377,7 +381,7 @@ class Agent:
                 interval.samples, interval.decisions, interval.windows,
                 self.market.last_interference, self.settings.interval_s, self.controller.vms,
                 self.market.balance_reader(), self.reason, self.controller.sent(),
-                self.market.params.min_cap_pct))
+                self.market.params.min_cap_pct, self.controller.consent))
         except Exception:
             LOG.exception("metrics update failed")
 

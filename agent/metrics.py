@@ -58,7 +58,8 @@ Per VM, from the last control interval (the balance as the ledger holds it at sc
     VM is over its SLA while its interference ratio is above its threshold.
 ``resex_vm_cpu_cap_floor_ratio``
     The lowest cap the policy may set, in pCPUs: the VM's reservation, or
-    ``[market] min_cap_pct`` within its limit.
+    ``[market] min_cap_pct`` within its limit; its limit for a VM that did
+    not opt in (``[agent] cap_consent = opted_in``).
 ``resex_vm_info``
     Always 1; labels ``sla_source``, ``knobs``, ``io_class``, ``monitor_only``.
 ``resex_vm_cap_reason``
@@ -134,9 +135,14 @@ _VM_GAUGES = (
 )
 
 
-def cap_floor_pct(info, min_cap_pct):
-    """The lowest cap the market gives ``info``'s VM (as :meth:`Market._bounds_of`)."""
-    sla = info.sla
+def cap_floor_pct(info, min_cap_pct, consent=None):
+    """The lowest cap the market gives ``info``'s VM (as :meth:`Market._bounds_of`).
+
+    ``consent`` (a :class:`resex_libvirt.sla.Consent`): the SLA is the copy
+    the market is given, a VM that did not opt in held at its limit.
+    """
+    sla = (info.sla if consent is None else
+           consent(info.sla, project=info.project, flavor=info.flavor))
     return max(sla.effective_reservation(info.vcpus),
                min(min_cap_pct, sla.effective_limit(info.vcpus)))
 
@@ -214,7 +220,7 @@ class _VMCollector:
                 if rec is not None:
                     i = rec.info
                     gauges["resex_vm_cpu_cap_floor_ratio"].add_metric(
-                        key, cap_floor_pct(i, last.min_cap_pct) / 100.0)
+                        key, cap_floor_pct(i, last.min_cap_pct, last.consent) / 100.0)
                     if i.sla.sensitive:
                         gauges["resex_vm_latency_sla_seconds"].add_metric(
                             key, i.sla.latency_sla_us / 1e6)

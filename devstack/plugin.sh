@@ -207,6 +207,13 @@ function configure_resex_agent {
     iniset "$conf" agent state_dir "$RESEX_STATE_DIR"
     iniset "$conf" libvirt connection_uri "$RESEX_LIBVIRT_URI"
     iniset "$conf" market policy "$RESEX_POLICY"
+    iniset "$conf" agent cap_consent "$RESEX_CAP_CONSENT"
+    if [[ -n "$RESEX_CONSENT_PROJECTS" ]]; then
+        iniset "$conf" agent consent_projects "$RESEX_CONSENT_PROJECTS"
+    fi
+    if [[ -n "$RESEX_CONSENT_FLAVORS" ]]; then
+        iniset "$conf" agent consent_flavors "$RESEX_CONSENT_FLAVORS"
+    fi
     iniset "$conf" fabric source "$RESEX_FABRIC_SOURCE"
     if [[ -n "$RESEX_UPLINK_NETDEV" ]]; then
         iniset "$conf" fabric uplink_netdev "$RESEX_UPLINK_NETDEV"

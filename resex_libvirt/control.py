@@ -89,9 +89,9 @@ class Controller:
     ``latency_sources`` have ``windows()`` and ``sync(vms)``;
     ``journal`` (optional) has ``remember(uuid, params)`` and is given a
     VM's original knobs before its first change. ``deadband_pct`` is the
-    deadband's one owner (a reload sets it here). ``consent`` (optional)
-    maps a VM's SLA to the one the market applies
-    (:func:`resex_libvirt.sla.under_consent`). ``observe_only``: the market
+    deadband's one owner (a reload sets it here). ``consent`` (optional,
+    a :class:`resex_libvirt.sla.Consent`) maps a VM's SLA, project and
+    flavor to the SLA the market applies. ``observe_only``: the market
     runs and decides, and each cap it would write is logged instead
     (nothing written, nothing journaled). ``overlay`` (optional), called
     once per interval before the windows are taken, returns ``{uuid:
@@ -290,7 +290,8 @@ class Controller:
                          info.name, uuid, info.vcpus, info.sla_source, info.knobs.driver,
                          " (monitor-only)" if monitor_only else "")
             elif rec.info is not info and rec.info != info:
-                if rec.info.sla != info.sla or rec.info.vcpus != info.vcpus:
+                if (rec.info.sla != info.sla or rec.info.vcpus != info.vcpus or
+                        rec.info.flavor != info.flavor or rec.info.project != info.project):
                     self.market.add(self._spec(uuid, info))
                     LOG.info("VM %s: SLA now from %s", info.name, info.sla_source)
                 rec.info = info
@@ -308,7 +309,8 @@ class Controller:
         judged by the overlay's (its reservation, limit and shares stay its
         own, as consent set them).
         """
-        sla = info.sla if self.consent is None else self.consent(info.sla)
+        sla = (info.sla if self.consent is None else
+               self.consent(info.sla, project=info.project, flavor=info.flavor))
         fields = self._overlaid.get(uuid)
         if fields and not info.sla.sensitive:
             sla = dataclasses.replace(sla, **fields)

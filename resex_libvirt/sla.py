@@ -243,22 +243,76 @@ def opted_in(sla):
     return sla.io_class == "bulk"
 
 
-def under_consent(sla, rule):
+def under_consent(sla, rule, project=None, flavor=None, projects=(), flavors=()):
     """``sla`` as the market must apply it under the operator's consent ``rule``.
 
     ``all``: unchanged, the VM may be capped down to its reservation.
-    ``opted_in``: a VM that did not opt in (:func:`opted_in`) is never
-    capped below its limit: its reservation is raised to the limit, so the
-    market measures it, charges it and publishes it, and its cap stays its
-    limit. The VM's own SLA (what the tenant asked) is not changed: this is
-    the copy the market is given.
+    ``opted_in``: a VM that did not opt in is never capped below its
+    limit: its reservation is raised to the limit, so the market measures
+    it, charges it and publishes it, and its cap stays its limit. A VM opts
+    in by its own SLA (:func:`opted_in`) or by the operator's rule: its
+    ``project`` (Keystone project ID) is one of ``projects`` or its
+    ``flavor`` (Nova flavor name) one of ``flavors``; a latency-sensitive
+    VM (``resex:latency_sla_us``, or ``resex:io_class=sensitive``) never
+    opts in by the operator's rule. The VM's own SLA (what the tenant
+    asked) is not changed: this is the copy the market is given.
     """
-    if rule not in CONSENTS:
-        raise ValueError("unknown consent rule %r; known: %s" % (rule, ", ".join(CONSENTS)))
-    if rule == CONSENT_ALL or opted_in(sla):
-        return sla
-    return dataclasses.replace(
-        sla, reservation_pct=MAX_CPU_PCT if sla.limit_pct is None else sla.limit_pct)
+    return Consent(rule, projects, flavors)(sla, project=project, flavor=flavor)
+
+
+@dataclasses.dataclass(frozen=True)
+class Consent:
+    """The operator's consent rule, as plain values (``[agent] cap_consent``, ...).
+
+    ``rule`` is one of :data:`CONSENTS`; ``projects`` the Keystone project
+    IDs and ``flavors`` the Nova flavor names whose VMs count as opted in
+    under ``opted_in`` (:func:`under_consent`). Called with a VM's SLA
+    (and its project and flavor, when known), it returns the SLA the
+    market applies.
+    """
+
+    rule: str = CONSENT_OPTED_IN
+    projects: frozenset = frozenset()
+    flavors: frozenset = frozenset()
+
+    def __post_init__(self):
+        if self.rule not in CONSENTS:
+            raise ValueError("unknown consent rule %r; known: %s"
+                             % (self.rule, ", ".join(CONSENTS)))
+        object.__setattr__(self, "projects", frozenset(
+            _project_id(p) for p in self.projects if p))
+        object.__setattr__(self, "flavors", frozenset(f for f in self.flavors if f))
+
+    def consents(self, sla, project=None, flavor=None):
+        """True when the VM may be capped below its limit under this rule."""
+        if self.rule == CONSENT_ALL or opted_in(sla):
+            return True
+        if sla.sensitive or sla.io_class == "sensitive":
+            return False
+        return ((project is not None and _project_id(project) in self.projects) or
+                flavor in self.flavors)
+
+    def __call__(self, sla, project=None, flavor=None):
+        if self.consents(sla, project, flavor):
+            return sla
+        return dataclasses.replace(
+            sla, reservation_pct=MAX_CPU_PCT if sla.limit_pct is None else sla.limit_pct)
+
+    def describe(self):
+        """One line for operators: ``opted_in (io_class=bulk; projects: 2; flavors: m1.bulk)``."""
+        if self.rule == CONSENT_ALL:
+            return "all (every VM may be capped down to its reservation)"
+        parts = ["io_class=bulk"]
+        if self.projects:
+            parts.append("projects: %d" % len(self.projects))
+        if self.flavors:
+            parts.append("flavors: %s" % ", ".join(sorted(self.flavors)))
+        return "%s (%s)" % (self.rule, "; ".join(parts))
+
+
+def _project_id(project):
+    """A Keystone project ID as compared: lower case, without dashes (``uuid4().hex``)."""
+    return project.strip().lower().replace("-", "")
 
 
 def to_specs(sla):

@@ -106,14 +106,15 @@ libvirt scheduler write costs milliseconds and emits an event.
 """),
     cfg.StrOpt(
         "cap_consent",
-        default="all",
+        default="opted_in",
         choices=[
+            ("opted_in", "The default: only the VMs that opted in are capped below their "
+                         "limit (``resex:io_class=bulk``, or a project or flavor of "
+                         "``consent_projects`` / ``consent_flavors``); every other VM is "
+                         "measured, charged and published, and keeps its limit."),
             ("all", "Every VM may be capped down to its reservation "
                     "(``resex:cpu_reservation_pct``, default 0) or ``[market] "
-                    "min_cap_pct``: the paper's market (the default)."),
-            ("opted_in", "Only the VMs that opted in (``resex:io_class=bulk``) are capped "
-                         "below their limit; every other VM is measured, charged and "
-                         "published, and keeps its limit."),
+                    "min_cap_pct``: the paper's market."),
         ],
         help="""
 Who may be capped below the limit of its flavor (or of its metadata).
@@ -121,17 +122,62 @@ Who may be capped below the limit of its flavor (or of its metadata).
 ``opted_in`` gives every VM that did not opt in a reservation equal to its
 limit in the market's copy of its SLA, so the market never caps it; its
 traffic counts as load the host's market cannot tax in the report the
-scheduler reads. A latency-sensitive VM (``resex:latency_sla_us``) never
-opts in.
+scheduler reads. A VM opts in by its own SLA (``resex:io_class=bulk`` in its
+flavor or metadata) or by the operator's rule (``consent_projects``,
+``consent_flavors``). A latency-sensitive VM (``resex:latency_sla_us``)
+never opts in.
 
 Possible values:
 
-* ``all``: every VM (default)
-* ``opted_in``: only VMs with ``resex:io_class=bulk``
+* ``opted_in``: only VMs that opted in (default)
+* ``all``: every VM (the paper's market)
 
 Related options:
 
+* ``consent_projects``, ``consent_flavors``: the operator's opt-in
 * ``observe_only``: the first step of a rollout, before any cap
+"""),
+    cfg.ListOpt(
+        "consent_projects",
+        default=[],
+        help="""
+Keystone project IDs whose VMs count as opted in under ``cap_consent =
+opted_in``, as if their flavor said ``resex:io_class=bulk`` (for consent
+only: the scheduler still reads the flavor's own ``resex:io_class``). The
+project is the one Nova writes in the domain (``<nova:owner><nova:project
+uuid=...>``), so a VM Nova did not define never matches. A
+latency-sensitive VM (``resex:latency_sla_us``) of a listed project is
+never capped below its limit.
+
+Possible values:
+
+* A comma-separated list of project IDs (``openstack project show -f value
+  -c id NAME``); case and dashes are ignored. Empty (the default): no
+  project opts in on its tenants' behalf
+
+Related options:
+
+* ``cap_consent``, ``consent_flavors``
+"""),
+    cfg.ListOpt(
+        "consent_flavors",
+        default=[],
+        help="""
+Nova flavor names whose VMs count as opted in under ``cap_consent =
+opted_in``, as if the flavor said ``resex:io_class=bulk`` (for consent
+only). The name is the one Nova writes in the domain (``<nova:flavor
+name=...>``); a VM resized to another flavor follows its new one. A
+latency-sensitive VM (``resex:latency_sla_us``) of a listed flavor is
+never capped below its limit.
+
+Possible values:
+
+* A comma-separated list of flavor names (exact, case-sensitive). Empty
+  (the default): no flavor opts in beyond its own ``resex:io_class``
+
+Related options:
+
+* ``cap_consent``, ``consent_projects``
 """),
     cfg.BoolOpt(
         "observe_only",

@@ -85,7 +85,8 @@ class Adopter:
             interfaces=facts.interfaces, hostdevs=facts.hostdevs, latency_problem=problem,
             nova_name=facts.nova_name, addresses=facts.addresses,
             project=facts.project.uuid if facts.project is not None else None,
-            project_name=facts.project.name if facts.project is not None else None)
+            project_name=facts.project.name if facts.project is not None else None,
+            flavor=(facts.nova.name or None) if facts.nova is not None else None)
         live = mapping.read(params) if mapping is not None else {}
         vm = domains_mod.Adopted(
             info=info, facts=facts, mapping=mapping, written=dict(live),

@@ -75,7 +75,8 @@ class VMInfo:
     (e.g. no virtio-serial controller for the channel), ``None`` otherwise.
     ``nova_name`` is the instance's name in Nova (``<nova:name>``), if any;
     ``project`` the ID of the Keystone project that owns it (``<nova:owner>``)
-    and ``project_name`` that project's name, if Nova wrote them. The project
+    and ``project_name`` that project's name, if Nova wrote them; ``flavor``
+    the name of its Nova flavor (``<nova:flavor name=...>``). The project
     labels the VM's metrics and board entry for operators; it is never told
     to another tenant (:mod:`resex_agent.status`). ``addresses`` are the VM's IPs and
     MACs (:func:`~resex_libvirt.fabric.domain_xml.vm_addresses`), which the
@@ -97,6 +98,7 @@ class VMInfo:
     project: str | None = None
     project_name: str | None = None
     addresses: tuple = ()
+    flavor: str | None = None
 
     @property
     def label(self):

@@ -146,9 +146,12 @@ class Run:
                  state_dir=None, policy="io_shares"):
         self.tmp = tempfile.mkdtemp(prefix="resex-faults-")
         self.state_dir = state_dir or self.tmp
+        # The paper's market (cap_consent = all): its interferer, which never
+        # opted in, is capped, so every fault has knobs to keep and restore.
         self.conf = make_conf(
             agent={"interval": interval_s, "epoch": epoch_s,
-                   "hypervisor_call_timeout": call_timeout_s, "shutdown_timeout": 5.0},
+                   "hypervisor_call_timeout": call_timeout_s, "shutdown_timeout": 5.0,
+                   "cap_consent": "all"},
             board={"url": board_url}, market={"policy": policy})
         scenario = scenario_mod.load(SCENARIO).with_duration(3600.0)
         self.sim = sim_host.SimHost(scenario)

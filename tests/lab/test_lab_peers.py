@@ -37,6 +37,7 @@ PEERS = ("koordinator_suppress", "crane_throttle", "ewma_step")
 AGENT_CONF = """[agent]
 host = sim-lab-peers
 host_driver = simulated
+cap_consent = all
 state_dir = %(tmp)s/state
 print_table = true
 max_epochs = 3

@@ -12,6 +12,7 @@
 
 """The shared control step: the deadband rule, sparse actuation with retries, capabilities."""
 
+import dataclasses
 import os
 import tempfile
 import unittest
@@ -27,6 +28,7 @@ from resex_libvirt.market import policy as policy_mod
 from resex_libvirt.market import records
 from resex_libvirt.sim import host as host_mod
 from resex_libvirt.sim import scenario as scenario_mod
+from resex_libvirt import sla as sla_mod
 
 
 class MovedTest(unittest.TestCase):
@@ -387,6 +389,35 @@ class CapabilitiesTest(unittest.TestCase):
                          if isinstance(value, type) and issubclass(value, typing.Protocol)
                          and value is not typing.Protocol]
             self.assertEqual([], protocols, module.__name__)
+
+
+class ConsentTest(unittest.TestCase):
+    """The market's copy of a VM's SLA follows the consent rule, its project and its flavor."""
+
+    def test_a_vm_resized_into_a_listed_flavor_is_given_to_the_market_again(self):
+        sc = scenario_mod.load("paper_64k_vs_2m").with_duration(1.0)
+        host = host_mod.SimHost(sc)
+        flavors = {"vm2m": "m1.small"}
+
+        class Resizable(_Declaring):
+            def vms(self):
+                return {uuid: dataclasses.replace(info, flavor=flavors.get(info.name))
+                        for uuid, info in host.vms().items()}
+
+        adapter = Resizable(host, host_mod.SimHost.capabilities
+                            - {hyp_base.Capability.GENERATION})
+        params = market_mod.MarketParams(interval_s=sc.interval_s, intervals_per_epoch=10,
+                                         pcpus=2, link_bytes_per_s=1e9, mtu=1024)
+        market = market_mod.Market(params, policy_mod.load("io_shares"))
+        ctl = control.Controller(market, adapter, adapter, [adapter],
+                                 consent=sla_mod.Consent("opted_in", flavors={"m1.bulk"}))
+        ctl.discover()
+        uuid = host.uuid_of("vm2m")
+        self.assertEqual(100.0, market.specs[uuid].sla.effective_reservation(1))
+        flavors["vm2m"] = "m1.bulk"
+        ctl.discover()
+        self.assertEqual(0.0, market.specs[uuid].sla.reservation_pct)
+        self.assertEqual("m1.bulk", ctl.vms[uuid].info.flavor)
 
 
 class TallyOwnerTest(unittest.TestCase):

@@ -12,6 +12,7 @@
 
 """The resex: keys: one schema for the agent, the simulator and Nova."""
 
+import dataclasses
 import unittest
 
 from hypothesis import given
@@ -105,6 +106,67 @@ class ParseTest(unittest.TestCase):
         except exceptions.SLAError:
             return
         self.assertEqual(got, sla.parse(sla.to_specs(got)))
+
+
+_SLAS = st.builds(
+    sla.SLA,
+    latency_sla_us=st.one_of(st.none(), st.floats(1.0, 1e6)),
+    reservation_pct=st.floats(0.0, 400.0),
+    limit_pct=st.one_of(st.none(), st.floats(400.0, 3200.0)),
+    shares=st.integers(1, 10000),
+    io_class=st.sampled_from(sla.IO_CLASSES))
+_NAMES = st.sampled_from(["p1", "p2", "8d6f0c2a4b1e4f3a", "m1.bulk", "m1.small", ""])
+
+
+class ConsentTest(unittest.TestCase):
+    """Who may be capped below the limit: the tenant's opt-in, or the operator's lists."""
+
+    def test_a_vm_of_a_listed_project_or_flavor_opts_in(self):
+        rule = sla.Consent("opted_in", projects={"8d6f0c2a-4b1e-4f3a-9c7d-5e2b1a0f9e8d"},
+                           flavors={"m1.bulk"})
+        plain = sla.SLA(reservation_pct=5.0)
+        self.assertIs(plain, rule(plain, project="8D6F0C2A4B1E4F3A9C7D5E2B1A0F9E8D"))
+        self.assertIs(plain, rule(plain, flavor="m1.bulk"))
+        self.assertEqual(100.0, rule(plain, project="other", flavor="m1.small")
+                         .effective_reservation(1))
+        self.assertEqual(100.0, rule(plain).effective_reservation(1))
+
+    def test_a_sensitive_vm_never_opts_in_by_the_operators_rule(self):
+        rule = sla.Consent("opted_in", projects={"p1"}, flavors={"m1.bulk"})
+        for vm in (sla.SLA(latency_sla_us=200.0), sla.SLA(io_class="sensitive")):
+            held = rule(vm, project="p1", flavor="m1.bulk")
+            self.assertEqual(held.effective_limit(2), held.effective_reservation(2))
+
+    def test_the_default_rule_is_opted_in_and_describes_itself(self):
+        self.assertEqual("opted_in", sla.Consent().rule)
+        self.assertEqual("opted_in (io_class=bulk)", sla.Consent().describe())
+        self.assertEqual(
+            "opted_in (io_class=bulk; projects: 2; flavors: m1.bulk, m1.xbulk)",
+            sla.Consent("opted_in", {"a", "b", ""}, {"m1.xbulk", "m1.bulk"}).describe())
+        self.assertTrue(sla.Consent("all").describe().startswith("all "))
+        with self.assertRaises(ValueError):
+            sla.Consent("nobody")
+
+    @given(_SLAS, st.frozensets(_NAMES, max_size=3), st.frozensets(_NAMES, max_size=3),
+           st.one_of(st.none(), _NAMES), st.one_of(st.none(), _NAMES), st.integers(1, 64))
+    def test_under_opted_in_a_vm_that_did_not_consent_is_held_at_its_limit(
+            self, vm, projects, flavors, project, flavor, vcpus):
+        rule = sla.Consent("opted_in", projects, flavors)
+        applied = rule(vm, project=project, flavor=flavor)
+        listed = bool(project) and project in projects or bool(flavor) and flavor in flavors
+        consents = vm.io_class == "bulk" or (listed and vm.io_class != "sensitive")
+        self.assertEqual(consents, rule.consents(vm, project, flavor))
+        if consents:
+            self.assertIs(vm, applied)
+        else:
+            self.assertEqual(applied.effective_limit(vcpus), applied.effective_reservation(vcpus))
+            self.assertEqual(vm.effective_limit(vcpus), applied.effective_limit(vcpus))
+            self.assertEqual(dataclasses.replace(vm, reservation_pct=0.0),
+                             dataclasses.replace(applied, reservation_pct=0.0))
+        if vm.sensitive:
+            self.assertFalse(rule.consents(vm, project, flavor))
+        # The paper's market: every VM as it asked.
+        self.assertIs(vm, sla.Consent("all", projects, flavors)(vm, project, flavor))
 
 
 class OverflowTest(unittest.TestCase):

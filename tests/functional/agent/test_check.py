@@ -100,9 +100,12 @@ class LibvirtCheckTest(unittest.TestCase):
         self.assertIn("latency_sla_us=180", rows["sensitive-1"])
         self.assertIn("cpu_reservation_pct=40", rows["sensitive-1"])
         self.assertIn("from metadata", rows["sensitive-1"])
-        self.assertIn("cap 40..200%", rows["sensitive-1"])
+        # Under the default consent rule only the bulk VMs may go below their limit.
+        self.assertIn("consent: opted_in (io_class=bulk)", text)
+        self.assertIn("cap 200..200% (did not opt in)", rows["sensitive-1"])
+        self.assertIn("cap 100..100% (did not opt in)", rows["plain-1"])
         self.assertIn("io_class=bulk", rows["bulk-1"])
-        self.assertIn("cap 0..150%", rows["bulk-1"])
+        self.assertIn("cap 0..150%, SLA", rows["bulk-1"])
         self.assertIn("SLA defaults from default", rows["plain-1"])
         for row in rows.values():
             # The test driver's 'fair' scheduler has no cap: monitor-only.
@@ -114,6 +117,17 @@ class LibvirtCheckTest(unittest.TestCase):
         self.assertFalse(os.path.exists(os.path.join(self.tmp, "board.sqlite")))
         self.assertFalse(os.path.exists(os.path.join(self.tmp, "state")))
         self.assertTrue(text.endswith("check passed\n"))
+
+    def test_under_all_every_domain_may_go_down_to_its_reservation(self):
+        uri = "test://" + NODE_XML
+        code, text = self.run_check(self.make_conf(
+            uri, extra="[agent]\ncap_consent = all\n[board]\nurl =\n"))
+        self.assertEqual(0, code, text)
+        self.assertIn("consent: all (every VM may be capped down to its reservation)", text)
+        rows = {line.split()[0]: line for line in text.splitlines() if line.startswith("  ")}
+        self.assertIn("cap 40..200%, SLA", rows["sensitive-1"])
+        self.assertIn("cap 0..100%, SLA", rows["plain-1"])
+        self.assertNotIn("did not opt in", text)
 
     def test_an_existing_board_is_read(self):
         from resex_libvirt.board import sqlite as sqlite_board

@@ -512,8 +512,11 @@ class EventDrivenListTest(TestDriverCase):
         self.assertEqual(channel.NO_CONTROLLER, info.latency_problem)
         # Logs name it by Nova's instance name and UUID, then the domain's name.
         self.assertEqual("web-noqga-1 (%s, noqga-1)" % uuid, info.label)
-        # The project that owns it labels its metrics and board entry.
+        # The project that owns it labels its metrics and board entry; the
+        # project and the flavor are what the operator's consent lists name.
         self.assertEqual(("8d6f2c0b9e1a4f3d", "web-team"), (info.project, info.project_name))
+        self.assertEqual("m1.latency", info.flavor)
+        self.assertIsNone(self.hyp.vms()[SENSITIVE].flavor)
 
 
 class ControllerOnEventsTest(TestDriverCase):

@@ -59,6 +59,10 @@ class SimulatedHostCheckTest(unittest.TestCase):
             self.assertIn("SLA %s from scenario" % check.format_sla(vm.sla), line)
             self.assertIn("knobs simulated cap+weight", line)
         self.assertIn("latency_sla_us=", text)
+        # The default consent rule: the paper's interferer never opted in.
+        self.assertIn("\nconsent: opted_in (io_class=bulk)\n", text)
+        vm2m = [line for line in lines if line.startswith("  vm2m ")][0]
+        self.assertIn("cap 100..100% (did not opt in)", vm2m)
         self.assertTrue(text.endswith("check passed\n"))
 
     def test_a_sweep_libvirt_holds_is_waited_for_not_failed(self):
@@ -86,6 +90,18 @@ class SimulatedHostCheckTest(unittest.TestCase):
             code, text = run("[agent]\nhost = cmp1\n")
         self.assertEqual(1, code, text)
         self.assertIn("ERROR: hypervisor: hypervisor call vms still running", text)
+
+    def test_the_consent_rule_in_force_is_printed_with_its_lists(self):
+        code, text = run("[agent]\nconsent_projects = 8d6f0c2a,0b1c2d3e\n"
+                         "consent_flavors = m1.bulk\n")
+        self.assertEqual(0, code, text)
+        self.assertIn("\nconsent: opted_in (io_class=bulk; projects: 2; flavors: m1.bulk)\n",
+                      text)
+        code, text = run("[agent]\ncap_consent = all\n")
+        self.assertEqual(0, code, text)
+        self.assertIn("\nconsent: all (every VM may be capped down to its reservation)\n", text)
+        self.assertNotIn("did not opt in", text)
+        self.assertIn("cap 0..100%, SLA defaults from scenario", text)
 
     def test_a_value_of_the_wrong_type_fails_naming_the_option(self):
         code, text = run("[market]\ncpu_price = cheap\n")

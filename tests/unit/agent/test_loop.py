@@ -90,10 +90,48 @@ class LateHost(CountingHost):
         raise exceptions.SampleLate("cpu_times still running after 50 ms")
 
 
+class TenantHost(CountingHost):
+    """The simulated host whose VMs Nova defined: each with a project and a flavor.
+
+    ``tenants`` is ``{VM name: {"project": ..., "flavor": ...}}`` (the
+    :class:`~resex_libvirt.hypervisor.base.VMInfo` fields the libvirt host
+    reads from Nova's domain metadata).
+    """
+
+    def __init__(self, scenario, tenants=None, **kwargs):
+        super().__init__(scenario, **kwargs)
+        self.tenants = tenants or {}
+        self._told = {}
+
+    def vms(self):
+        out = {}
+        for uuid, info in super().vms().items():
+            told = self._told.get(uuid)
+            if told is None or told[0] is not info:
+                told = self._told[uuid] = (info, dataclasses.replace(
+                    info, **self.tenants.get(info.name, {})))
+            out[uuid] = told[1]
+        return out
+
+
+#: The paper's market (``[agent] cap_consent = all``): every VM may be capped.
+#: The product's default (``opted_in``) is built with ``consent=None``.
+PAPER_MARKET = "all"
+
+
 def build(policy="io_shares", duration=3.0, host_cls=CountingHost, journal=None, metrics=None,
-          board=None, publish_policy=None, agent_opts=None, scenario=None, **host_kwargs):
+          board=None, publish_policy=None, agent_opts=None, scenario=None,
+          consent=PAPER_MARKET, **host_kwargs):
+    """An agent on the simulated host running ``scenario`` (default: the paper's 64 KB vs 2 MB).
+
+    ``consent`` is ``[agent] cap_consent`` unless ``agent_opts`` names it;
+    ``None``: the product's default.
+    """
     scenario = (scenario or scenario_mod.load("paper_64k_vs_2m")).with_duration(duration)
-    conf = make_conf(market={"policy": policy}, agent=agent_opts or {})
+    agent_opts = dict(agent_opts or {})
+    if consent is not None:
+        agent_opts.setdefault("cap_consent", consent)
+    conf = make_conf(market={"policy": policy}, agent=agent_opts)
     parts = builder.Parts()
     sim = host_cls(scenario, **host_kwargs)
     parts.hypervisor = parts.fabric = sim
@@ -237,11 +275,66 @@ class ConsentAndObserveTest(unittest.TestCase):
     def caps_written(self, sim, name):
         return [cap for vm, cap, _weight in sim.writes if vm == name and cap is not None]
 
-    def test_by_default_every_vm_may_be_capped(self):
-        agent, sim = build(duration=2.0)
+    def test_by_default_a_vm_that_did_not_opt_in_is_never_capped(self):
+        # The product's default configuration: the paper's interferer never
+        # opted in (no resex:io_class=bulk, no listed project or flavor).
+        agent, sim = build(duration=2.0, consent=None)
+        agent.run()
+        self.assertEqual([], self.caps_written(sim, "vm2m"))
+        self.assertEqual(100.0, agent.market.decision(sim.uuid_of("vm2m")).cap_pct)
+        vm2m = agent.market.specs[sim.uuid_of("vm2m")]
+        self.assertEqual(100.0, vm2m.sla.effective_reservation(vm2m.vcpus))
+        self.assertIsNotNone(agent.last_report)
+
+    def test_all_lets_every_vm_be_capped(self):
+        agent, sim = build(duration=2.0, agent_opts={"cap_consent": "all"})
         agent.run()
         self.assertTrue(self.caps_written(sim, "vm2m"))
         self.assertLess(min(self.caps_written(sim, "vm2m")), 100.0)
+
+    def tenant_build(self, tenants, consent_opts, scenario=None):
+        return build(duration=2.0, consent=None, agent_opts=consent_opts, scenario=scenario,
+                     host_cls=TenantHost, tenants=tenants)
+
+    def test_a_vm_of_a_listed_project_is_capped(self):
+        tenants = {"vm2m": {"project": "8d6f0c2a4b1e4f3a9c7d5e2b1a0f9e8d", "flavor": "m1.large"},
+                   "vm64k": {"project": "0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e", "flavor": "m1.large"}}
+        agent, sim = self.tenant_build(
+            tenants, {"consent_projects": ["8D6F0C2A-4B1E-4F3A-9C7D-5E2B1A0F9E8D"]})
+        agent.run()
+        self.assertLess(min(self.caps_written(sim, "vm2m")), 100.0)
+        # The other project's VM did not opt in: the market's copy keeps it at its limit.
+        self.assertEqual(100.0,
+                         agent.market.specs[sim.uuid_of("vm64k")].sla.effective_reservation(1))
+
+    def test_a_vm_of_a_listed_flavor_is_capped(self):
+        tenants = {"vm2m": {"project": "p1", "flavor": "m1.bulk"},
+                   "vm64k": {"project": "p1", "flavor": "m1.latency"}}
+        agent, sim = self.tenant_build(tenants, {"consent_flavors": ["m1.bulk"]})
+        agent.run()
+        self.assertLess(min(self.caps_written(sim, "vm2m")), 100.0)
+        # Another flavor of the same project does not opt in.
+        agent, sim = self.tenant_build(tenants, {"consent_flavors": ["m1.small"]})
+        agent.run()
+        self.assertEqual([], self.caps_written(sim, "vm2m"))
+
+    def test_a_sensitive_vm_of_a_listed_project_is_never_capped(self):
+        # The interferer declares a latency SLA far from its own latency (so
+        # IOShares does not spare it as a victim near its SLA): the paper's
+        # market caps it, the operator's rule never does.
+        scenario = scenario_mod.load("paper_64k_vs_2m")
+        scenario = dataclasses.replace(scenario, vms=tuple(
+            dataclasses.replace(v, sla=dataclasses.replace(v.sla, latency_sla_us=1e6))
+            if v.name == "vm2m" else v for v in scenario.vms))
+        tenants = {"vm2m": {"project": "p1", "flavor": "m1.bulk"}}
+        opts = {"consent_projects": ["p1"], "consent_flavors": ["m1.bulk"]}
+        agent, sim = self.tenant_build(tenants, dict(opts, cap_consent="all"), scenario)
+        agent.run()
+        self.assertLess(min(self.caps_written(sim, "vm2m")), 100.0)
+        agent, sim = self.tenant_build(tenants, opts, scenario)
+        agent.run()
+        self.assertEqual([], self.caps_written(sim, "vm2m"))
+        self.assertEqual(100.0, agent.market.decision(sim.uuid_of("vm2m")).cap_pct)
 
     def test_opted_in_caps_no_vm_that_did_not_opt_in(self):
         agent, sim = build(duration=2.0, agent_opts={"cap_consent": "opted_in"})

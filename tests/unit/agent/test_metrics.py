@@ -145,10 +145,15 @@ class ScrapedAgentTest(unittest.TestCase):
         sensitive = 0
         for uuid, name in self.uuids().items():
             info = self.agent.vms[uuid].info
-            floor = max(info.sla.effective_reservation(info.vcpus),
+            # The floor of the market's copy: under the default consent rule
+            # neither VM opted in, so each is held at its limit.
+            held = self.agent.market.specs[uuid].sla
+            floor = max(held.effective_reservation(info.vcpus),
                         min(self.agent.market.params.min_cap_pct,
-                            info.sla.effective_limit(info.vcpus)))
+                            held.effective_limit(info.vcpus)))
             self.assertAlmostEqual(floor / 100.0, value(
+                self.families, "resex_vm_cpu_cap_floor_ratio", vm=name, uuid=uuid))
+            self.assertAlmostEqual(info.sla.effective_limit(info.vcpus) / 100.0, value(
                 self.families, "resex_vm_cpu_cap_floor_ratio", vm=name, uuid=uuid))
             sla = [s for s in self.families["resex_vm_latency_sla_seconds"].samples
                    if s.labels["uuid"] == uuid]

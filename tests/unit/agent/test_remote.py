@@ -89,7 +89,9 @@ def run(claims, now=TS + 1.0, pinned=None, duration=3.0):
     scenario = server_scenario(duration)
     sim = test_loop.CountingHost(scenario)
     server = next(u for u in sim.vms() if sim.name_of(u) == "vm64k")
-    conf = test_loop.make_conf(market={"policy": "io_shares"})
+    # The paper's market: its 2 MB sender never opted in, and is capped.
+    conf = test_loop.make_conf(market={"policy": "io_shares"},
+                               agent={"cap_consent": test_loop.PAPER_MARKET})
     parts = builder.Parts()
     parts.hypervisor = parts.fabric = sim
     parts.latency_sources = [sim]

@@ -252,6 +252,10 @@ class AllInOneTest(unittest.TestCase):
                          agent.latency.probe_socket_path)
         self.assertFalse(agent.metrics.enabled)
         self.assertFalse(agent.remote_claims.enabled)
+        # Only the instances that opted in are capped, unless the operator says otherwise.
+        self.assertEqual("opted_in", agent.agent.cap_consent)
+        self.assertEqual([], agent.agent.consent_projects)
+        self.assertEqual([], agent.agent.consent_flavors)
         for path in (self.node.conf_dir, self.node.state_dir, self.node.run_dir):
             self.assertTrue(os.path.isdir(path), path)
 
@@ -397,6 +401,16 @@ class AgentStartTest(unittest.TestCase):
         node = DevstackRun(self, AIO, RESEX_REMOTE_CLAIMS="True")
         node.stack()
         self.assertTrue(node.agent().remote_claims.enabled)
+
+    def test_the_consent_rule_and_its_lists_reach_the_agent_when_set(self):
+        node = DevstackRun(self, AIO, RESEX_CAP_CONSENT="all",
+                           RESEX_CONSENT_PROJECTS="8d6f0c2a4b1e4f3a,0b1c2d3e",
+                           RESEX_CONSENT_FLAVORS="m1.bulk")
+        node.stack()
+        agent = node.agent().agent
+        self.assertEqual("all", agent.cap_consent)
+        self.assertEqual(["8d6f0c2a4b1e4f3a", "0b1c2d3e"], agent.consent_projects)
+        self.assertEqual(["m1.bulk"], agent.consent_flavors)
 
 
 class PackagesTest(unittest.TestCase):

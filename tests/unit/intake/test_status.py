@@ -165,6 +165,7 @@ def build(intake, duration=3.0):
     """The simulated paper testbed's agent (as ``test_loop.build``) with ``intake``."""
     scenario = scenario_mod.load("paper_64k_vs_2m").with_duration(duration)
     conf = test_loop.make_conf(market={"policy": "io_shares"},
+                               agent={"cap_consent": test_loop.PAPER_MARKET},
                                latency={"status_interval_s": intake.params.status_interval_s})
     parts = builder.Parts()
     sim = OwnedHost(scenario)
