@@ -190,9 +190,14 @@ def of_windows(specs, windows, ensembles):
 
 
 def fit(members, budget):
-    """The members of ``members`` (worst first) whose JSON list fits in ``budget`` bytes."""
+    """The members of ``members`` (worst first) whose JSON list fits in ``budget`` bytes.
+
+    At most :data:`MAX_MEMBERS`.
+    """
     chosen, used = [], 2
     for m in sorted(members, key=_worst_first):
+        if len(chosen) == MAX_MEMBERS:
+            break
         cost = len(json.dumps(m.to_dict(), separators=(",", ":"))) + (1 if chosen else 0)
         if used + cost > budget:
             continue
