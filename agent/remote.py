@@ -175,13 +175,14 @@ class RemoteVictims:
 
         A worst member its host's newer report leaves out (its window quiet
         between two reports, or gone) still judges the ensemble until its
-        report expires, unless a worse one is on the board now.
+        report expires, unless a worse one is on the board now (kept a while
+        past its expiry, so that :meth:`victims` counts it expired).
         """
         reports = snapshot.values() if isinstance(snapshot, dict) else snapshot
         seen = {(r.host, m.vm) for r in reports if not r.blind for m in r.ensembles}
         out = dict(groups)
         for group, old in self._groups.items():
-            if ((old.host, old.member.vm) in seen or now - old.ts > self.max_age_s):
+            if (old.host, old.member.vm) in seen or now - old.ts > 2.0 * self.max_age_s:
                 continue
             new = out.get(group)
             if new is None or (remote_mod.claimed_pct(old.member)
