@@ -67,7 +67,7 @@ class SLAResolver:
         return sla, source
 
     def ensemble(self, facts):
-        """The VM's ensemble: its metadata's ``resex:ensemble``, else Nova's server group, else None.
+        """The VM's ensemble: its metadata's ``resex:ensemble``, else its Nova server group.
 
         An invalid value is logged once and ignored (the server group, if
         any, applies). Call after :meth:`resolve`, which asks the compute
