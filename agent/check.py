@@ -68,6 +68,7 @@ from resex_agent import host_identity
 from resex_agent.intake import server as intake_server
 from resex_agent import lock as agent_lock
 from resex_agent import metrics as metrics_mod
+from resex_libvirt.board import ensembles
 from resex_libvirt.board import remote_claims
 from resex_libvirt import exceptions
 from resex_libvirt import sla as sla_mod
@@ -229,6 +230,16 @@ def _remote_claims(conf, snapshot, say):
     say("remote claims: on (expiry %g s; %d claim(s) on this host's VMs now%s)",
         conf.remote_claims.max_age, len(found),
         "".join(", %s of %s on %s" % (t.claim.vm, t.host, t.vm) for t in found[:3]))
+    mine = (snapshot or {}).get(conf.agent.host)
+    groups = sorted({m.ensemble for m in mine.ensembles}) if mine is not None else []
+    judged = ensembles.judge(snapshot or {}, time.time(), conf.remote_claims.max_age)
+    over = [(g, judged[g]) for g in groups
+            if g in judged and judged[g].over and judged[g].host != conf.agent.host]
+    say("ensembles: this host publishes members of %d; %d over their bound elsewhere%s",
+        len(groups), len(over), "".join(
+            ", %s (worst member %s on %s %+.0f%%)" % (g, j.member.vm, j.host,
+                                                      remote_claims.claimed_pct(j.member))
+            for g, j in over[:3]))
 
 
 #: Kernel filesystems: a directory there cannot hold the agent's files
