@@ -439,10 +439,11 @@ def run_check(conf, out=sys.stdout):
         _remote_claims(conf, snapshot, say)
         say("VMs the agent would control:" if vms else "VMs the agent would control: none")
         for uuid, info in sorted(vms.items(), key=lambda kv: kv[1].name):
-            say("  %s (%s): %d vCPU, cap %g..%g%%, SLA %s from %s, knobs %s",
+            say("  %s (%s): %d vCPU, cap %g..%g%%, SLA %s from %s, knobs %s%s",
                 info.name, uuid, info.vcpus, info.sla.effective_reservation(info.vcpus),
                 info.sla.effective_limit(info.vcpus), format_sla(info.sla),
-                info.sla_source, _knobs(parts.hypervisor, info))
+                info.sla_source, _knobs(parts.hypervisor, info),
+                ", ensemble %s" % info.ensemble if info.ensemble else "")
         _channels(vms, say)
     except _Failed as exc:
         say("ERROR: %s: %s", exc.part, exc.message)

@@ -101,6 +101,8 @@ class LibvirtCheckTest(unittest.TestCase):
         self.assertIn("cpu_reservation_pct=40", rows["sensitive-1"])
         self.assertIn("from metadata", rows["sensitive-1"])
         self.assertIn("cap 40..200%", rows["sensitive-1"])
+        self.assertIn(", ensemble trading-web", rows["sensitive-1"])
+        self.assertNotIn("ensemble", rows["plain-1"])
         self.assertIn("io_class=bulk", rows["bulk-1"])
         self.assertIn("cap 0..150%", rows["bulk-1"])
         self.assertIn("SLA defaults from default", rows["plain-1"])
