@@ -92,6 +92,7 @@ class RemoteVictims:
         self._groups = {}           # ensemble -> Judgement, replaced whole by the same thread
         self._members = {}          # local vm -> its ensemble
         self._windows = ()          # the local VMs whose windows were handed last
+        self._withheld = {}         # local member -> the group judgement withheld last
         self._lock = threading.Lock()
         self._dirty = threading.Event()
         self._stop = threading.Event()
@@ -229,8 +230,37 @@ class RemoteVictims:
             other = out.get(vm)
             if other is None or remote_mod.worse(victim.target, other.target):
                 out[vm] = victim
+        self._withhold(out)
         self._victims = out
         return self._victims
+
+    def _withhold(self, out):
+        """Drop from ``out`` what the port contradicts of the members with SLAs of their own.
+
+        Such a member is judged by its own window: were it given the group's
+        SLA without the group's window (:meth:`windows` hands none the port
+        contradicts), the market would judge its own window by another
+        member's SLA. Counted and logged once per report, as a claim is.
+        """
+        inflation = self.port_inflation_pct
+        withheld = {}
+        for vm in [vm for vm in out if vm in self._own_sla]:
+            victim = out[vm]
+            if inflation is not None and remote_mod.port_supports(victim.claim, inflation,
+                                                                  self.holding):
+                continue
+            del out[vm]
+            if inflation is None:
+                continue        # no epoch has measured the port yet: nothing is supported
+            key = (victim.target.host, victim.claim.vm, victim.target.ts)
+            if self._withheld.get(vm) != key:
+                self.ignored["contradicted"] += 1
+                LOG.info("ensemble %s: member %s of %s claims %.0f%% over its SLA; this "
+                         "port's load supports %.0f%%: local member %s keeps its own SLA",
+                         victim.claim.ensemble, victim.claim.vm, victim.target.host,
+                         remote_mod.claimed_pct(victim.claim), inflation, vm)
+            withheld[vm] = key
+        self._withheld = withheld
 
     def slas(self):
         """``{local vm: {SLA field: value}}`` of the remote victims now (:meth:`victims`)."""

@@ -56,11 +56,17 @@ class Reader:
     """The board: node1's report with its member, and this host's own (with ``own`` members)."""
 
     def __init__(self, host, members, own=(), ts=TS):
+        self.host, self.members, self.own = host, members, own
+        self.publish(ts)
+
+    def publish(self, ts):
+        """Both hosts' reports of ``ts`` (the same windows: each report's are new)."""
+        self.ts = ts
         self.reports = {
-            "node1": reports.make("node1", ts=ts, sensitive_vms=len(members),
-                                  ensembles=[m._asdict() for m in members]),
-            host: reports.make(host, ts=ts, sensitive_vms=len(own),
-                               ensembles=[m._asdict() for m in own])}
+            "node1": reports.make("node1", ts=ts, sensitive_vms=len(self.members),
+                                  ensembles=[m._asdict() for m in self.members]),
+            self.host: reports.make(self.host, ts=ts, sensitive_vms=len(self.own),
+                                    ensembles=[m._asdict() for m in self.own])}
 
     def start(self):
         pass
@@ -72,7 +78,24 @@ class Reader:
         return dict(self.reports)
 
 
-def run(members, own=(), sla=None, now=TS + 1.0, duration=3.0):
+class Following(remote_agent.RemoteVictims):
+    """The source as the agent runs it: each epoch, both hosts publish again and it reads them.
+
+    The board's clock follows the epochs (a report a second, its reader one
+    second behind); without ``follow`` the board stays as first read, and
+    the clock at ``now``.
+    """
+
+    follow = True
+
+    def set_port_load(self, link_utilisation, holding=False):
+        super().set_port_load(link_utilisation, holding)
+        if self.follow:
+            self.reader.publish(self.reader.ts + 1.0)
+            self.recompute()
+
+
+def run(members, own=(), sla=None, now=TS + 1.0, duration=3.0, follow=True):
     """``(agent, sim, source, member)`` after a run with node1's ``members`` on the board."""
     scenario = scenario_mod.load("paper_64k_vs_2m").with_duration(duration)
     scenario = dataclasses.replace(scenario, vms=tuple(
@@ -87,9 +110,11 @@ def run(members, own=(), sla=None, now=TS + 1.0, duration=3.0):
     parts.clock = sim.clock()
     parts.interval_s, parts.epoch_s = scenario.interval_s, scenario.epoch_s
     own = [m._replace(vm=member) for m in own]
+    reader = Reader(conf.agent.host, members, own)
     clock = [TS + 1.0]          # the board is read fresh; the run is at ``now``
-    source = remote_agent.RemoteVictims(conf.agent.host, Reader(conf.agent.host, members, own),
-                                        10.0, clock=lambda: clock[0])
+    source = Following(conf.agent.host, reader, 10.0,
+                       clock=lambda: reader.ts + 1.0 if follow else clock[0])
+    source.follow = follow
     source.recompute()
     clock[0] = now
     parts.remote = source
@@ -132,7 +157,7 @@ class EnsembleAgentTest(unittest.TestCase):
 
     def test_an_expired_member_moves_no_cap(self):
         # Read while fresh, judged 11 s after its report (the expiry is 10 s).
-        _agent, sim, source, _member = run([a_member()], now=TS + 11.0)
+        _agent, sim, source, _member = run([a_member()], now=TS + 11.0, follow=False)
         self.assertEqual(set(), capped(sim))
         self.assertEqual((), source.slas_in_force())
         self.assertEqual(1, source.ignored["expired"])
@@ -202,3 +227,26 @@ class SourceTest(unittest.TestCase):
         src.sync({self.SERVER: Info(sla=LAX)})
         src.recompute()
         self.assertEqual({}, src.slas())      # the claim: its own SLA stands; the group: within
+
+    def test_a_member_with_an_sla_of_its_own_keeps_it_where_the_port_contradicts_its_group(self):
+        # Given the group's SLA without the group's window, its own window would be
+        # judged by another member's SLA: its own SLA stands.
+        src = remote_agent.RemoteVictims("node2", Reader("node2", [a_member()]), 10.0,
+                                         clock=lambda: TS + 1.0)
+        src.sync({self.SERVER: Info(sla=LAX)})
+        src.recompute()
+        self.assertEqual({}, src.slas())            # no epoch measured the port yet
+        src.set_port_load(0.0)
+        self.assertEqual({}, src.slas())
+        self.assertEqual({}, src.windows())
+        src.slas()
+        self.assertEqual(1, src.ignored["contradicted"])     # once per report
+        src.set_port_load(0.0, holding=True)        # a sender held: the idle port is the cap's
+        self.assertIn(self.SERVER, src.slas())
+        self.assertEqual(400.0, src.windows()[self.SERVER].mean_us)
+        # A member without an SLA of its own is judged as a claim's peer is: the SLA in
+        # force, the window withheld while contradicted.
+        src.sync({self.SERVER: Info()})
+        src.set_port_load(0.0)
+        self.assertIn(self.SERVER, src.slas())
+        self.assertEqual({}, src.windows())
