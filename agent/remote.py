@@ -196,8 +196,7 @@ class RemoteVictims:
         """The VMs on the host (``{uuid: VMInfo}``): own SLAs, ensembles."""
         self._local = frozenset(vms)
         self._own_sla = frozenset(u for u, info in vms.items() if info.sla.sensitive)
-        self._members = {u: info.ensemble for u, info in vms.items()
-                         if getattr(info, "ensemble", None)}
+        self._members = {u: info.ensemble for u, info in vms.items() if info.ensemble}
 
     def set_port_load(self, link_utilisation, holding=False):
         """The last epoch's port load (the evidence rule) and whether a sender was held.
@@ -320,10 +319,9 @@ class RemoteVictims:
         if victim is None:
             return None
         c = victim.claim
-        group = getattr(c, "ensemble", None)
-        if group is not None:
+        if isinstance(c, ensembles_mod.Member):
             return "ensemble %s: member %s on %s %+.0f%%" % (
-                group, c.vm, victim.target.host, remote_mod.claimed_pct(c))
+                c.ensemble, c.vm, victim.target.host, remote_mod.claimed_pct(c))
         return "remote victim %s on %s %+.0f%%" % (
             c.vm, victim.target.host, remote_mod.claimed_pct(c))
 
