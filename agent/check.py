@@ -72,6 +72,7 @@ from resex_agent import host_identity
 from resex_agent.intake import server as intake_server
 from resex_agent import lock as agent_lock
 from resex_agent import metrics as metrics_mod
+from resex_libvirt.board import ensembles
 from resex_libvirt.board import remote_claims
 from resex_libvirt import exceptions
 from resex_libvirt import sla as sla_mod
@@ -250,6 +251,16 @@ def _remote_claims(conf, snapshot, say):
     say("remote claims: on (expiry %g s; %d claim(s) on this host's VMs now%s)",
         conf.remote_claims.max_age, len(found),
         "".join(", %s of %s on %s" % (t.claim.vm, t.host, t.vm) for t in found[:3]))
+    mine = (snapshot or {}).get(conf.agent.host)
+    groups = sorted({m.ensemble for m in mine.ensembles}) if mine is not None else []
+    judged = ensembles.judge(snapshot or {}, time.time(), conf.remote_claims.max_age)
+    over = [(g, judged[g]) for g in groups
+            if g in judged and judged[g].over and judged[g].host != conf.agent.host]
+    say("ensembles: this host publishes members of %d; %d over their bound elsewhere%s",
+        len(groups), len(over), "".join(
+            ", %s (worst member %s on %s %+.0f%%)" % (g, j.member.vm, j.host,
+                                                      remote_claims.claimed_pct(j.member))
+            for g, j in over[:3]))
 
 
 #: Kernel filesystems: a directory there cannot hold the agent's files
@@ -452,11 +463,12 @@ def run_check(conf, out=sys.stdout):
         say("VMs the agent would control:" if vms else "VMs the agent would control: none")
         for uuid, info in sorted(vms.items(), key=lambda kv: kv[1].name):
             applied = consent(info.sla, project=info.project, flavor=info.flavor)
-            say("  %s (%s): %d vCPU, cap %g..%g%%%s, SLA %s from %s, knobs %s",
+            say("  %s (%s): %d vCPU, cap %g..%g%%%s, SLA %s from %s, knobs %s%s",
                 info.name, uuid, info.vcpus, applied.effective_reservation(info.vcpus),
                 applied.effective_limit(info.vcpus),
                 "" if applied is info.sla else " (did not opt in)", format_sla(info.sla),
-                info.sla_source, _knobs(parts.hypervisor, info))
+                info.sla_source, _knobs(parts.hypervisor, info),
+                ", ensemble %s" % info.ensemble if info.ensemble else "")
         _channels(vms, say)
     except _Failed as exc:
         say("ERROR: %s: %s", exc.part, exc.message)

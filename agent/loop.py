@@ -48,6 +48,7 @@ import numpy as np
 from resex_agent import publisher as publisher_mod
 from resex_agent import status as status_mod
 import resex_libvirt
+from resex_libvirt.board import ensembles as ensembles_mod
 from resex_libvirt.board import evidence as evidence_mod
 from resex_libvirt.board import remote_claims as remote_mod
 from resex_libvirt.board import report as report_mod
@@ -406,6 +407,23 @@ class Agent:
         specs = {vm: spec.sla for vm, spec in self.market.specs.items() if spec.sla.sensitive}
         return remote_mod.of_windows(specs, windows, addresses, new)
 
+    def _ensembles(self):
+        """The host's ensemble members' entries (:func:`~.ensembles.of_windows`).
+
+        Each member's own SLA and own window: a window the remote source
+        handed the market (another member's, or a remote victim's) is
+        never published as this member's.
+        """
+        windows = self.controller.last.windows
+        members = {uuid: rec.info.ensemble for uuid, rec in self.vms.items()
+                   if rec.info.ensemble and rec.info.sla.sensitive}
+        if not windows or not members:
+            return ()
+        handed = set(self.remote.handed()) if self.remote is not None else set()
+        specs = {uuid: self.vms[uuid].info.sla for uuid in members}
+        own = {uuid: win for uuid, win in windows.items() if uuid not in handed}
+        return ensembles_mod.of_windows(specs, own, members)
+
     def run_epoch(self):
         """Replenish, build the report once, log, publish, feed metrics. Never raises.
 
@@ -429,7 +447,8 @@ class Agent:
                 run_delays=self._epoch_run_delays(), state=state,
                 projects={uuid: rec.info.project for uuid, rec in self.vms.items()
                           if rec.info.project},
-                addresses=addresses, remote_claims=self._remote_claims(addresses))
+                addresses=addresses, remote_claims=self._remote_claims(addresses),
+                ensembles=self._ensembles())
         except Exception:
             LOG.exception("could not build the host report of epoch %d", summary.epoch)
             report = None

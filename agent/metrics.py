@@ -286,7 +286,8 @@ class _HealthCollector:
                 "read)", value=h.status_dropped)
         yield G("resex_remote_victims",
                 "VMs of this host judged by a remote victim's SLA (the peers of victims on "
-                "other hosts)", value=h.remote_victims)
+                "other hosts) or by their ensemble's worst member on another host",
+                value=h.remote_victims)
         ignored = C("resex_remote_claims_ignored",
                     "Remote claims on this host's VMs that moved no cap, by reason "
                     "(contradicted by this port's load, expired)", labels=("reason",))

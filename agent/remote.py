@@ -42,6 +42,13 @@ Three rules keep a remote host from throttling this one on its word alone
 * **the tenant's own SLA stands**: a VM with a latency SLA of its own is
   never judged by a remote claim.
 
+Ensembles (:mod:`resex_libvirt.board.ensembles`) ride on the same source:
+the same pass over the board judges each ensemble by its worst fresh member,
+and a local member of an ensemble whose worst member is over its bound on
+another host is judged by that member's SLA and window, even over an SLA of
+its own (the group's SLA is the tenant's too); a VM judged both ways is
+judged by the worse.
+
 A window is new evidence once: the same report's claim handed again says
 it has no new requests, and a new one says as many as its claimant counted
 since its previous report (the window's other requests were seen before),
@@ -53,6 +60,7 @@ import logging
 import threading
 import time
 
+from resex_libvirt.board import ensembles as ensembles_mod
 from resex_libvirt.board import reader as reader_mod
 from resex_libvirt.board import remote_claims as remote_mod
 from resex_libvirt.board import report as report_mod
@@ -81,6 +89,10 @@ class RemoteVictims:
         self.recompute_s = float(recompute_s)
         self._clock = clock
         self._found = ()            # Targets on this host, replaced whole by the claims' thread
+        self._groups = {}           # ensemble -> Judgement, replaced whole by the same thread
+        self._members = {}          # local vm -> its ensemble
+        self._windows = ()          # the local VMs whose windows were handed last
+        self._withheld = {}         # local member -> the group judgement withheld last
         self._lock = threading.Lock()
         self._dirty = threading.Event()
         self._stop = threading.Event()
@@ -142,10 +154,13 @@ class RemoteVictims:
         """
         now = self._clock()
         try:
-            found = remote_mod.on_host(self.host, self.reader.snapshot(now), now, self.max_age_s)
+            snapshot = self.reader.snapshot(now)
+            found = remote_mod.on_host(self.host, snapshot, now, self.max_age_s)
+            groups = ensembles_mod.judge(snapshot, now, self.max_age_s)
         except Exception:
             LOG.exception("could not find the remote claims on this host")
             return
+        self._groups = self._keep_judgements(groups, snapshot, now)
         # A claim its host's newer report no longer carries (the victim's
         # window went quiet between two of its reports, or it is gone) is
         # kept until it expires, with no new requests: a quiet victim is
@@ -156,11 +171,32 @@ class RemoteVictims:
                 if (t.host, t.claim.vm) not in seen and now - t.ts <= 2.0 * self.max_age_s]
         self._found = tuple(found) + tuple(kept)
 
+    def _keep_judgements(self, groups, snapshot, now):
+        """``groups``, each ensemble's worst member held until it expires, as a claim is.
+
+        A worst member its host's newer report leaves out (its window quiet
+        between two reports, or gone) still judges the ensemble until its
+        report expires, unless a worse one is on the board now (kept a while
+        past its expiry, so that :meth:`victims` counts it expired).
+        """
+        reports = snapshot.values() if isinstance(snapshot, dict) else snapshot
+        seen = {(r.host, m.vm) for r in reports if not r.blind for m in r.ensembles}
+        out = dict(groups)
+        for group, old in self._groups.items():
+            if (old.host, old.member.vm) in seen or now - old.ts > 2.0 * self.max_age_s:
+                continue
+            new = out.get(group)
+            if new is None or (remote_mod.claimed_pct(old.member)
+                               > remote_mod.claimed_pct(new.member)):
+                out[group] = old
+        return out
+
     # -- the latency source ------------------------------------------------------------
     def sync(self, vms):
-        """The VMs on the host (``{uuid: VMInfo}``), and which have an SLA of their own."""
+        """The VMs on the host (``{uuid: VMInfo}``): own SLAs, ensembles."""
         self._local = frozenset(vms)
         self._own_sla = frozenset(u for u, info in vms.items() if info.sla.sensitive)
+        self._members = {u: info.ensemble for u, info in vms.items() if info.ensemble}
 
     def set_port_load(self, link_utilisation, holding=False):
         """The last epoch's port load (the evidence rule) and whether a sender was held.
@@ -180,13 +216,50 @@ class RemoteVictims:
         and the window it is handed come from the same claim.
         """
         now = self._clock()
-        found = self._found
+        found, groups = self._found, self._groups
         expired = {(t.host, t.claim.vm, t.ts) for t in found if now - t.ts > self.max_age_s}
+        expired.update((j.host, j.member.vm, j.ts) for g, j in groups.items()
+                       if g in self._members.values() and now - j.ts > self.max_age_s)
         self.ignored["expired"] += len(expired - self._expired)
         self._expired = expired
-        self._victims = remote_mod.victims(found, self._local, self._own_sla, now,
-                                           self.max_age_s)
+        out = remote_mod.victims(found, self._local, self._own_sla, now, self.max_age_s)
+        members = {vm: g for vm, g in self._members.items() if vm in self._local}
+        for vm, victim in ensembles_mod.victims(self.host, groups, members, now,
+                                                self.max_age_s).items():
+            other = out.get(vm)
+            if other is None or remote_mod.worse(victim.target, other.target):
+                out[vm] = victim
+        self._withhold(out)
+        self._victims = out
         return self._victims
+
+    def _withhold(self, out):
+        """Drop from ``out`` what the port contradicts of the members with SLAs of their own.
+
+        Such a member is judged by its own window: were it given the group's
+        SLA without the group's window (:meth:`windows` hands none the port
+        contradicts), the market would judge its own window by another
+        member's SLA. Counted and logged once per report, as a claim is.
+        """
+        inflation = self.port_inflation_pct
+        withheld = {}
+        for vm in [vm for vm in out if vm in self._own_sla]:
+            victim = out[vm]
+            if inflation is not None and remote_mod.port_supports(victim.claim, inflation,
+                                                                  self.holding):
+                continue
+            del out[vm]
+            if inflation is None:
+                continue        # no epoch has measured the port yet: nothing is supported
+            key = (victim.target.host, victim.claim.vm, victim.target.ts)
+            if self._withheld.get(vm) != key:
+                self.ignored["contradicted"] += 1
+                LOG.info("ensemble %s: member %s of %s claims %.0f%% over its SLA; this "
+                         "port's load supports %.0f%%: local member %s keeps its own SLA",
+                         victim.claim.ensemble, victim.claim.vm, victim.target.host,
+                         remote_mod.claimed_pct(victim.claim), inflation, vm)
+            withheld[vm] = key
+        self._withheld = withheld
 
     def slas(self):
         """``{local vm: {SLA field: value}}`` of the remote victims now (:meth:`victims`)."""
@@ -230,14 +303,25 @@ class RemoteVictims:
         self._contradicted = contradicted
         for vm in [vm for vm in self._handed if vm not in self._victims]:
             del self._handed[vm]
+        self._windows = tuple(out)
         return out
 
+    def handed(self):
+        """The local VMs whose windows this source handed the market last (not their own)."""
+        return self._windows
+
     def describe(self, vm):
-        """``remote victim VICTIM on HOST +N%`` for a local VM judged by a claim, else None."""
+        """``remote victim VICTIM on HOST +N%`` for a local VM judged by a claim, else None.
+
+        ``ensemble E: member VM on HOST +N%`` for one judged by its ensemble.
+        """
         victim = self._victims.get(vm)
         if victim is None:
             return None
         c = victim.claim
+        if isinstance(c, ensembles_mod.Member):
+            return "ensemble %s: member %s on %s %+.0f%%" % (
+                c.ensemble, c.vm, victim.target.host, remote_mod.claimed_pct(c))
         return "remote victim %s on %s %+.0f%%" % (
             c.vm, victim.target.host, remote_mod.claimed_pct(c))
 

@@ -48,6 +48,7 @@ it is not installed. Figures only; nothing is asserted.
 
 import argparse
 import base64
+import dataclasses
 import os
 import random
 import re
@@ -364,11 +365,14 @@ def main(argv=None):
 def record_sizes(vms=16):
     """Print a host report's bytes with 0, 1, 4 and 16 remote claims (``vms`` VMs, addresses).
 
+    Then with 0, 1, 4 and 16 ensemble members (of two ensembles) instead.
+
     What a claim adds to the board's traffic per host per epoch: a host
     with claims publishes every epoch (the on-change rule never holds its
     report back), so in a fleet that publishes on change its traffic is
     this record once a second.
     """
+    from resex_libvirt.board import ensembles
     from resex_libvirt.board import remote_claims
     addresses = {"%08x-0000-4000-8000-%012x" % (k, k):
                  ["10.%d.%d.%d" % (k, k, k), "fa:16:3e:00:00:%02x" % k] for k in range(vms)}
@@ -388,6 +392,17 @@ def record_sizes(vms=16):
             addresses=addresses, remote_claims=claims)
         size = len(rec.to_json())
         base = base or size
+        print("%-7d %7d %7.2fx" % (n, size, size / base))
+    print("%-7s %7s %8s" % ("members", "bytes", "vs none"))
+    for n in (0, 1, 4, 16):
+        members = [ensembles.Member(
+            ensemble="%08x-2222-4000-8000-%012x" % (k % 2, k % 2),
+            vm="%08x-0000-4000-8000-%012x" % (k, k), sla_us=500.0, threshold_pct=10.0,
+            statistic="mean", count=2400, mean_us=612.25, std_us=31.5,
+            p99_us=901.75)._asdict() for k in range(n)]
+        rec = dataclasses.replace(rec, remote_claims=(), sensitive_vms=max(n, 2),
+                                  ensembles=members)
+        size = len(rec.to_json())
         print("%-7d %7d %7.2fx" % (n, size, size / base))
 
 

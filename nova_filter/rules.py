@@ -27,6 +27,12 @@ the filter and the weigher.
   ``resex:cpu_limit_pct`` below its ``resex:cpu_reservation_pct``) is
   *refused*: nova-api cannot catch it, its validators see one key at a
   time, and the agent would drop the limit.
+* A latency-sensitive request for a member of a server group (an
+  ensemble: ``RequestSpec.instance_group`` and the ``hosts`` its members
+  run on) is weighed, among the hosts that fit, by the shared links
+  between each host and the group's hosts too (:func:`group_hosts`,
+  :func:`~resex_libvirt.board.links.toward`): the weigher prefers a host
+  whose path to the group is clean. The filter does not use it.
 * Any other request is not this plugin's business.
 
 Invalid ``resex:`` values in an old flavor (the API validates new ones) are
@@ -62,11 +68,14 @@ class Request:
     """A request as this plugin sees it: its kind and, if sensitive, its SLA threshold.
 
     ``refused`` says why the flavor's ``resex:`` keys cannot all hold, or is ``None``.
+    ``group_hosts``: the hosts of the server group the request's server
+    joins (a sensitive request's only; :func:`group_hosts`).
     """
 
     kind: str | None
     threshold_pct: float | None = None
     refused: str | None = None
+    group_hosts: tuple = ()
 
 
 OTHER = Request(None)
@@ -80,6 +89,29 @@ def _extra_specs(spec_obj):
         return flavor.extra_specs or {}
     except (AttributeError, NotImplementedError, KeyError):
         return {}
+
+
+#: Most of a server group's hosts a request's weighing looks at.
+MAX_GROUP_HOSTS = 256
+
+
+def group_hosts(spec_obj):
+    """The hosts of the server group of ``spec_obj`` (``instance_group.hosts``), sorted.
+
+    Nova's conductor sets them (``setup_instance_group``) for a request
+    in a server group; ``()`` for one in none, or whatever is unreadable.
+    At most :data:`MAX_GROUP_HOSTS`.
+    """
+    try:
+        if not spec_obj.obj_attr_is_set("instance_group"):
+            return ()
+        group = spec_obj.instance_group
+        if group is None or not group.obj_attr_is_set("hosts"):
+            return ()
+        hosts = sorted({h for h in group.hosts or () if isinstance(h, str) and h})
+    except (AttributeError, NotImplementedError, KeyError, TypeError):
+        return ()
+    return tuple(hosts[:MAX_GROUP_HOSTS])
 
 
 def classify(spec_obj):
@@ -101,7 +133,7 @@ def classify(spec_obj):
     if sla.sensitive:
         explicit = sla_mod.INTERFERENCE_THRESHOLD_PCT.name in specs
         return Request(SENSITIVE, sla.interference_threshold_pct if explicit else None,
-                       refused)
+                       refused, group_hosts(spec_obj))
     if sla.io_class == BULK:
         return Request(BULK, refused=refused)
     return OTHER if refused is None else Request(None, refused=refused)
@@ -248,22 +280,30 @@ class _LinkView:
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._last = (None, None, None, 0.0)     # topology, reader, by_host, when
+        self._last = (None, None, None, None, 0.0)     # topology, reader, by_host, loads, when
 
     def by_host(self, topo, reader, now):
+        """``{host: Load}``: each host's most congested shared link, or None without links."""
+        return self._view(topo, reader, now)[0]
+
+    def loads(self, topo, reader, now):
+        """``{link name: Load}`` of every shared link, or None without links."""
+        return self._view(topo, reader, now)[1]
+
+    def _view(self, topo, reader, now):
         if topo is None or not topo.links:
-            return None
-        last_topo, last_reader, by_host, when = self._last
+            return None, None
+        last_topo, last_reader, by_host, loads, when = self._last
         if last_topo is topo and last_reader is reader and 0 <= now - when < self.INTERVAL_S:
-            return by_host
+            return by_host, loads
         with self._lock:
-            last_topo, last_reader, by_host, when = self._last
+            last_topo, last_reader, by_host, loads, when = self._last
             if not (last_topo is topo and last_reader is reader
                     and 0 <= now - when < self.INTERVAL_S):
                 loads = links_mod.loads(topo, reader.snapshot(now))
                 by_host = links_mod.worst_by_host(topo, loads)
-                self._last = (topo, reader, by_host, now)
-            return by_host
+                self._last = (topo, reader, by_host, loads, now)
+            return by_host, loads
 
 
 #: The process's view of the shared links (:class:`_LinkView`).

@@ -41,6 +41,15 @@ hosts with missing metrics by ``weight_of_unavailable``):
 
 Other requests get 0 everywhere (no effect).
 
+A sensitive request for a member of a server group (an ensemble: its
+``RequestSpec.instance_group.hosts``), with ``[resex] topology_file`` set:
+a known-good host weighs at most ``1 - 0.4 p / T``, ``p`` the congestion of
+the most congested shared link between it and the group's hosts
+(:func:`~resex_libvirt.board.links.toward`: the links a group host sends
+into and the candidate does not), within the good band: among the hosts
+that fit, those whose path to the group is clean come first (a host of the
+group's own rack crosses no uplink to it).
+
 Fast path: the request is classified, the options and the multiplier read
 once per request (in :meth:`weigh_objects`); :meth:`weight_multiplier`,
 which nova calls per host, answers from that unless the host is in an
@@ -54,6 +63,7 @@ import nova.conf
 from nova.scheduler import utils as scheduler_utils
 from nova.scheduler import weights
 
+from resex_libvirt.board import links as links_mod
 from resex_nova import conf as conf_mod
 from resex_nova import rules
 
@@ -141,6 +151,8 @@ class ResExCongestionWeigher(weights.BaseHostWeigher):
         else:
             out = [raw_weight(request, v, e, limit, floor) if v is not rules.UNKNOWN else None
                    for v, e, limit in zip(verdicts, entries, limits)]
+        if request.group_hosts and opts.topology_file:
+            _toward_group(request, judge, host_states, verdicts, limits, out, floor)
         unknown = [i for i, w in enumerate(out) if w is None] if rules.UNKNOWN in verdicts else ()
         if unknown:
             policy = opts.unknown_host_policy
@@ -156,3 +168,20 @@ class ResExCongestionWeigher(weights.BaseHostWeigher):
             for i in unknown:
                 out[i] = value
         return out
+
+
+def _toward_group(request, judge, host_states, verdicts, limits, out, floor):
+    """Lower each known-good host's weight ``out`` to what its path to the group allows."""
+    topo = rules.topology(CONF.resex.topology_file)
+    loads = rules.LINKS.loads(topo, judge.reader, judge.now)
+    if not loads:
+        return
+    toward = links_mod.toward(topo, loads, request.group_hosts)
+    span = 1.0 - GOOD_MIN
+    for i, (verdict, state, limit) in enumerate(zip(verdicts, host_states, limits)):
+        if verdict is not rules.GOOD or limit <= 0.0:
+            continue
+        load = toward(state.host)
+        if load is not None:
+            q = _rounded(load.congestion_pct, floor)
+            out[i] = min(out[i], max(GOOD_MIN, 1.0 - span * q / limit))

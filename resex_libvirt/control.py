@@ -97,7 +97,9 @@ class Controller:
     once per interval before the windows are taken, returns ``{uuid:
     {SLA field: value}}``: the latency SLA a VM without one of its own is
     judged by this interval (a remote victim's, :mod:`resex_agent.remote`);
-    a VM whose entry changes is given to the market again.
+    a VM whose entry changes is given to the market again. An entry that
+    carries ``"ensemble"`` (its ensemble's worst member,
+    :mod:`resex_libvirt.board.ensembles`) judges a VM with an SLA of its own too.
     """
 
     def __init__(self, market, hypervisor, fabric=None, latency_sources=(), journal=None,
@@ -307,13 +309,15 @@ class Controller:
 
         A VM without a latency SLA of its own that the overlay names is
         judged by the overlay's (its reservation, limit and shares stay its
-        own, as consent set them).
+        own, as consent set them); so is a VM with one, when the overlay's
+        is its ensemble's (``"ensemble"``: the group's SLA is the tenant's).
         """
         sla = (info.sla if self.consent is None else
                self.consent(info.sla, project=info.project, flavor=info.flavor))
         fields = self._overlaid.get(uuid)
-        if fields and not info.sla.sensitive:
-            sla = dataclasses.replace(sla, **fields)
+        if fields and (not info.sla.sensitive or "ensemble" in fields):
+            sla = dataclasses.replace(
+                sla, **{k: v for k, v in fields.items() if k != "ensemble"})
         return records.VMSpec(vm=uuid, vcpus=info.vcpus, sla=sla)
 
     def _follow_overlay(self):
@@ -329,12 +333,16 @@ class Controller:
         self._overlaid = want
         for uuid in want.keys() | old.keys():
             rec = self.vms.get(uuid)
-            if rec is None or rec.info.sla.sensitive or want.get(uuid) == old.get(uuid):
+            wanted, had = want.get(uuid), old.get(uuid)
+            if rec is None or wanted == had or (rec.info.sla.sensitive and not any(
+                    f and "ensemble" in f for f in (wanted, had))):
                 continue
             self.market.add(self._spec(uuid, rec.info))
-            if uuid in want:
-                LOG.info("VM %s judged by a remote victim's SLA: %s", rec.info.name,
-                         ", ".join("%s=%s" % kv for kv in sorted(want[uuid].items())))
+            if wanted is not None:
+                LOG.info("VM %s judged by %s: %s", rec.info.name,
+                         "its ensemble's worst member's SLA" if "ensemble" in wanted
+                         else "a remote victim's SLA",
+                         ", ".join("%s=%s" % kv for kv in sorted(wanted.items())))
             else:
                 LOG.info("VM %s: no remote victim's SLA any more", rec.info.name)
 

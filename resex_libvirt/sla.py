@@ -43,6 +43,12 @@ Keys
     ``normal``, ``bulk`` (a heavy I/O tenant the scheduler keeps away from
     latency-sensitive ones) or ``sensitive`` (implied by
     ``resex:latency_sla_us``).
+``resex:ensemble``
+    Not an SLA field: the group of VMs, on any hosts, whose members' latency
+    windows are judged together (:data:`ENSEMBLE`, :func:`parse_ensemble`;
+    doc/source/fabric.rst, "Ensembles"). Read from the domain's own
+    metadata only (or Nova's server group): a flavor is shared by many
+    groups, so it is no flavor extra spec (not in :data:`KEYS`).
 ``resex:latency_statistic``
     Which statistic of the VM's latency windows the SLA is on: ``mean`` (the
     paper's, default) or ``p99`` (the tail). With ``p99``,
@@ -52,6 +58,7 @@ Keys
 
 import dataclasses
 import math
+import re
 
 from resex_libvirt import exceptions
 
@@ -147,6 +154,34 @@ LATENCY_STATISTIC = Key(
 
 KEYS = {k.name: k for k in (LATENCY_SLA_US, INTERFERENCE_THRESHOLD_PCT, CPU_RESERVATION_PCT,
                             CPU_LIMIT_PCT, SHARES, IO_CLASS, LATENCY_STATISTIC)}
+
+
+#: The ensemble key: a VM's group (a separate attribute of the VM, not of its SLA).
+ENSEMBLE = "resex:ensemble"
+#: Longest ensemble identifier (a Nova server group's UUID is 36).
+MAX_ENSEMBLE_CHARS = 64
+_ENSEMBLE_ID = re.compile(r"[A-Za-z0-9._-]{1,%d}" % MAX_ENSEMBLE_CHARS)
+
+
+def parse_ensemble(raw):
+    """The ensemble identifier ``raw`` (surrounding blanks stripped), or :class:`SLAError`.
+
+    1 to :data:`MAX_ENSEMBLE_CHARS` characters of ``[A-Za-z0-9._-]``; case
+    is kept (an identifier, not a choice).
+    """
+    if not isinstance(raw, str):
+        raise exceptions.SLAError(ENSEMBLE, raw, "must be a text identifier")
+    value = raw.strip()
+    if not _ENSEMBLE_ID.fullmatch(value):
+        raise exceptions.SLAError(
+            ENSEMBLE, raw, "must be 1 to %d characters of A-Z a-z 0-9 . _ -"
+            % MAX_ENSEMBLE_CHARS)
+    return value
+
+
+def is_ensemble(value):
+    """True when ``value`` is a valid ensemble identifier as it stands (no blanks)."""
+    return isinstance(value, str) and _ENSEMBLE_ID.fullmatch(value) is not None
 
 
 @dataclasses.dataclass(frozen=True)

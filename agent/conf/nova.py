@@ -47,7 +47,8 @@ NOVA_OPTS = [
 Also look up each VM's flavor extra specs through the compute API.
 
 The domain UUID is the instance UUID; ``GET /servers/{uuid}`` at compute API
-microversion 2.47 or later embeds the flavor's ``extra_specs``. Lookups run
+microversion 2.71 embeds the flavor's ``extra_specs`` and names the server's
+group (the VM's ensemble unless its metadata names one). Lookups run
 on a background thread: the loop uses metadata/defaults until the answer
 arrives. Off by default: Nova already writes the flavor's extra specs into
 each domain's metadata, which the agent reads without credentials. Turn it

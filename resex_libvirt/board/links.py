@@ -169,6 +169,26 @@ def loads(topology, reports):
     return {link.name: load(link, reports) for link in topology.links}
 
 
+def toward(topology, link_loads, peers):
+    """``f(host)``: the most congested shared link between ``host`` and the hosts ``peers``.
+
+    A request between a host and a peer crosses the links the peer sends
+    into that the host does not (a link both are behind, a rack's uplink
+    for two hosts of the rack, is not between them; the host's own links
+    are its own judgement, :func:`worst_by_host`); a peer on the host
+    itself crosses none. ``f`` answers a :class:`Load`, or None when no
+    declared link is between them: one pass over the peers' links, then a
+    few set lookups per host (the scheduler's request path).
+    """
+    ranked = sorted({link for peer in peers for link in topology.links_of(peer)},
+                    key=lambda k: (-link_loads[k.name].congestion_pct, k.name))
+
+    def worst(host):
+        mine = topology.links_of(host)
+        return next((link_loads[k.name] for k in ranked if k not in mine), None)
+    return worst
+
+
 def worst_by_host(topology, link_loads):
     """``{host: Load}``: the most congested link each host sends into."""
     out = {}

@@ -24,9 +24,10 @@ read: the congestion index (moved by ``min_index_delta_pct`` points), the
 link utilisation (by ``min_utilisation_delta``), the sensitive or heavy I/O
 VM counts (any change: the bulk rule counts them), or a price (by a relative
 ``min_price_rel_delta``: a new tax means an interferer appeared). A report
-that carries remote claims, or follows one that did, is always published:
-another host's control loop reads those windows (:doc:`/fabric`), and a
-claim that ends must reach it at once.
+that carries remote claims or ensemble members, or follows one that did,
+is always published: another host's control loop reads those windows
+(:doc:`/fabric`), a claim that ends must reach it at once, and a member's
+window must stay fresher than the readers' expiry.
 """
 
 import dataclasses
@@ -66,7 +67,7 @@ class PublishPolicy:
 
     def changed(self, old, new):
         """True when ``new`` differs from ``old`` enough to matter to a scheduler."""
-        if new.remote_claims or old.remote_claims:
+        if new.remote_claims or old.remote_claims or new.ensembles or old.ensembles:
             return True
         if (old.sensitive_vms, old.heavy_io_vms, old.state) != (
                 new.sensitive_vms, new.heavy_io_vms, new.state):

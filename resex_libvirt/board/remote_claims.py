@@ -267,10 +267,20 @@ class Victim(typing.NamedTuple):
         return self.target.claim
 
     def sla_fields(self):
-        """The fields of the local VM's SLA the claim sets: its victim's SLA."""
+        """The fields of the local VM's SLA the claim sets: its victim's SLA.
+
+        With ``"ensemble"`` (the group's identifier) when the victim is an
+        ensemble's worst member rather than a remote claim.
+        """
         c = self.target.claim
-        return {"latency_sla_us": c.sla_us, "interference_threshold_pct": c.threshold_pct,
-                "latency_statistic": c.statistic}
+        out = {"latency_sla_us": c.sla_us, "interference_threshold_pct": c.threshold_pct,
+               "latency_statistic": c.statistic}
+        group = getattr(c, "ensemble", None)
+        if group is not None:
+            # An ensemble member's judgement (:mod:`~resex_libvirt.board.ensembles`):
+            # it may stand over the local VM's own SLA (the controller reads the mark).
+            out["ensemble"] = group
+        return out
 
 
 def claimed_pct(c):
@@ -318,6 +328,11 @@ def victims(found, local_vms, own_sla, now, max_age_s):
         if best is None or _judged_first(target, best.target):
             out[vm] = Victim(vm, target)
     return out
+
+
+def worse(a, b):
+    """True when target ``a`` is worse than ``b`` (:func:`victims`' rule: worst wins)."""
+    return _judged_first(a, b)
 
 
 def _judged_first(a, b):

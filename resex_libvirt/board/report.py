@@ -23,7 +23,7 @@ a scheduler of different releases can share a board (a rolling upgrade):
 * a reader rejects another major (:class:`InvalidReport`) and the board drops
   the record: a major changes only when a field changes meaning.
 
-Fields (version 1.5)
+Fields (version 1.6)
 --------------------
 ``version``
     ``"major.minor"`` (:data:`VERSION`); version 1.0 wrote the integer ``1``.
@@ -119,6 +119,16 @@ Fields (version 1.5)
     :data:`~resex_libvirt.board.remote_claims.MAX_CLAIMS`, the worst first, written
     before the addresses and within :data:`MAX_RECORD_BYTES`; a wrong shape
     rejects the record.
+``ensembles`` (1.6; default ``[]``)
+    The host's latency-sensitive VMs that belong to an ensemble
+    (:mod:`~resex_libvirt.board.ensembles`) and have a window: a list of
+    ``{"ensemble", "vm", "sla_us", "threshold_pct", "statistic", "count",
+    "mean_us", "std_us", "p99_us"}``, each member's own SLA and latest
+    window under its group's identifier, so that every host with a member
+    of the group can judge it (:func:`~resex_libvirt.board.ensembles.judge`).
+    At most :data:`~resex_libvirt.board.ensembles.MAX_MEMBERS`, the worst
+    first, written after the remote claims and before the addresses, within
+    :data:`MAX_RECORD_BYTES`; a wrong shape rejects the record.
 
 The congestion index
 --------------------
@@ -166,12 +176,13 @@ import typing
 import numpy as np
 
 from resex_libvirt.board import addresses as addresses_mod
+from resex_libvirt.board import ensembles as ensembles_mod
 from resex_libvirt.board import evidence as evidence_mod
 from resex_libvirt.board import remote_claims as remote_mod
 from resex_libvirt import exceptions
 
 #: The schema version this module writes: ``"major.minor"``.
-VERSION = "1.5"
+VERSION = "1.6"
 
 #: The major version this module reads (any minor of it).
 MAJOR = 1
@@ -179,7 +190,8 @@ MAJOR = 1
 #: Fields added after 1.0, and the value a reader gives them when an older
 #: agent's record lacks them (``None``: derived, see :meth:`HostReport.__post_init__`).
 DEFAULTS = {"untaxable_utilisation": None, "inflation_reporters": 0, "state": "controlling",
-            "projects": (), "addresses": (), "remote_claims": ()}
+            "projects": (), "addresses": (), "remote_claims": (),
+            "ensembles": ()}
 
 #: ``state``: the agent saw the hypervisor for the epoch / it could not.
 CONTROLLING, BLIND = "controlling", "blind"
@@ -372,6 +384,11 @@ def _remote_claims(value, sensitive_vms):
     return _per_vm(remote_mod.normalize, value, "remote_claims", sensitive_vms, "sensitive_vms")
 
 
+def _ensembles(value, sensitive_vms):
+    """A report's ``ensembles``, validated (:func:`~.ensembles.normalize`)."""
+    return _per_vm(ensembles_mod.normalize, value, "ensembles", sensitive_vms, "sensitive_vms")
+
+
 def project_counts(names, projects, sensitive, heavy):
     """The ``projects`` of an epoch: rows ``names``, ``projects`` ``{vm: project ID}``.
 
@@ -536,6 +553,7 @@ class HostReport:
     projects: tuple = ()
     addresses: tuple = ()
     remote_claims: tuple = ()
+    ensembles: tuple = ()
     congestion_index: float = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -562,6 +580,8 @@ class HostReport:
         if type(self.remote_claims) is not tuple or self.remote_claims:
             object.__setattr__(self, "remote_claims",
                                _remote_claims(self.remote_claims, self.sensitive_vms))
+        if type(self.ensembles) is not tuple or self.ensembles:
+            object.__setattr__(self, "ensembles", _ensembles(self.ensembles, self.sensitive_vms))
         for name, lo, hi in _FLOATS:
             value = getattr(self, name)
             # Fast path (a snapshot validates every host's record): a float in
@@ -579,7 +599,7 @@ class HostReport:
     @classmethod
     def from_summary(cls, host, ts, summary, link_capacity_bytes_per_s, agent_version,
                      taxes_interferers=True, run_delays=None, state=CONTROLLING,
-                     projects=None, addresses=None, remote_claims=None):
+                     projects=None, addresses=None, remote_claims=None, ensembles=None):
         """Build the report of ``summary`` (a market ``EpochSummary``) closed at ``ts``.
 
         ``taxes_interferers`` says whether the host's policy taxes
@@ -593,7 +613,8 @@ class HostReport:
         [address, ...]}``) its ``addresses``, as many as fit, after
         ``remote_claims`` (:class:`~resex_libvirt.board.remote_claims.Claim`,
         from :func:`~resex_libvirt.board.remote_claims.of_windows`), the worst
-        that fit.
+        that fit, and after ``ensembles`` (:class:`~resex_libvirt.board.ensembles.Member`,
+        from :func:`~resex_libvirt.board.ensembles.of_windows`), the worst that fit.
         """
         columns = summary.columns
         mtus = np.maximum(columns["tx_mtus"], 0)
@@ -645,6 +666,9 @@ class HostReport:
             budget = MAX_RECORD_BYTES - len(report.to_json())
             report = dataclasses.replace(
                 report, remote_claims=remote_mod.fit(remote_claims, budget))
+        if ensembles:
+            budget = MAX_RECORD_BYTES - len(report.to_json())
+            report = dataclasses.replace(report, ensembles=ensembles_mod.fit(ensembles, budget))
         if not addresses:
             return report
         # What the record without them leaves of the bound every reader accepts.
@@ -668,6 +692,7 @@ class HostReport:
         out["projects"] = [p.to_dict() for p in self.projects]
         out["addresses"] = {vm: list(addrs) for vm, addrs in self.addresses}
         out["remote_claims"] = [c.to_dict() for c in self.remote_claims]
+        out["ensembles"] = [m.to_dict() for m in self.ensembles]
         return out
 
     def to_json(self):

@@ -47,6 +47,7 @@ import time
 
 from resex_libvirt import board as board_mod
 from resex_libvirt.board import admission as admission_mod
+from resex_libvirt.board import ensembles as ensembles_mod
 from resex_libvirt.board import remote_claims as remote_mod
 from resex_libvirt import exceptions
 
@@ -108,6 +109,7 @@ def rows(reports, now, max_age, threshold=10.0, states=None, sort="host"):
     """
     out = []
     claimed = remote_mod.targets(reports, now, max_age)
+    judged = ensembles_mod.judge(reports, now, max_age)
     for host in sorted(reports):
         rec = reports[host]
         row = rec.to_dict()
@@ -123,6 +125,10 @@ def rows(reports, now, max_age, threshold=10.0, states=None, sort="host"):
         row["claims_on_host"] = [
             {"from_host": t.host, "victim": t.claim.vm, "peer_vm": t.vm, "peer": t.claim.peer}
             for t in claimed.get(host, ())]
+        row["ensembles_judged"] = [
+            {"ensemble": g, "worst_member": j.member.vm, "on_host": j.host,
+             "over_pct": round(remote_mod.claimed_pct(j.member), 3), "over": j.over}
+            for g, j in sorted(judged.items()) if g in {m.ensemble for m in rec.ensembles}]
         out.append(row)
     if sort == "congestion":
         out.sort(key=lambda r: (-r["congestion_index_pct"], r["host"]))
@@ -199,6 +205,15 @@ def _claim_lines(row):
     for c in row.get("claims_on_host") or []:
         lines.append(("claimed on %s" % c["peer_vm"], "by victim %s on %s (peer %s)"
                       % (c["victim"], c["from_host"], c["peer"])))
+    for m in row.get("ensembles") or []:
+        lines.append(("ensemble member %s" % m["vm"], "%s: %s %.0f us over %d requests, SLA "
+                      "%.0f us + %g%%" % (m["ensemble"], m["statistic"], m["mean_us"]
+                                          if m["statistic"] == "mean" else m["p99_us"],
+                                          m["count"], m["sla_us"], m["threshold_pct"])))
+    for j in row.get("ensembles_judged") or []:
+        lines.append(("ensemble %s" % j["ensemble"], "worst member %s on %s %+.0f%%: %s"
+                      % (j["worst_member"], j["on_host"], j["over_pct"],
+                         "over its bound" if j["over"] else "within its bound")))
     return lines
 
 

@@ -84,6 +84,7 @@ class Adopter:
             sla_source=source, latency_channel=facts.latency_channel,
             interfaces=facts.interfaces, hostdevs=facts.hostdevs, latency_problem=problem,
             nova_name=facts.nova_name, addresses=facts.addresses,
+            ensemble=self._sla.ensemble(facts),
             project=facts.project.uuid if facts.project is not None else None,
             project_name=facts.project.name if facts.project is not None else None,
             flavor=(facts.nova.name or None) if facts.nova is not None else None)

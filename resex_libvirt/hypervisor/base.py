@@ -81,7 +81,9 @@ class VMInfo:
     to another tenant (:mod:`resex_agent.status`). ``addresses`` are the VM's IPs and
     MACs (:func:`~resex_libvirt.fabric.domain_xml.vm_addresses`), which the
     agent publishes on the board (the operators' and the scheduler's, never
-    a tenant's).
+    a tenant's). ``ensemble`` is the group the VM's latency is judged with
+    (``resex:ensemble`` or its Nova server group,
+    :meth:`~resex_libvirt.hypervisor.sla_layers.SLAResolver.ensemble`), or None.
     """
 
     uuid: str
@@ -99,6 +101,7 @@ class VMInfo:
     project_name: str | None = None
     addresses: tuple = ()
     flavor: str | None = None
+    ensemble: str | None = None
 
     @property
     def label(self):

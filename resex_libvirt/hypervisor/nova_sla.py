@@ -33,6 +33,13 @@ defaults); listeners are told when a VM's answer arrives so the caller can
 re-resolve that VM's SLA. A failed lookup is cached for a shorter time and
 logged; a 404 (not a Nova instance: a plain libvirt VM on the same host) is
 cached like an answer with no specs.
+
+The same request names the server's group: since microversion 2.71 the
+server carries ``server_groups`` (the UUIDs of the groups it is in: at most
+one; nova api-ref, "Show Server Details", "New in version 2.71"). The answer
+gives it under :data:`SERVER_GROUP` (no ``resex:`` key: the SLA's parser
+never reads it), the VM's ensemble unless its own metadata names one
+(:meth:`~resex_libvirt.hypervisor.sla_layers.SLAResolver.ensemble`).
 """
 
 import logging
@@ -44,8 +51,23 @@ from resex_libvirt import sla as sla_mod
 
 LOG = logging.getLogger(__name__)
 
-#: The microversion that embeds ``flavor.extra_specs`` in a server.
-MIN_MICROVERSION = "2.47"
+#: The microversion asked: 2.47 embeds ``flavor.extra_specs`` in a server,
+#: 2.71 adds its ``server_groups``.
+MIN_MICROVERSION = "2.71"
+#: The key of a lookup's answer that holds the server's group (its UUID).
+SERVER_GROUP = "server_group"
+
+
+def server_group_of(server):
+    """The UUID of the server group a ``GET /servers/{id}`` body's server is in, or None.
+
+    The first of ``server_groups`` that is a valid ensemble identifier
+    (:func:`resex_libvirt.sla.is_ensemble`); None when it names none.
+    """
+    groups = (server or {}).get("server_groups")
+    if not isinstance(groups, list):
+        return None
+    return next((g for g in groups if sla_mod.is_ensemble(g)), None)
 
 
 def extra_specs_of(server):
@@ -131,8 +153,13 @@ class NovaSLASource:
             return {}
         if resp.status_code >= 400:
             raise NovaLookupFailed("GET /servers/%s: HTTP %d" % (uuid, resp.status_code))
-        specs = extra_specs_of(resp.json().get("server"))
-        return {k: v for k, v in specs.items() if str(k).startswith(sla_mod.PREFIX)}
+        server = resp.json().get("server")
+        specs = extra_specs_of(server)
+        out = {k: v for k, v in specs.items() if str(k).startswith(sla_mod.PREFIX)}
+        group = server_group_of(server)
+        if group is not None:
+            out[SERVER_GROUP] = group
+        return out
 
     def _work(self):
         while not self._stopped.is_set():

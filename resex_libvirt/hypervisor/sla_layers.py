@@ -15,10 +15,19 @@
 Each layer is parsed per key over the one below it
 (:func:`resex_libvirt.sla.parse`); an invalid value is logged once, naming
 the VM, the source and the key, and the lower layer's value applies.
+
+A VM's ensemble (``resex:ensemble``, :func:`resex_libvirt.sla.parse_ensemble`)
+is not part of its SLA: :meth:`SLAResolver.ensemble` reads it from the
+domain's own metadata, else from the server group the compute API names
+(:data:`~resex_libvirt.hypervisor.nova_sla.SERVER_GROUP`). A flavor that sets
+it is wrong (a flavor is shared by many groups): the key is unknown there,
+logged once and ignored as any unknown key.
 """
 
 import logging
 
+from resex_libvirt import exceptions
+from resex_libvirt.hypervisor import nova_sla
 from resex_libvirt import sla as sla_mod
 
 LOG = logging.getLogger(__name__)
@@ -51,11 +60,28 @@ class SLAResolver:
             sla = sla_mod.parse(flavor_specs, base=sla,
                                 on_error=self._warner(facts, "the flavor"))
             source = "flavor"
-        if facts.sla_specs:
-            sla = sla_mod.parse(facts.sla_specs, base=sla,
-                                on_error=self._warner(facts, "metadata"))
+        own = {k: v for k, v in facts.sla_specs.items() if k != sla_mod.ENSEMBLE}
+        if own:
+            sla = sla_mod.parse(own, base=sla, on_error=self._warner(facts, "metadata"))
             source = "metadata"
         return sla, source
+
+    def ensemble(self, facts):
+        """The VM's ensemble: its metadata's ``resex:ensemble``, else its Nova server group.
+
+        An invalid value is logged once and ignored (the server group, if
+        any, applies). Call after :meth:`resolve`, which asks the compute
+        API (one answer serves both).
+        """
+        raw = facts.sla_specs.get(sla_mod.ENSEMBLE)
+        if raw is not None:
+            try:
+                return sla_mod.parse_ensemble(raw)
+            except exceptions.SLAError as exc:
+                self._warner(facts, "metadata")(exc)
+        api = self._nova.lookup(facts.uuid) if self._nova is not None else None
+        group = (api or {}).get(nova_sla.SERVER_GROUP)
+        return group if sla_mod.is_ensemble(group) else None
 
     def forget(self, uuid):
         """``uuid`` is gone: the invalid values said about it are dropped (said again if back)."""

@@ -104,6 +104,8 @@ class LibvirtCheckTest(unittest.TestCase):
         self.assertIn("consent: opted_in (io_class=bulk)", text)
         self.assertIn("cap 200..200% (did not opt in)", rows["sensitive-1"])
         self.assertIn("cap 100..100% (did not opt in)", rows["plain-1"])
+        self.assertIn(", ensemble trading-web", rows["sensitive-1"])
+        self.assertNotIn("ensemble", rows["plain-1"])
         self.assertIn("io_class=bulk", rows["bulk-1"])
         self.assertIn("cap 0..150%, SLA", rows["bulk-1"])
         self.assertIn("SLA defaults from default", rows["plain-1"])

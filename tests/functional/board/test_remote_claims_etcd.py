@@ -35,7 +35,7 @@ from tests.unit.board import reports
 
 SERVER = "bbbbbbbb-0000-4000-8000-000000000002"
 VICTIM = "aaaaaaaa-0000-4000-8000-000000000001"
-Info = collections.namedtuple("Info", "sla")
+Info = collections.namedtuple("Info", "sla ensemble", defaults=(None,))
 
 
 def claim(mean_us):

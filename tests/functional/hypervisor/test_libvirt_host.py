@@ -184,6 +184,8 @@ class DiscoveryTest(TestDriverCase):
                                                vms[BULK].sla.shares))
         self.assertEqual("default", vms[PLAIN].sla_source)
         self.assertEqual(sla.SLA(shares=50), vms[PLAIN].sla)
+        # resex:ensemble is the VM's group, not an SLA key: no warning, no SLA field.
+        self.assertEqual(("trading-web", None), (sens.ensemble, vms[PLAIN].ensemble))
 
     def test_invalid_metadata_warns_naming_vm_and_key_and_the_default_applies(self):
         with self.assertLogs("resex_libvirt.hypervisor", "WARNING") as logs:

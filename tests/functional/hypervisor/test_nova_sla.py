@@ -15,7 +15,8 @@
 The server is a test double of Keystone v3 and Nova's compute API on
 loopback (``http.server``), speaking just the requests keystoneauth makes
 here: token issue with a service catalogue, version discovery and
-``GET /servers/{id}`` with the embedded flavor (microversion >= 2.47).
+``GET /servers/{id}`` with the embedded flavor (microversion >= 2.47) and the
+server's group (2.71).
 The agent's ``[nova]`` group is a real ``ConfigOpts`` loaded by
 keystoneauth's loading helpers (``resex_agent.nova_client``); keystoneauth and
 the HTTP on the wire are real.
@@ -52,6 +53,7 @@ class FakeNova(http.server.ThreadingHTTPServer):
     def __init__(self):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.servers = {}
+        self.groups = {}            # uuid -> the server group's UUID (microversion 2.71)
         self.requests = []
         self.microversions = []
         self.hold = threading.Event()
@@ -123,8 +125,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                     "code": 404, "message": "Instance %s could not be found." % uuid}})
             flavor = {"original_name": "m1.resex", "vcpus": 1, "ram": 512, "disk": 1,
                       "ephemeral": 0, "swap": 0, "extra_specs": self.server.servers[uuid]}
-            return self._send(200, {"server": {"id": uuid, "name": "vm", "status": "ACTIVE",
-                                               "flavor": flavor}})
+            server = {"id": uuid, "name": "vm", "status": "ACTIVE", "flavor": flavor}
+            if uuid in self.server.groups:
+                server["server_groups"] = [self.server.groups[uuid]]
+            return self._send(200, {"server": server})
         self._send(404, {"error": "not found"})
 
 
@@ -178,7 +182,19 @@ class NovaSLASourceTest(NovaCase):
         self.assertEqual({"resex:latency_sla_us": "150"}, src.lookup(PLAIN))
         gets = [p for m, p in self.nova.requests if p.endswith(PLAIN)]
         self.assertEqual(1, len(gets))
-        self.assertIn("2.47", " ".join(v for v in self.nova.microversions if v))
+        self.assertIn("2.71", " ".join(v for v in self.nova.microversions if v))
+
+    def test_the_servers_group_is_its_ensemble(self):
+        group = "3f1c2b9e-5d7a-4c11-9b0e-8a2f6c4d1e77"
+        self.nova.servers[PLAIN] = {}
+        self.nova.groups[PLAIN] = group
+        src = self.source()
+        hyp = libvirt_host.LibvirtHypervisor(URI, nova_sla=src)
+        self.addCleanup(hyp.close)
+        self.assertIsNone(hyp.vms()[PLAIN].ensemble)
+        self.assertTrue(src.wait_idle(30))
+        self.assertEqual({nova_sla.SERVER_GROUP: group}, src.lookup(PLAIN))
+        self.assertEqual(group, hyp.vms()[PLAIN].ensemble)
 
     def test_lookup_never_blocks_on_a_slow_nova(self):
         self.nova.servers[PLAIN] = {"resex:shares": "5"}

@@ -29,6 +29,7 @@ from resex_libvirt import exceptions
 from resex_libvirt.sim import host as host_mod
 from resex_libvirt.sim import scenario as scenario_mod
 from tests.unit.agent import conf_helpers
+from tests.unit.agent import test_ensembles
 from tests.unit.agent import test_remote
 from tests.unit.board import reports
 
@@ -201,6 +202,24 @@ class RemoteClaimsCheckTest(unittest.TestCase):
         self.assertEqual(0, code, text)
         self.assertIn("remote claims: on (expiry 10 s; 1 claim(s) on this host's VMs now, "
                       "%s of node1 on server-1)" % test_remote.VICTIM, text)
+        self.assertIn("ensembles: this host publishes members of 0; 0 over their bound "
+                      "elsewhere", text)
+
+    def test_the_check_names_the_ensembles_over_their_bound_elsewhere(self):
+        member = test_ensembles.a_member()
+        with tempfile.TemporaryDirectory() as tmp:
+            url = "sqlite://" + os.path.join(tmp, "board.sqlite")
+            with board_mod.open_board(url) as board:
+                board.publish(reports.make("sim-cmp1", sensitive_vms=1, ensembles=[
+                    member._replace(vm="mine", mean_us=205.0)._asdict()]))
+                board.publish(reports.make("node1", sensitive_vms=1,
+                                           ensembles=[member._asdict()]))
+            code, text = run("[agent]\nhost = sim-cmp1\n[board]\nurl = %s\n"
+                             "[remote_claims]\nenabled = true\n" % url)
+        self.assertEqual(0, code, text)
+        self.assertIn("ensembles: this host publishes members of 1; 1 over their bound "
+                      "elsewhere, %s (worst member %s on node1 +100%%)"
+                      % (test_ensembles.GROUP, test_ensembles.REMOTE_MEMBER), text)
         code, text = run("[agent]\nhost = sim-cmp1\n[board]\nurl =\n"
                          "[remote_claims]\nenabled = true\n")
         self.assertEqual(1, code, text)

@@ -164,6 +164,10 @@ class RemoteVictimTest(unittest.TestCase):
         self.assertGreaterEqual(source.ignored["contradicted"], 1)
 
 
+#: The part of a VMInfo the source reads.
+Info = dataclasses.make_dataclass("Info", ["sla", ("ensemble", object, None)])
+
+
 class SourceTest(unittest.TestCase):
     """The source alone: what it hands the market, interval by interval."""
 
@@ -172,8 +176,7 @@ class SourceTest(unittest.TestCase):
         src = remote_agent.RemoteVictims("node2", Reader("node2", server, claims), 10.0,
                                          clock=lambda: now)
         src.recompute()
-        info = test_loop.dataclasses.make_dataclass("Info", ["sla"])(
-            sla_mod.SLA(latency_sla_us=100.0) if own_sla else sla_mod.SLA())
+        info = Info(sla_mod.SLA(latency_sla_us=100.0) if own_sla else sla_mod.SLA())
         src.sync({server: info})
         src.set_port_load(0.9)
         return src, server
@@ -220,8 +223,7 @@ class SourceTest(unittest.TestCase):
         server = "bbbbbbbb-0000-4000-8000-000000000002"
         reader = Reader("node2", server, [a_claim()])
         src = remote_agent.RemoteVictims("node2", reader, 10.0, clock=lambda: now[0])
-        src.sync({server: test_loop.dataclasses.make_dataclass("Info", ["sla"])(
-            sla_mod.SLA())})
+        src.sync({server: Info(sla_mod.SLA())})
         src.set_port_load(0.9)
         src.recompute()
         src.slas()

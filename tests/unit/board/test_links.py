@@ -113,3 +113,32 @@ class LoadTest(unittest.TestCase):
                                          link_capacity_bytes_per_s=GBPS))
         self.assertGreaterEqual(links.loads(topo, more)["all"].utilisation,
                                 loads["all"].utilisation)
+
+
+class TowardTest(unittest.TestCase):
+    """The most congested link between a host and a group's hosts (the weigher's ensembles)."""
+
+    @settings(max_examples=200, deadline=None)
+    @given(racks=st.lists(st.lists(st.sampled_from(["a", "b", "c", "d", "e"]), min_size=1,
+                                   max_size=3, unique=True), min_size=1, max_size=4),
+           utils=st.dictionaries(st.sampled_from(["a", "b", "c", "d", "e"]),
+                                 st.floats(0.0, 1.0)),
+           peers=st.lists(st.sampled_from(["a", "b", "c", "d", "e", "z"]), max_size=3))
+    def test_it_is_the_worst_link_a_peer_sends_into_and_the_host_does_not(
+            self, racks, utils, peers):
+        topo = links.parse({"links": [uplink("l%d" % i, 1 + i, hosts)
+                                      for i, hosts in enumerate(racks)]})
+        rep = {h: reports.make(h, link_utilisation=u, link_capacity_bytes_per_s=GBPS)
+               for h, u in utils.items()}
+        loads = links.loads(topo, rep)
+        toward = links.toward(topo, loads, peers)
+        for host in ("a", "b", "c", "d", "e", "z"):
+            between = [loads[k.name] for p in peers for k in topo.links_of(p)
+                       if k not in topo.links_of(host)]
+            got = toward(host)
+            if not between:
+                self.assertIsNone(got)
+            else:
+                self.assertEqual(max(ld.congestion_pct for ld in between), got.congestion_pct)
+            if host in peers and len(set(peers)) == 1:
+                self.assertIsNone(got)      # the group on the host itself: no link between

@@ -16,6 +16,7 @@ import unittest
 
 from resex_libvirt.board import publish_policy
 from tests.unit.board import reports
+from tests.unit.board import test_ensembles
 from tests.unit.board import test_remote_claims
 
 
@@ -63,6 +64,19 @@ class PublishPolicyTest(unittest.TestCase):
         claim = test_remote_claims.a_claim()._asdict()
         first = reports.make(sensitive_vms=1, remote_claims=[claim])
         self.assertTrue(p.should_publish(first, 0.0))
+        p.published(first, 0.0)
+        self.assertTrue(p.should_publish(first, 1.0))
+        p.published(first, 1.0)
+        ended = reports.make(sensitive_vms=1)
+        self.assertTrue(p.should_publish(ended, 2.0))
+        p.published(ended, 2.0)
+        self.assertFalse(p.should_publish(ended, 3.0))
+
+    def test_a_report_with_ensemble_members_and_the_one_after_it_are_always_published(self):
+        p = publish_policy.PublishPolicy(on_change_fleet_size=10, max_interval_s=20.0,
+                                         fleet_size=100)
+        member = test_ensembles.a_member()._asdict()
+        first = reports.make(sensitive_vms=1, ensembles=[member])
         p.published(first, 0.0)
         self.assertTrue(p.should_publish(first, 1.0))
         p.published(first, 1.0)

@@ -86,7 +86,7 @@ class TheFieldTest(unittest.TestCase):
     def test_the_field_round_trips_and_an_older_record_has_none(self):
         rec = self.published([a_claim()._asdict()])
         data = json.loads(rec.to_json())
-        self.assertEqual("1.5", data["version"])
+        self.assertEqual(report_mod.VERSION, data["version"])
         self.assertEqual([a_claim().to_dict()], data["remote_claims"])
         self.assertEqual(rec, report_mod.HostReport.from_json(rec.to_json()))
         del data["remote_claims"]

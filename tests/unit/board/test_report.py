@@ -200,7 +200,7 @@ class RollingUpgradeTest(unittest.TestCase):
     """Readers accept any minor version of their major, in both directions."""
 
     def test_the_report_carries_a_major_minor_version(self):
-        self.assertEqual("1.5", json.loads(reports.make().to_json())["version"])
+        self.assertEqual("1.6", json.loads(reports.make().to_json())["version"])
 
     def test_a_reader_ignores_the_fields_of_a_newer_minor_version(self):
         # A 1.7 agent adds fields this reader has never heard of.

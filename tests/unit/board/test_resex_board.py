@@ -211,6 +211,27 @@ class BoardCLIViewsTest(unittest.TestCase):
         self.assertEqual([{"from_host": "e-client", "victim": "victim-1", "peer_vm": "server-1",
                            "peer": "10.0.2.7:7788"}], json.loads(out)["claims_on_host"])
 
+    def test_host_shows_its_ensemble_members_and_each_groups_worst(self):
+        group = "3f1c2b9e-5d7a-4c11-9b0e-8a2f6c4d1e77"
+        member = {"ensemble": group, "vm": "m-1", "sla_us": 200.0, "threshold_pct": 10.0,
+                  "statistic": "mean", "count": 40, "std_us": 9.0, "p99_us": 390.0}
+        self.publish(reports.make("g-one", vms=1, sensitive_vms=1,
+                                  ensembles=[dict(member, mean_us=260.0)]))
+        self.publish(reports.make("h-two", vms=1, sensitive_vms=1,
+                                  ensembles=[dict(member, vm="m-2", mean_us=205.0)]))
+        code, out, _ = self.run_cli("--url", self.url, "--host", "h-two")
+        self.assertEqual(0, code)
+        pairs = (line.split(":  ", 1) for line in out.splitlines())
+        got = {k.strip(): v.strip() for k, v in pairs}
+        self.assertEqual("%s: mean 205 us over 40 requests, SLA 200 us + 10%%" % group,
+                         got["ensemble member m-2"])
+        self.assertEqual("worst member m-1 on g-one +30%: over its bound",
+                         got["ensemble %s" % group])
+        code, out, _ = self.run_cli("--url", self.url, "--host", "h-two", "--json")
+        self.assertEqual([{"ensemble": group, "worst_member": "m-1", "on_host": "g-one",
+                           "over_pct": 30.0, "over": True}],
+                         json.loads(out)["ensembles_judged"])
+
     def test_host_as_json_is_the_report_with_its_age_and_admission(self):
         code, out, _ = self.run_cli("--url", self.url, "--host", "a-quiet", "--json")
         self.assertEqual(0, code)

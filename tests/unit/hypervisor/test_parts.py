@@ -25,6 +25,7 @@ from resex_libvirt.hypervisor import domains
 from resex_libvirt.hypervisor import knobs
 from resex_libvirt.hypervisor import metadata
 from resex_libvirt.hypervisor import nova_metadata
+from resex_libvirt.hypervisor import nova_sla
 from resex_libvirt.hypervisor import originals
 from resex_libvirt.hypervisor import sla_layers
 from resex_libvirt import sla as sla_mod
@@ -84,6 +85,54 @@ class SLALayersTest(unittest.TestCase):
         self.assertEqual(2, len(logs.records))
         resolver.forget(UUID)
         self.assertEqual(set(), resolver._warned)
+
+
+class EnsembleTest(unittest.TestCase):
+    """A VM's ensemble: its own metadata, else Nova's server group; never its flavor."""
+
+    GROUP = "3f1c2b9e-5d7a-4c11-9b0e-8a2f6c4d1e77"
+
+    def test_metadata_over_the_server_group_and_no_part_of_the_sla(self):
+        nova = _Nova({"resex:shares": "20", nova_sla.SERVER_GROUP: self.GROUP})
+        resolver = sla_layers.SLAResolver(sla_mod.SLA(), nova)
+        own = facts(sla_specs={"resex:ensemble": " web-tier.1 ", "resex:shares": "40"})
+        self.assertEqual("web-tier.1", resolver.ensemble(own))
+        got, source = resolver.resolve(own)
+        self.assertEqual((40, "metadata"), (got.shares, source))
+        self.assertEqual(self.GROUP, resolver.ensemble(facts()))
+        self.assertIsNone(sla_layers.SLAResolver(sla_mod.SLA()).ensemble(facts()))
+
+    def test_a_bad_value_is_warned_once_and_ignored(self):
+        nova = _Nova({nova_sla.SERVER_GROUP: self.GROUP})
+        resolver = sla_layers.SLAResolver(sla_mod.SLA(), nova)
+        for bad in ("two words", "x" * 65, "", "gr\u00fcppe"):
+            vm = facts(sla_specs={"resex:ensemble": bad})
+            with self.assertLogs("resex_libvirt.hypervisor.sla_layers", "WARNING") as logs:
+                self.assertEqual(self.GROUP, resolver.ensemble(vm))
+                self.assertEqual(self.GROUP, resolver.ensemble(vm))
+                sla_layers.LOG.warning("end")
+            self.assertEqual(2, len(logs.records), bad)
+            self.assertIn("resex:ensemble from metadata", logs.output[0])
+        self.assertIsNone(sla_layers.SLAResolver(sla_mod.SLA()).ensemble(
+            facts(sla_specs={"resex:ensemble": "a/b"})))
+
+    def test_a_flavor_that_sets_it_is_wrong_and_ignored(self):
+        resolver = sla_layers.SLAResolver(sla_mod.SLA())
+        vm = facts(flavor_specs={"resex:ensemble": "e1", "resex:shares": "30"})
+        with self.assertLogs("resex_libvirt.hypervisor.sla_layers", "WARNING") as logs:
+            got, _source = resolver.resolve(vm)
+        self.assertIn("unknown key", logs.output[0])
+        self.assertEqual(30, got.shares)
+        self.assertIsNone(resolver.ensemble(vm))
+        self.assertNotIn("resex:ensemble", sla_mod.KEYS)   # so nova-api refuses it too
+
+    def test_the_server_group_is_read_from_the_servers_body(self):
+        server = {"flavor": {"extra_specs": {}}, "server_groups": [self.GROUP]}
+        self.assertEqual(self.GROUP, nova_sla.server_group_of(server))
+        for body in ({}, {"server_groups": []}, {"server_groups": "x"},
+                     {"server_groups": [7, "a b"]}, None):
+            self.assertIsNone(nova_sla.server_group_of(body), body)
+        self.assertEqual("2.71", nova_sla.MIN_MICROVERSION)
 
 
 class ChannelPolicyTest(unittest.TestCase):

@@ -13,6 +13,7 @@
 """ResExCongestionWeigher through nova's own HostWeightHandler, on real nova objects."""
 
 import fixtures
+from nova import objects
 from nova.scheduler import weights
 
 from resex_nova import rules
@@ -145,3 +146,63 @@ class SharedLinksWeigherTest(base.PluginTestCase):
         self.conf.config(topology_file=topology, group="resex")
         # Behind the link r1a is bad (0.4 x 10/100); alone keeps its 0.8.
         self.assertEqual([("alone", 0.8), ("r1a", 0.04)], weighed())
+
+
+class EnsembleWeigherTest(base.PluginTestCase):
+    """A member of a server group: a host whose path to the group crosses a congested link."""
+
+    def setUp(self):
+        super().setUp()
+        topology = self.useFixture(fixtures.TempDir()).join("topology.yaml")
+        with open(topology, "w") as f:
+            f.write("links:\n"
+                    "  - {name: rack1-uplink, capacity_gbps: 1, hosts: [r1a, r1b]}\n"
+                    "  - {name: rack2-uplink, capacity_gbps: 1, hosts: [r2a, r2b]}\n")
+        gbit = 1e9 / 8.0
+        # Every 1 Gb/s port 1-3 % busy (good alone). Rack 1's uplink carries
+        # 0.02 Gb/s (2 %: +2 %), rack 2's 0.06 (6 %: +6.4 %), both under 10 %.
+        self.publish(**{h: dict(link_utilisation=0.01, link_capacity_bytes_per_s=gbit)
+                        for h in ("r1a", "r1b", "alone")},
+                     **{h: dict(link_utilisation=0.03, link_capacity_bytes_per_s=gbit)
+                        for h in ("r2a", "r2b")})
+        self.conf.config(topology_file=topology, group="resex")
+        rules.LINKS.__init__()
+
+    def weighed(self, group_hosts=None):
+        spec = base.request(**base.SENSITIVE)
+        if group_hosts is not None:
+            spec.instance_group = objects.InstanceGroup(
+                uuid="3f1c2b9e-5d7a-4c11-9b0e-8a2f6c4d1e77", hosts=list(group_hosts))
+        states = [base.host(h) for h in ("r1a", "r1b", "r2a", "alone")]
+        out = weights.HostWeightHandler().get_weighed_objects(
+            [resex_weigher.ResExCongestionWeigher()], states, spec)
+        return {w.obj.host: round(w.weight, 6) for w in out}
+
+    def test_a_host_whose_path_to_the_group_crosses_a_congested_link_weighs_as_that_link(self):
+        alone = self.weighed()
+        # Rack 2's host weighs as its uplink (1 - 0.4 x 6/10), rack 1's as theirs (2 %).
+        self.assertEqual({"r1a": 0.92, "r1b": 0.92, "r2a": 0.76, "alone": 0.96}, alone)
+        # The group runs on r2b: every path to it from outside rack 2 crosses rack 2's
+        # uplink; r2a, in the group's rack, crosses none but its own (as before).
+        self.assertEqual({"r1a": 0.76, "r1b": 0.76, "r2a": 0.76, "alone": 0.76},
+                         self.weighed(["r2b"]))
+        # The group runs in rack 1 (its uplink +2 %): a path from outside costs that much;
+        # r2a's own uplink costs it more already.
+        self.assertEqual(dict(alone, alone=0.92), self.weighed(["r1a", "r1b"]))
+        # A group on the same host as the candidate crosses nothing.
+        self.assertEqual(alone, self.weighed(["alone"]))
+
+    def test_without_a_group_or_a_topology_nothing_changes(self):
+        before = self.weighed()
+        self.assertEqual(before, self.weighed([]))
+        self.conf.config(topology_file=None, group="resex")
+        self.assertEqual(self.weighed(), self.weighed(["r2b"]))
+
+    def test_the_group_hosts_of_a_request(self):
+        spec = base.request(**base.SENSITIVE)
+        self.assertEqual((), rules.group_hosts(spec))
+        spec.instance_group = objects.InstanceGroup(hosts=["b", "a", "a", ""])
+        self.assertEqual(("a", "b"), rules.group_hosts(spec))
+        self.assertEqual(("a", "b"), rules.classify(spec).group_hosts)
+        spec.instance_group = None
+        self.assertEqual((), rules.group_hosts(spec))
