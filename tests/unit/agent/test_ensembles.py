@@ -103,7 +103,9 @@ def run(members, own=(), sla=None, now=TS + 1.0, duration=3.0, follow=True):
         if v.name == "vm64k" else v for v in scenario.vms))
     sim = MemberHost(scenario)
     member = next(u for u in sim.vms() if sim.name_of(u) == "vm64k")
-    conf = test_loop.make_conf(market={"policy": "io_shares"})
+    # The paper's market: its 2 MB sender never opted in, and is capped.
+    conf = test_loop.make_conf(market={"policy": "io_shares"},
+                               agent={"cap_consent": test_loop.PAPER_MARKET})
     parts = builder.Parts()
     parts.hypervisor = parts.fabric = sim
     parts.latency_sources = [sim]
