@@ -241,11 +241,40 @@ def band(step, opts):
     its ratio to the aim (``hold_below / target``).
     """
     threshold = step.vms.threshold_pct
+    if len(threshold) <= SMALL_ROWS:
+        return _band_rows(threshold, step.state.st_sd, opts)
     noise = table.nan_to_num(step.state.st_sd) * opts.noise_z / math.sqrt(EVIDENCE)
     # np.clip's definition, without its cost per call.
     aim = np.minimum(np.maximum(threshold - noise, AIM_FLOOR * threshold),
                      opts.target * threshold)
     return Band(aim, threshold.copy(), min(1.0, opts.hold_below / opts.target) * aim)
+
+
+def _band_rows(threshold, sd, opts):
+    """:func:`band` row by row in Python floats: the same IEEE operations.
+
+    numpy's ``nan_to_num`` (NaN 0, an infinity the largest finite float of
+    its sign), then ``maximum`` and ``minimum`` with NaN: the same bits.
+    """
+    z, root, target = opts.noise_z, math.sqrt(EVIDENCE), opts.target
+    low = min(1.0, opts.hold_below / target)
+    aims, lows = [], []
+    for th, s in zip(threshold.tolist(), sd.tolist()):
+        if math.isnan(s):
+            s = 0.0
+        elif math.isinf(s):
+            s = _LARGEST if s > 0.0 else -_LARGEST
+        a = th - s * z / root
+        floor = AIM_FLOOR * th
+        a = a if (a > floor or a != a) else floor                 # np.maximum
+        top = target * th
+        a = a if (a < top or a != a) else top                     # np.minimum
+        aims.append(a)
+        lows.append(low * a)
+    return Band(np.array(aims), threshold.copy(), np.array(lows))
+
+
+_LARGEST = float(np.finfo(np.float64).max)
 
 
 def now_s(step):

@@ -14,6 +14,7 @@
 
 import types
 import unittest
+from unittest import mock
 
 from hypothesis import given
 from hypothesis import settings
@@ -21,6 +22,8 @@ from hypothesis import strategies as st
 import numpy as np
 
 from resex_libvirt.market import market as market_mod
+from resex_libvirt.market import policy
+from resex_libvirt.market import settle
 
 _VALUES = st.one_of(st.floats(-1e6, 1e6, width=64), st.sampled_from([0.0, -0.0, np.nan]),
                     st.sampled_from([1.0, 2.0, 100.0, 200.0]))
@@ -60,3 +63,26 @@ class InterferenceRowsTest(unittest.TestCase):
         self.assertEqual(_bits(want[0]), _bits(got[0]))
         self.assertEqual(_bits(want[1]), _bits(got[1]))
         self.assertEqual(_bits(columns.table.base_std), _bits(small_std))
+
+
+class BandRowsTest(unittest.TestCase):
+    """``settle.band`` on a few rows gives the columns' bits."""
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.integers(1, settle.SMALL_ROWS).flatmap(lambda n: st.tuples(
+           st.lists(st.one_of(st.floats(0.0, 500.0), st.sampled_from([0.0, np.nan, np.inf])),
+                    min_size=n, max_size=n),
+           st.lists(st.one_of(st.floats(0.0, 1e6), st.sampled_from([np.nan, np.inf, 0.0])),
+                    min_size=n, max_size=n))),
+           st.floats(0.05, 1.0), st.floats(0.0, 10.0), st.floats(0.0, 1.0))
+    def test_the_same_bits_as_the_columns(self, case, target, noise_z, hold_below):
+        threshold, sd = case
+        opts = policy.configure(settle.OPTIONS, {"target": target, "noise_z": noise_z,
+                                                 "hold_below": min(hold_below, target)})
+        step = types.SimpleNamespace(vms=types.SimpleNamespace(threshold_pct=np.array(threshold)),
+                                     state=types.SimpleNamespace(st_sd=np.array(sd)))
+        rows = settle.band(step, opts)
+        with mock.patch.object(settle, "SMALL_ROWS", 0), np.errstate(all="ignore"):
+            columns = settle.band(step, opts)
+        for got, want in zip(rows, columns):
+            self.assertEqual(_bits(want), _bits(got))
