@@ -223,6 +223,7 @@ class SmallRowsTest(unittest.TestCase):
         from unittest import mock
 
         from bench import bench_sim
+        from resex_libvirt import control
         from resex_libvirt.market import cpu_contention
         from resex_libvirt.market import market as market_mod
         from resex_libvirt.market import settle
@@ -233,7 +234,8 @@ class SmallRowsTest(unittest.TestCase):
                 rows = _every_figure(runner.run(sc, name))
                 with mock.patch.object(settle, "SMALL_ROWS", 0), \
                         mock.patch.object(market_mod, "SMALL_ROWS", 0), \
-                        mock.patch.object(cpu_contention, "SMALL_ROWS", 0):
+                        mock.patch.object(cpu_contention, "SMALL_ROWS", 0), \
+                        mock.patch.object(control, "SMALL_ROWS", 0):
                     columns = _every_figure(runner.run(sc, name))
                 self.assertEqual(columns, rows, (sc.name, name))
 
