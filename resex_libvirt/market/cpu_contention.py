@@ -57,6 +57,9 @@ OPTIONS = (
                        "sensitive VM waits."),
 )
 
+#: Up to this many rows, :func:`smooth` folds its samples row by row in Python
+#: floats: numpy's cost per call is then most of the work.
+SMALL_ROWS = 8
 #: Run delay under this percent of one pCPU is noise, not evidence (the
 #: board's :data:`~resex_libvirt.board.evidence.MIN_DELAY_FRACTION`).
 MIN_WAIT_PCT = 0.1
@@ -91,6 +94,9 @@ def smooth(step, opts, counters):
     if not seen.any():
         return True
     alpha = 1.0 / max(1.0, opts.cpu_smoothing * step.intervals_per_epoch)
+    if len(seen) <= SMALL_ROWS:
+        _smooth_rows(vms, own, seen, alpha)
+        return True
     unseen = ~seen
     for col, new in (("cc_wait", vms.run_delay_pct), ("cc_run", vms.cpu_pct)):
         old = getattr(own, col)
@@ -104,6 +110,19 @@ def smooth(step, opts, counters):
             np.copyto(upd, np.nan, where=vms.cap_pct < vms.limit_pct)
         setattr(own, col, upd)
     return True
+
+
+def _smooth_rows(vms, own, seen, alpha):
+    """:func:`smooth`'s folding row by row in Python floats (the same IEEE operations)."""
+    seen = seen.tolist()
+    capped = (vms.cap_pct < vms.limit_pct).tolist()
+    for col, new in (("cc_wait", vms.run_delay_pct), ("cc_run", vms.cpu_pct)):
+        upd = []
+        for ok, x, old in zip(seen, new.tolist(), getattr(own, col).tolist()):
+            upd.append((x if math.isnan(old) else (x - old) * alpha + old) if ok else old)
+        if col == "cc_wait":
+            upd = [math.nan if c else u for u, c in zip(upd, capped)]
+        setattr(own, col, np.array(upd))
 
 
 def stretch_of(own):

@@ -165,7 +165,7 @@ class IOShares(policy.Policy):
 
         band = settle.band(step, self.opts)
         checked = response.checked_plan(self.check, step, band.aim, lambda: settle.plan(
-            step, self.opts, band, interferes, weight, spared))
+            step, self.opts, band, interferes, weight, spared, e))
         if checked is None:
             return
         plan, caps, futile = checked

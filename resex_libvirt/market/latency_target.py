@@ -96,7 +96,7 @@ class LatencyTarget(policy.Policy):
         spared = vms.sensitive & vms.reported & (e > band.aim)
         interferes = settle.naming(vms, demands, self.opts.heavier, eligible, e)
         checked = response.checked_plan(self.check, step, band.aim, lambda: settle.plan(
-            step, self.opts, band, interferes, spared=spared))
+            step, self.opts, band, interferes, spared=spared, e=e))
         if checked is None:
             return
         plan, caps, futile = checked

@@ -37,6 +37,7 @@ operations as the per-VM rule it states (doc/source/performance.rst).
 import collections
 import collections.abc
 import dataclasses
+import math
 import operator
 import types
 import typing
@@ -63,6 +64,49 @@ _COUNT = operator.attrgetter("count")
 _MEAN = operator.attrgetter("mean_us")
 _STD = operator.attrgetter("std_us")
 _P99 = operator.attrgetter("p99_us")
+
+
+#: Up to this many reporting rows, their interference is worked out in Python
+#: floats (:func:`interference_rows`): numpy's cost per call is then most of it.
+SMALL_ROWS = 8
+
+
+def interference_rows(count, mean, std, base, threshold, base_std, rows):
+    """``Market``'s interference rule on a few rows, in Python floats.
+
+    The same IEEE operations in the same order as the rule on the columns
+    (``Market._intf_columns``, no tail SLA, every base above zero), and
+    numpy's ``fmin``, ``fmax`` and ``maximum`` with NaN: the same bits.
+    Which of two zeros of opposite signs numpy's ``fmin`` keeps depends on
+    the length of the rows; a window's deviation is never ``-0.0`` (a square
+    root of a sum of squares), but if one is, None (the columns decide).
+    ``base_std`` (the column of learned deviations) moves with the calm
+    windows; returns the arrays ``(interference, mean's increase)`` in percent.
+    """
+    stds = std.tolist()
+    for s in stds:
+        if s == 0.0 and math.copysign(1.0, s) < 0.0:
+            return None
+    learned = base_std[rows].tolist()
+    calm_any = False
+    mean_inc, value = [], []
+    rise = STD_RISE
+    for i, (c, m, s, b, th) in enumerate(zip(count.tolist(), mean.tolist(), stds,
+                                             base.tolist(), threshold.tolist())):
+        inc = (m - b) * 100.0 / b
+        mean_inc.append(inc)
+        if c >= 2 and inc <= th:
+            old = learned[i]
+            up = (s - old) * rise + old
+            learned[i] = up if (up <= s or s != s) else s          # np.fmin
+            calm_any = True
+        std_inc = (s - learned[i]) * 100.0 / b
+        v = inc if (inc >= std_inc or std_inc != std_inc) else std_inc    # np.fmax
+        v = v if (v > 0.0 or v != v) else 0.0                      # np.maximum
+        value.append(v if c else 0.0)
+    if calm_any:
+        base_std[rows] = learned
+    return np.array(value), np.array(mean_inc)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -666,6 +710,30 @@ class Market:
             mean = np.where(tail, np.fromiter(map(_P99, wins), np.float64, n), mean)
         fresh = self._new_requests(rows, wins, count, mean, std)
         t.win_std[rows] = std
+        got = None
+        if tail is None and not self._odd_base and n <= SMALL_ROWS:
+            got = interference_rows(count, mean, std, base, threshold, t.base_std, rows)
+        if got is None:
+            got = self._intf_columns(rows, count, mean, std, base, threshold, tail)
+        value, mean_inc = got
+        t.win_count[rows] = count
+        t.win_mean[rows] = mean
+        t.win_new[rows] = fresh
+        t.intf[rows] = value
+        value.setflags(write=False)
+        mean_inc.setflags(write=False)
+        self._reports = policy_mod.Reports(rows, value, mean_inc)
+        self.windows_seen = WindowsSeen(rows, count, mean, value, other)
+        t.t_intf_sum[rows] += value
+        t.t_intf_n += t.win           # the rows of this layout (as ``rows``)
+
+    def _intf_columns(self, rows, count, mean, std, base, threshold, tail):
+        """``(interference, mean's increase)`` of the windows (%), on the columns.
+
+        The deviation learned (``base_std``) moves with the calm windows.
+        """
+        t = self.table
+        n = len(rows)
         if tail is not None:
             std = np.where(tail, np.nan, std)
         mean_inc = mean - base
@@ -695,16 +763,7 @@ class Market:
             if self._odd_base:
                 void |= ~(base > 0.0)
             np.copyto(value, 0.0, where=void)
-        t.win_count[rows] = count
-        t.win_mean[rows] = mean
-        t.win_new[rows] = fresh
-        t.intf[rows] = value
-        value.setflags(write=False)
-        mean_inc.setflags(write=False)
-        self._reports = policy_mod.Reports(rows, value, mean_inc)
-        self.windows_seen = WindowsSeen(rows, count, mean, value, other)
-        t.t_intf_sum[rows] += value
-        t.t_intf_n += t.win           # the rows of this layout (as ``rows``)
+        return value, mean_inc
 
     def _new_requests(self, rows, wins, count, mean, std):
         """Per window, its requests new since the last window of its VM.

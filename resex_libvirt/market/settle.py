@@ -154,6 +154,10 @@ BISECT = 2.0 / 3.0
 SENSITIVE_HEAVIER = 1.1
 #: ... and by at most this fraction of its cap a correction.
 GENTLE_CUT = 0.1
+#: Up to this many rows, a few per-interval rules work row by row in Python
+#: floats (the same IEEE operations as on the columns): numpy's cost per call
+#: is then most of the work.
+SMALL_ROWS = 8
 #: A victim's evidence counts at most this many windows (older ones fade).
 EVIDENCE = 16
 #: Weight of a new CPU sample in a VM's CPU use (about ten intervals).
@@ -243,9 +247,40 @@ def band(step, opts):
     its ratio to the aim (``hold_below / target``).
     """
     threshold = step.vms.threshold_pct
+    if len(threshold) <= SMALL_ROWS:
+        return _band_rows(threshold, step.state.st_sd, opts)
     noise = table.nan_to_num(step.state.st_sd) * opts.noise_z / math.sqrt(EVIDENCE)
-    aim = np.clip(threshold - noise, AIM_FLOOR * threshold, opts.target * threshold)
+    # np.clip's definition, without its cost per call.
+    aim = np.minimum(np.maximum(threshold - noise, AIM_FLOOR * threshold),
+                     opts.target * threshold)
     return Band(aim, threshold.copy(), min(1.0, opts.hold_below / opts.target) * aim)
+
+
+def _band_rows(threshold, sd, opts):
+    """:func:`band` row by row in Python floats: the same IEEE operations.
+
+    numpy's ``nan_to_num`` (NaN 0, an infinity the largest finite float of
+    its sign), then ``maximum`` and ``minimum`` with NaN: the same bits.
+    """
+    z, root, target = opts.noise_z, math.sqrt(EVIDENCE), opts.target
+    low = min(1.0, opts.hold_below / target)
+    aims, lows = [], []
+    for th, s in zip(threshold.tolist(), sd.tolist()):
+        if math.isnan(s):
+            s = 0.0
+        elif math.isinf(s):
+            s = _LARGEST if s > 0.0 else -_LARGEST
+        a = th - s * z / root
+        floor = AIM_FLOOR * th
+        a = a if (a > floor or a != a) else floor                 # np.maximum
+        top = target * th
+        a = a if (a < top or a != a) else top                     # np.minimum
+        aims.append(a)
+        lows.append(low * a)
+    return Band(np.array(aims), threshold.copy(), np.array(lows))
+
+
+_LARGEST = float(np.finfo(np.float64).max)
 
 
 def now_s(step):
@@ -258,10 +293,14 @@ def victims(vms):
     return vms.sensitive & (vms.latency_sla_us > 0.0) & np.isfinite(vms.threshold_pct)
 
 
-def observe(step, own):
-    """Note this interval's new windows and senders; returns the mask of fresh victims."""
+def observe(step, own, judgeable=None):
+    """Note this interval's new windows and senders; returns the mask of fresh victims.
+
+    ``judgeable``: :func:`victims` of the step's VMs, if the caller has it.
+    """
     vms, t = step.vms, now_s(step)
-    fresh = vms.reported & (vms.window_new > 0) & victims(vms)
+    fresh = vms.reported & (vms.window_new > 0)
+    fresh &= victims(vms) if judgeable is None else judgeable
     # Row by row in Python floats (a host has few victims): the same IEEE
     # operations as on numpy's rows, without its cost per call.
     for v in fresh.nonzero()[0].tolist():
@@ -278,7 +317,14 @@ def observe(step, own):
         own.st_seen[v] = t
         own.st_lastgap[v] = gap
     got = vms.sampled
-    if got.any():
+    if len(got) <= SMALL_ROWS:
+        # old + alpha x (new - old), new where old is NaN: row by row in Python floats.
+        st_cpu = own.st_cpu
+        for v, (ok, cpu, old) in enumerate(zip(got.tolist(), vms.cpu_pct.tolist(),
+                                               st_cpu.tolist())):
+            if ok:
+                st_cpu[v] = cpu if math.isnan(old) else (cpu - old) * CPU_ALPHA + old
+    elif got.any():
         cpu, old = vms.cpu_pct, own.st_cpu
         avg = cpu - old
         avg *= CPU_ALPHA
@@ -292,6 +338,14 @@ def delays(step, opts, own):
     """Per row, the loop's delay in seconds: ``loop_delay_s``, or measured, plus the lag."""
     if opts.loop_delay_s > 0.0:
         return np.full(len(step.vms), opts.loop_delay_s)
+    tick, lag = step.interval_s, opts.plant_lag_s
+    if len(own.st_span) <= SMALL_ROWS:
+        out = []
+        for span, gap in zip(own.st_span.tolist(), own.st_gap.tolist()):
+            m = span + gap
+            out.append(((UNKNOWN_DELAY_S if math.isnan(m) else m if m > tick else tick)
+                        + tick) + lag)
+        return np.array(out)
     measured = own.st_span + own.st_gap
     measured = np.where(np.isnan(measured), UNKNOWN_DELAY_S,
                         np.maximum(measured, step.interval_s))
@@ -496,7 +550,7 @@ def grow(d, traffic, hit):
     return d * x / top
 
 
-def plan(step, opts, band, interferes, weight=None, spared=None):
+def plan(step, opts, band, interferes, weight=None, spared=None, e=None):
     """The corrections of this interval (a :class:`Plan`); call every interval.
 
     Notes the interval's new windows and senders first (:func:`observe`).
@@ -506,12 +560,14 @@ def plan(step, opts, band, interferes, weight=None, spared=None):
     row, the traffic by which the rows of ``mask`` share ``v``'s cut
     (:func:`split`; default: each takes all of it); ``spared``: mask of the
     VMs never cut (a policy's protected VMs; they may still be released).
+    ``e``: the step's :func:`inflation`, if the caller has it (not changed).
     """
     vms, own, t = step.vms, step.state, now_s(step)
-    fresh = observe(step, own)
+    judgeable = victims(vms)
+    fresh = observe(step, own, judgeable)
     delay = delays(step, opts, own)
-    active = victims(vms) & (t - own.st_seen <= idle_after(opts, own, delay))
-    e_all = inflation(vms)
+    active = judgeable & (t - own.st_seen <= idle_after(opts, own, delay))
+    e_all = inflation(vms) if e is None else e.copy()
     decisions = _judge(step, opts, band, delay, e_all, fresh)
     asks = _Asks(len(vms))
     controlled = ~np.isnan(own.st_cap)
@@ -584,10 +640,11 @@ def _ask(step, opts, band, asks, v, decision, e_all, delay, interferes, weight, 
     if not hit.any():
         return
     asks.held |= hit
-    np.maximum(asks.reach, np.where(hit, delay[v], 0.0), out=asks.reach)
+    # The reach is never under 0.0, nor a delay: as np.where(hit, delay[v], 0.0).
+    np.maximum(asks.reach, delay.item(v), out=asks.reach, where=hit)
     if decision is None:
         # Not judged now: its last decision stands for the releases it blocks.
-        if own.st_want[v] not in (RELEASE, CREEP):
+        if own.st_want.item(v) not in (RELEASE, CREEP):
             asks.blocked |= hit
         return
     asks.judged[v] = decision
@@ -640,8 +697,11 @@ def _loose(step, opts, asks, controlled, active, delay, spared):
 
 def _apply(step, opts, asks, controlled, gone, up, spared, e_all):
     """The :class:`Plan` of ``asks``; the law's state moves with it."""
-    vms, own, t = step.vms, step.state, now_s(step)
     cut, cause = asks.cut, asks.cause
+    if not gone.any() and cut.min(initial=0.0) >= 0.0 and not (asks.release < np.inf).any():
+        # Nothing to cut, release or let go (most intervals): no row moves, no state.
+        return _NO_CHANGE._replace(judged=asks.judged)
+    vms, own, t = step.vms, step.state, now_s(step)
     limit, floor = vms.limit_pct, vms.floor_pct
     base = np.where(controlled, own.st_cap, start_caps(vms, own))
     logd = np.zeros(len(vms))
@@ -691,6 +751,11 @@ def _apply(step, opts, asks, controlled, gone, up, spared, e_all):
     why = cause[rows]
     return Plan(rows, new[rows], why, cutting[rows],
                 np.where(why >= 0, e_all[np.maximum(why, 0)], 0.0), asks.judged)
+
+
+#: :func:`_apply`'s plan when no row moves (read-only empty columns).
+_NO_CHANGE = Plan(*(policy.read_only(np.zeros(0, dtype=dtype))
+                    for dtype in (np.intp, np.float64, np.intp, bool, np.float64)), {})
 
 
 def ceiling_bound(own, t, base):

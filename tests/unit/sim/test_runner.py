@@ -232,6 +232,30 @@ class LinkArraysTest(unittest.TestCase):
         self.assertEqual(loop, arrays)
 
 
+class SmallRowsTest(unittest.TestCase):
+    """The market's rules for a few rows in Python floats give the columns' runs, bit for bit."""
+
+    def test_the_paths_for_few_rows_give_the_runs_of_the_columns(self):
+        from unittest import mock
+
+        from bench import bench_sim
+        from resex_libvirt import control
+        from resex_libvirt.market import cpu_contention
+        from resex_libvirt.market import market as market_mod
+        from resex_libvirt.market import settle
+        for sc in (scenario.load("paper_64k_vs_2m").with_duration(0.3),
+                   scenario.load("cpu_hog_one_pcpu").with_duration(0.3),
+                   bench_sim.widened(8).with_duration(0.2)):
+            for name in ("io_shares", "latency_target"):
+                rows = _every_figure(runner.run(sc, name))
+                with mock.patch.object(settle, "SMALL_ROWS", 0), \
+                        mock.patch.object(market_mod, "SMALL_ROWS", 0), \
+                        mock.patch.object(cpu_contention, "SMALL_ROWS", 0), \
+                        mock.patch.object(control, "SMALL_ROWS", 0):
+                    columns = _every_figure(runner.run(sc, name))
+                self.assertEqual(columns, rows, (sc.name, name))
+
+
 class StaticRunTest(unittest.TestCase):
     """run_static: the ``none`` policy's run without the market, to the last bit."""
 
