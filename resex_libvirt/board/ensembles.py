@@ -45,7 +45,6 @@ is its host's market's name for it, an ensemble an identifier.
 """
 
 import json
-import math
 import typing
 
 from resex_libvirt.board import addresses as addresses_mod
@@ -55,10 +54,8 @@ from resex_libvirt import sla as sla_mod
 #: Most ensemble members a report carries (the worst first).
 MAX_MEMBERS = 16
 
-_FLOATS = (("sla_us", remote_mod.MAX_SLA_US), ("threshold_pct", remote_mod.MAX_THRESHOLD_PCT),
-           ("mean_us", remote_mod.MAX_LATENCY_US), ("std_us", remote_mod.MAX_LATENCY_US),
-           ("p99_us", remote_mod.MAX_LATENCY_US))
-_KEYS = frozenset(("ensemble", "vm", "statistic", "count") + tuple(n for n, _ in _FLOATS))
+_KEYS = frozenset(("ensemble", "vm", "statistic", "count")
+                  + tuple(n for n, _ in remote_mod.WINDOW_FLOATS))
 
 
 class Member(typing.NamedTuple):
@@ -107,37 +104,14 @@ def member(value):
 
     Every key of :class:`Member` is required, no other is read (a newer
     minor version may add some); the ensemble a valid identifier
-    (:func:`resex_libvirt.sla.is_ensemble`), the numbers as a remote claim's.
+    (:func:`resex_libvirt.sla.is_ensemble`), the numbers as a remote claim's
+    (:func:`~resex_libvirt.board.remote_claims.window_fields`).
     """
-    if not isinstance(value, dict):
-        raise ValueError("a member must be an object, got %s" % type(value).__name__)
-    missing = _KEYS - value.keys()
-    if missing:
-        raise ValueError("a member lacks %s" % ", ".join(sorted(missing)))
-    vm = value["vm"]
-    if not isinstance(vm, str) or not 0 < len(vm) <= addresses_mod.MAX_VM_CHARS:
-        raise ValueError("a member's vm must be 1 to %d characters" % addresses_mod.MAX_VM_CHARS)
+    vm, statistic, count, numbers = remote_mod.window_fields(value, _KEYS, "member")
     if not sla_mod.is_ensemble(value["ensemble"]):
         raise ValueError("VM %s: its ensemble must be 1 to %d characters of A-Z a-z 0-9 . _ -"
                          % (vm, sla_mod.MAX_ENSEMBLE_CHARS))
-    if value["statistic"] not in remote_mod.STATISTICS:
-        raise ValueError("VM %s: a member's statistic is mean or p99" % vm)
-    count = value["count"]
-    if type(count) is not int or not 0 <= count <= remote_mod.MAX_REQUESTS:
-        raise ValueError("VM %s: a member's count must be an integer in [0, %d]"
-                         % (vm, remote_mod.MAX_REQUESTS))
-    numbers = {}
-    for name, hi in _FLOATS:
-        number = value[name]
-        if isinstance(number, bool) or not isinstance(number, (int, float)):
-            raise ValueError("VM %s: a member's %s must be a number" % (vm, name))
-        number = float(number)
-        if not (math.isfinite(number) and 0.0 <= number <= hi):
-            raise ValueError("VM %s: a member's %s must be in [0, %g]" % (vm, name, hi))
-        numbers[name] = number
-    if not numbers["sla_us"] > 0.0:
-        raise ValueError("VM %s: a member's sla_us must be above 0" % vm)
-    return Member(ensemble=value["ensemble"], vm=vm, statistic=value["statistic"],
+    return Member(ensemble=value["ensemble"], vm=vm, statistic=statistic,
                   count=count, **numbers)
 
 
@@ -148,14 +122,7 @@ def normalize(value):
     :data:`MAX_MEMBERS`, names a VM twice, or a member is malformed
     (:func:`member`).
     """
-    if not isinstance(value, (list, tuple)):
-        raise ValueError("ensembles must be a list, got %s" % type(value).__name__)
-    if len(value) > MAX_MEMBERS:
-        raise ValueError("ensembles lists more than %d members" % MAX_MEMBERS)
-    out = [entry if isinstance(entry, Member) else member(entry) for entry in value]
-    if len({m.vm for m in out}) != len(out):
-        raise ValueError("ensembles names a VM twice")
-    return tuple(sorted(out, key=lambda m: m.vm))
+    return remote_mod.entries(value, "ensembles", MAX_MEMBERS, member, Member)
 
 
 def _worst_first(m):

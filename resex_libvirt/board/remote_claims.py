@@ -52,10 +52,11 @@ MAX_LATENCY_US = 3.6e9
 MAX_REQUESTS = 10 ** 9
 STATISTICS = ("mean", "p99")
 
-_FLOATS = (("sla_us", MAX_SLA_US), ("threshold_pct", MAX_THRESHOLD_PCT),
-           ("mean_us", MAX_LATENCY_US), ("std_us", MAX_LATENCY_US),
-           ("p99_us", MAX_LATENCY_US))
-_KEYS = frozenset(("vm", "peer", "statistic", "count") + tuple(n for n, _ in _FLOATS))
+#: The numbers an entry stating a window and its SLA carries, with their upper bounds.
+WINDOW_FLOATS = (("sla_us", MAX_SLA_US), ("threshold_pct", MAX_THRESHOLD_PCT),
+                 ("mean_us", MAX_LATENCY_US), ("std_us", MAX_LATENCY_US),
+                 ("p99_us", MAX_LATENCY_US))
+_KEYS = frozenset(("vm", "peer", "statistic", "count") + tuple(n for n, _ in WINDOW_FLOATS))
 
 
 class Claim(typing.NamedTuple):
@@ -108,40 +109,69 @@ def claim(value):
     SLA above 0 (``p99_us`` need not be over ``mean_us``: a window pools
     reports whose p99s need not order that way).
     """
-    if not isinstance(value, dict):
-        raise ValueError("a claim must be an object, got %s" % type(value).__name__)
-    missing = _KEYS - value.keys()
-    if missing:
-        raise ValueError("a claim lacks %s" % ", ".join(sorted(missing)))
-    vm = value["vm"]
-    if not isinstance(vm, str) or not 0 < len(vm) <= addresses_mod.MAX_VM_CHARS:
-        raise ValueError("a claim's vm must be 1 to %d characters"
-                         % addresses_mod.MAX_VM_CHARS)
+    vm, statistic, count, numbers = window_fields(value, _KEYS, "claim")
     peer = wire.canonical_peer(value["peer"])
     if peer is None:
         raise ValueError("VM %s: its claim's peer is no address or GID" % vm)
-    statistic = value["statistic"]
-    if statistic not in STATISTICS:
-        raise ValueError("VM %s: a claim's statistic is mean or p99" % vm)
-    count = value["count"]
-    if type(count) is not int or not 0 <= count <= MAX_REQUESTS:
-        raise ValueError("VM %s: a claim's count must be an integer in [0, %d]"
-                         % (vm, MAX_REQUESTS))
-    numbers = {}
-    for name, hi in _FLOATS:
-        number = value[name]
-        if isinstance(number, bool) or not isinstance(number, (int, float)):
-            raise ValueError("VM %s: a claim's %s must be a number" % (vm, name))
-        number = float(number)
-        if not (math.isfinite(number) and 0.0 <= number <= hi):
-            raise ValueError("VM %s: a claim's %s must be in [0, %g]" % (vm, name, hi))
-        numbers[name] = number
-    if not numbers["sla_us"] > 0.0:
-        raise ValueError("VM %s: a claim's sla_us must be above 0" % vm)
     new = value.get("new")
     if new is not None and (type(new) is not int or not 0 <= new <= count):
         raise ValueError("VM %s: a claim's new must be an integer in [0, count]" % vm)
     return Claim(vm=vm, peer=peer, statistic=statistic, count=count, new=new, **numbers)
+
+
+def window_fields(value, keys, what):
+    """``(vm, statistic, count, numbers)`` of a decoded entry that states a window and its SLA.
+
+    The shape a remote claim and an ensemble member share (``what`` names
+    it in the errors): an object with every key of ``keys``, a VM name, a
+    statistic, a request count and the floats of :data:`WINDOW_FLOATS` within
+    their bounds, the SLA above 0; ``ValueError`` otherwise.
+    """
+    if not isinstance(value, dict):
+        raise ValueError("a %s must be an object, got %s" % (what, type(value).__name__))
+    missing = keys - value.keys()
+    if missing:
+        raise ValueError("a %s lacks %s" % (what, ", ".join(sorted(missing))))
+    vm = value["vm"]
+    if not isinstance(vm, str) or not 0 < len(vm) <= addresses_mod.MAX_VM_CHARS:
+        raise ValueError("a %s's vm must be 1 to %d characters"
+                         % (what, addresses_mod.MAX_VM_CHARS))
+    statistic = value["statistic"]
+    if statistic not in STATISTICS:
+        raise ValueError("VM %s: a %s's statistic is mean or p99" % (vm, what))
+    count = value["count"]
+    if type(count) is not int or not 0 <= count <= MAX_REQUESTS:
+        raise ValueError("VM %s: a %s's count must be an integer in [0, %d]"
+                         % (vm, what, MAX_REQUESTS))
+    numbers = {}
+    for name, hi in WINDOW_FLOATS:
+        number = value[name]
+        if isinstance(number, bool) or not isinstance(number, (int, float)):
+            raise ValueError("VM %s: a %s's %s must be a number" % (vm, what, name))
+        number = float(number)
+        if not (math.isfinite(number) and 0.0 <= number <= hi):
+            raise ValueError("VM %s: a %s's %s must be in [0, %g]" % (vm, what, name, hi))
+        numbers[name] = number
+    if not numbers["sla_us"] > 0.0:
+        raise ValueError("VM %s: a %s's sla_us must be above 0" % (vm, what))
+    return vm, statistic, count, numbers
+
+
+def entries(value, field, most, parse, kind):
+    """A report's list ``field`` (decoded) as a tuple of ``kind``, sorted by VM.
+
+    ``ValueError`` when it is not a list, holds more than ``most``, names a
+    VM twice, or an entry is malformed (``parse``, for the entries that are
+    not already ``kind``).
+    """
+    if not isinstance(value, (list, tuple)):
+        raise ValueError("%s must be a list, got %s" % (field, type(value).__name__))
+    if len(value) > most:
+        raise ValueError("%s lists more than %d" % (field, most))
+    out = [entry if isinstance(entry, kind) else parse(entry) for entry in value]
+    if len({e.vm for e in out}) != len(out):
+        raise ValueError("%s names a VM twice" % field)
+    return tuple(sorted(out, key=lambda e: e.vm))
 
 
 def normalize(value):
@@ -151,14 +181,7 @@ def normalize(value):
     :data:`MAX_CLAIMS`, names a VM twice, or a claim is malformed
     (:func:`claim`).
     """
-    if not isinstance(value, (list, tuple)):
-        raise ValueError("remote_claims must be a list, got %s" % type(value).__name__)
-    if len(value) > MAX_CLAIMS:
-        raise ValueError("remote_claims lists more than %d" % MAX_CLAIMS)
-    out = [entry if isinstance(entry, Claim) else claim(entry) for entry in value]
-    if len({c.vm for c in out}) != len(out):
-        raise ValueError("remote_claims names a VM twice")
-    return tuple(sorted(out, key=lambda c: c.vm))
+    return entries(value, "remote_claims", MAX_CLAIMS, claim, Claim)
 
 
 def _worst_first(c):
