@@ -69,7 +69,7 @@ class TestLyingTenant(unittest.TestCase):
         market.add(market_mod.VMSpec(vm=LIAR, sla=liar_sla))
         market.add(market_mod.VMSpec(vm=HEAVY, sla=heavy_sla))
         caps = []
-        for tick in range(60):
+        for tick in range(100):
             samples = {
                 LIAR: market_mod.Sample(vm=LIAR, ts=tick * 0.1, cpu_pct=10.0, tx_mtus=0),
                 HEAVY: market_mod.Sample(vm=HEAVY, ts=tick * 0.1, cpu_pct=50.0, tx_mtus=2000),
@@ -85,7 +85,8 @@ class TestLyingTenant(unittest.TestCase):
         # The lie can push the heavy sender to its reservation, never below...
         self.assertEqual(RESERVATION, min(caps))
         # ... and only while it keeps reporting: one report is one window, and
-        # a victim with no new window is idle, its interferer released.
+        # a victim with no new window is idle, its interferer released (before
+        # its second window, after idle_delays delays of at least 4 s: 6 s).
         self.assertEqual(100.0, caps[-1])
         self.assertEqual(1, len(log))
         self.assertIn("WARNING", log[0])
