@@ -79,7 +79,11 @@ class ResExOnSoftRoCEGuestsSmokeTest(base.LabTestCase):
     def test_the_interferer_sent_rdma_writes_only_while_its_gate_was_open(self):
         self.assertEqual(0, self.base["interferer_bursts"])
         self.assertLess(self.base["tap_mbit_s"][verbs.INTERFERER], 0.5, self.base)
-        self.assertGreater(self.result["tap_mbit_s"][verbs.INTERFERER], 1.0, self.result)
+        # Open, it sent: more than the closed gate's bound and twice the base's
+        # traffic (the agent caps it to a few % of a CPU: 0.9-2 Mbit/s).
+        sent = self.result["tap_mbit_s"][verbs.INTERFERER]
+        self.assertGreater(sent, 0.5, self.result)
+        self.assertGreater(sent, 2.0 * self.base["tap_mbit_s"][verbs.INTERFERER], self.result)
 
     def test_the_channels_reports_reached_the_agent(self):
         self.assertGreater(self.base["claims_logged"], 0, self.base["agent_log"])
