@@ -229,9 +229,14 @@ def of_windows(specs, windows, own_addresses, new=None):
 
 
 def fit(claims, budget):
-    """The claims of ``claims`` (worst first) whose JSON list fits in ``budget`` bytes."""
+    """The claims of ``claims`` (worst first) whose JSON list fits in ``budget`` bytes.
+
+    At most :data:`MAX_CLAIMS` (a reader refuses a longer list).
+    """
     chosen, used = [], 2
     for c in sorted(claims, key=_worst_first):
+        if len(chosen) == MAX_CLAIMS:
+            break
         cost = len(json.dumps(c.to_dict(), separators=(",", ":"))) + (1 if chosen else 0)
         if used + cost > budget:
             continue

@@ -77,6 +77,15 @@ class OfWindowsTest(unittest.TestCase):
                                 {vm: window(200.0 + k) for k, vm in enumerate(vms)}, {})
         self.assertEqual(sorted(vms[-remote.MAX_CLAIMS:]), [c.vm for c in got])
 
+    def test_fit_keeps_at_most_max_claims_the_worst_first_whatever_the_budget(self):
+        # A reader refuses a longer list: the whole report would be lost.
+        many = [a_claim(vm="vm-%02d" % k, mean=200.0 + k)
+                for k in range(remote.MAX_CLAIMS + 3)]
+        got = remote.fit(many, report_mod.MAX_RECORD_BYTES * 10)
+        self.assertEqual(remote.MAX_CLAIMS, len(got))
+        self.assertEqual(sorted(c.vm for c in many[3:]), [c.vm for c in got])
+        self.assertEqual(got, remote.normalize([c.to_dict() for c in got]))
+
 
 class TheFieldTest(unittest.TestCase):
 
