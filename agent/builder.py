@@ -255,6 +255,20 @@ def _board(conf, parts, read_only=False):
     parts.publish_policy = board_conf.publish_policy(conf)
 
 
+def read_topology(path):
+    """The shared links of the topology file at ``path`` (None if empty); ConfigError naming it."""
+    if not path:
+        return None
+    from resex_libvirt.board import links as links_mod
+    import yaml
+    try:
+        with open(path, encoding="utf-8") as f:
+            return links_mod.parse(yaml.safe_load(f) or {})
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError) as exc:
+        raise exceptions.ConfigError(
+            "[remote_claims] topology_file %s: %s" % (path, exc)) from exc
+
+
 def _remote(conf, parts):
     """The remote claims' source: a reader of the board of its own (started with the agent)."""
     from resex_agent.conf import board as board_conf
@@ -262,7 +276,9 @@ def _remote(conf, parts):
         raise exceptions.ConfigError(
             "[remote_claims] enabled needs [board] url: the claims are read from the board")
     parts.remote = remote.build(conf.agent.host, conf.board.url,
-                                board_conf.board_options(conf), conf.remote_claims.max_age)
+                                board_conf.board_options(conf), conf.remote_claims.max_age,
+                                topology=read_topology(conf.remote_claims.topology_file),
+                                link_delay_s=conf.remote_claims.link_delay)
 
 
 def build_parts(conf, read_only=False):

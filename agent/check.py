@@ -73,6 +73,7 @@ from resex_agent.intake import server as intake_server
 from resex_agent import lock as agent_lock
 from resex_agent import metrics as metrics_mod
 from resex_libvirt.board import ensembles
+from resex_libvirt.board import links
 from resex_libvirt.board import remote_claims
 from resex_libvirt import exceptions
 from resex_libvirt import sla as sla_mod
@@ -261,6 +262,29 @@ def _remote_claims(conf, snapshot, say):
             ", %s (worst member %s on %s %+.0f%%)" % (g, j.member.vm, j.host,
                                                       remote_claims.claimed_pct(j.member))
             for g, j in over[:3]))
+
+
+def _shared_links(conf, parts, snapshot, say):
+    """The ``shared links:`` line: none, unused, or each link this host is behind and its load."""
+    path = conf.remote_claims.topology_file
+    if not path:
+        say("shared links: none ([remote_claims] topology_file unset)")
+        return
+    if not conf.remote_claims.enabled:
+        say("shared links: %s is not used ([remote_claims] enabled is off)", path)
+        return
+    topo = parts.remote.topology if parts.remote is not None else None
+    if topo is None:
+        say("shared links: %s declares none this host sends into", path)
+        return
+    now = time.time()
+    fresh = {h: r for h, r in (snapshot or {}).items()
+             if not r.blind and r.age(now) <= conf.remote_claims.max_age}
+    say("shared links: %s", "; ".join(
+        "%s (%.3g Gb/s, %d host(s), %d heard, %.0f%% loaded)" % (
+            ld.link.name, ld.link.capacity_bytes_per_s * 8e-9, ld.hosts, ld.heard,
+            100.0 * ld.utilisation)
+        for ld in (links.load(k, fresh) for k in topo.links_of(conf.agent.host))))
 
 
 #: Kernel filesystems: a directory there cannot hold the agent's files
@@ -460,6 +484,7 @@ def run_check(conf, out=sys.stdout):
         _metrics(conf, running, say)
         snapshot = _board(conf, parts, say)
         _remote_claims(conf, snapshot, say)
+        _shared_links(conf, parts, snapshot, say)
         say("VMs the agent would control:" if vms else "VMs the agent would control: none")
         for uuid, info in sorted(vms.items(), key=lambda kv: kv[1].name):
             applied = consent(info.sla, project=info.project, flavor=info.flavor)

@@ -132,6 +132,7 @@ class Health:
     status_dropped: int = 0
     remote_victims: int = 0
     remote_claims_ignored: dict = dataclasses.field(default_factory=dict)
+    link_factors: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -455,7 +456,8 @@ class Agent:
         congestion = report_mod.congestion_index(report) if report is not None else 0.0
         self.last_report = report
         if self.remote is not None and report is not None and not report.blind:
-            self.remote.set_port_load(report.link_utilisation, self._holding())
+            self.remote.set_port_load(report.link_utilisation, self._holding(),
+                                      _heavy_senders(summary, report))
         if self.journal is not None:
             try:
                 self.journal.flush()    # retries a journal write that failed (full disk...)
@@ -545,7 +547,8 @@ class Agent:
             hypervisor_available=watchdog.available if watchdog is not None else True,
             intake_rejected=rejected, status_sent=status[0], status_dropped=status[1],
             remote_victims=len(remote.slas_in_force()) if remote is not None else 0,
-            remote_claims_ignored=dict(remote.ignored) if remote is not None else {})
+            remote_claims_ignored=dict(remote.ignored) if remote is not None else {},
+            link_factors=remote.link_factors() if remote is not None else {})
 
     def set_status_interval(self, seconds):
         """Write the VMs' statuses at most once per ``seconds`` from now on (0: never).
@@ -788,3 +791,13 @@ class _UntilDeadline:
         if time.monotonic() > self._deadline:
             raise exceptions.HypervisorUnavailable("the shutdown's restore time is up")
         return self._hypervisor.restore_knobs(uuid, params)
+
+
+def _heavy_senders(summary, report):
+    """The epoch's heavy I/O VMs, by the report's rule (:func:`~.report.heavy_io`)."""
+    columns = summary.columns
+    if not len(columns["vm"]):
+        return ()
+    mtus = columns["tx_mtus"]
+    heavy = report_mod.heavy_io(columns, int(mtus[mtus > 0].sum()), report.link_utilisation)
+    return tuple(vm for vm, flag in zip(columns["vm"], heavy.tolist()) if flag)

@@ -294,6 +294,13 @@ class _HealthCollector:
         for reason, n in sorted(h.remote_claims_ignored.items()):
             ignored.add_metric([reason], n)
         yield ignored
+        factors = G("resex_shared_link_limit_factor",
+                    "The factor this host's heavy senders' CPU limit is scaled by, per shared "
+                    "link it limits them on (below 1 only; [remote_claims] topology_file)",
+                    labels=("link",))
+        for link, factor in sorted(h.link_factors.items()):
+            factors.add_metric([link], factor)
+        yield factors
         yield G("resex_hypervisor_available",
                 "1 when hypervisor calls return within the watchdog's bound",
                 value=1 if h.hypervisor_available else 0)

@@ -54,6 +54,12 @@ it has no new requests, and a new one says as many as its claimant counted
 since its previous report (the window's other requests were seen before),
 so that the settling law measures the remote loop's delay as it measures a
 local one (its window's span, plus the claimant's report period).
+
+Shared links (:mod:`resex_libvirt.board.link_share`) ride on it too: with a
+topology, the same thread judges each link this host sends into by the
+claims crossing it and the load its hosts report, and a factor below 1
+scales the CPU limit of this host's heavy senders (``limit_scale`` in
+:meth:`RemoteVictims.slas`), stepped at most once per loop delay.
 """
 
 import logging
@@ -61,6 +67,7 @@ import threading
 import time
 
 from resex_libvirt.board import ensembles as ensembles_mod
+from resex_libvirt.board import link_share
 from resex_libvirt.board import reader as reader_mod
 from resex_libvirt.board import remote_claims as remote_mod
 from resex_libvirt.board import report as report_mod
@@ -78,12 +85,23 @@ class RemoteVictims:
     expiry; ``recompute_s``: at most one pass over the board per this many
     seconds, by a thread of its own after the reader says the board changed
     (never the loop); ``clock``: wall clock seconds (the board's ``ts``).
+    ``topology`` (optional, a :class:`~resex_libvirt.board.links.Topology`):
+    the shared links this host's senders are limited on
+    (:class:`~resex_libvirt.board.link_share.SharedLinks`, with
+    ``link_limits``); the thread then also looks every loop delay, board
+    change or not (a limit is released when no claim crosses its link).
     """
 
-    def __init__(self, host, reader, max_age_s, recompute_s=1.0, clock=time.time):
+    def __init__(self, host, reader, max_age_s, recompute_s=1.0, clock=time.time,
+                 topology=None, link_limits=None):
         if not max_age_s > 0:
             raise ValueError("a remote claim's expiry must be above 0 s, got %r" % (max_age_s,))
         self.host = host
+        self.topology = topology if topology is not None and topology.links_of(host) else None
+        self.links = (link_share.SharedLinks(link_limits or link_share.LinkLimits())
+                      if self.topology is not None else None)
+        self._senders = frozenset()     # this host's heavy senders at the last epoch
+        self._limited = frozenset()     # the senders the links' factor limits now
         self.reader = reader
         self.max_age_s = float(max_age_s)
         self.recompute_s = float(recompute_s)
@@ -107,8 +125,11 @@ class RemoteVictims:
         self.port_inflation_pct = None
         #: The market held a sender under its limit at the last epoch's end.
         self.holding = False
-        #: Claims heard and ignored since the start: ``{"contradicted": n, "expired": n}``.
+        #: Claims heard and ignored since the start: ``{"contradicted": n, "expired": n}``
+        #: (and ``"link_contradicted"``: claims a shared link's load did not support).
         self.ignored = {"contradicted": 0, "expired": 0}
+        if self.links is not None:
+            self.ignored["link_contradicted"] = 0
 
     # -- lifecycle -------------------------------------------------------------------
     def start(self):
@@ -138,8 +159,9 @@ class RemoteVictims:
 
     def _run(self):
         """At most one pass over the board per ``recompute_s``, after each change."""
+        wait = self.links.limits.delay_s if self.links is not None else None
         while not self._stop.is_set():
-            self._dirty.wait()
+            self._dirty.wait(wait)
             if self._stop.is_set():
                 return
             self._dirty.clear()
@@ -161,6 +183,8 @@ class RemoteVictims:
             LOG.exception("could not find the remote claims on this host")
             return
         self._groups = self._keep_judgements(groups, snapshot, now)
+        if self.links is not None:
+            self._step_links(snapshot, now)
         # A claim its host's newer report no longer carries (the victim's
         # window went quiet between two of its reports, or it is gone) is
         # kept until it expires, with no new requests: a quiet victim is
@@ -170,6 +194,34 @@ class RemoteVictims:
         kept = [t for t in self._found
                 if (t.host, t.claim.vm) not in seen and now - t.ts <= 2.0 * self.max_age_s]
         self._found = tuple(found) + tuple(kept)
+
+    def _step_links(self, snapshot, now):
+        """Step this host's shared links' factors on the board (one INFO line per change)."""
+        reports = snapshot.values() if isinstance(snapshot, dict) else snapshot
+        fresh = {r.host: r for r in reports
+                 if not r.blind and r.age(now) <= self.max_age_s}
+        try:
+            claims = remote_mod.targets(fresh, now, self.max_age_s)
+            steps = self.links.step(link_share.judge(self.topology, self.host, fresh, claims),
+                                    now)
+        except Exception:
+            LOG.exception("could not judge this host's shared links")
+            return
+        self.ignored["link_contradicted"] = self.links.contradicted
+        for s in steps:
+            j = s.judgement
+            because = ("victim %s on %s %+.0f%%" % (j.worst.claim.vm, j.worst.host,
+                                                    remote_mod.claimed_pct(j.worst.claim))
+                       if j.worst is not None else "no claim crosses it")
+            LOG.info("shared link %s: this host's heavy senders' limit x%.3f -> x%.3f (%s: "
+                     "%s; link %.0f%% loaded by %d of %d hosts; this host %.2f of its part "
+                     "%.2f Gb/s)", s.link, s.old, s.new, s.why, because,
+                     100.0 * j.load.utilisation, j.load.heard, j.load.hosts,
+                     j.offered * 8e-9, j.part * 8e-9)
+
+    def link_factors(self):
+        """``{link: factor}`` of the shared links this host limits its senders on (< 1)."""
+        return self.links.factors() if self.links is not None else {}
 
     def _keep_judgements(self, groups, snapshot, now):
         """``groups``, each ensemble's worst member held until it expires, as a claim is.
@@ -198,15 +250,19 @@ class RemoteVictims:
         self._own_sla = frozenset(u for u, info in vms.items() if info.sla.sensitive)
         self._members = {u: info.ensemble for u, info in vms.items() if info.ensemble}
 
-    def set_port_load(self, link_utilisation, holding=False):
+    def set_port_load(self, link_utilisation, holding=False, senders=()):
         """The last epoch's port load (the evidence rule) and whether a sender was held.
 
         ``holding``: the market held a VM under its limit at the epoch's
         end; the port's load is then what the cap left, not evidence
         (:func:`~resex_libvirt.board.remote_claims.port_supports`).
+        ``senders``: the epoch's heavy I/O VMs (the report's rule,
+        :func:`~resex_libvirt.board.report.heavy_io`), whom a shared link's
+        factor limits.
         """
         self.port_inflation_pct = report_mod.queueing_inflation_pct(link_utilisation)
         self.holding = bool(holding)
+        self._senders = frozenset(senders)
 
     def victims(self):
         """``{local vm: Victim}``: the remote victims judged from now on (none expired).
@@ -262,8 +318,23 @@ class RemoteVictims:
         self._withheld = withheld
 
     def slas(self):
-        """``{local vm: {SLA field: value}}`` of the remote victims now (:meth:`victims`)."""
-        return {vm: v.sla_fields() for vm, v in self.victims().items()}
+        """``{local vm: {SLA field: value}}`` of the remote victims now (:meth:`victims`).
+
+        With shared links limited (a factor below 1), each heavy sender of
+        this host without a latency SLA of its own also carries
+        ``limit_scale``: the factor its CPU limit is scaled by. A sender
+        stays limited while the factor is below 1, also when the limit made
+        it light (its traffic is then the limit's doing).
+        """
+        out = {vm: v.sla_fields() for vm, v in self.victims().items()}
+        factor = self.links.factor() if self.links is not None else 1.0
+        if factor >= 1.0:
+            self._limited = frozenset()
+            return out
+        self._limited = (self._limited | self._senders) & (self._local - self._own_sla)
+        for vm in self._limited:
+            out[vm] = dict(out.get(vm, {}), limit_scale=round(factor, 4))
+        return out
 
     def slas_in_force(self):
         """The local VMs judged by a remote victim's SLA now (the last :meth:`slas`)."""
@@ -326,11 +397,18 @@ class RemoteVictims:
             c.vm, victim.target.host, remote_mod.claimed_pct(c))
 
 
-def build(host, url, board_opts, max_age_s, recompute_s=1.0):
-    """A :class:`RemoteVictims` following the board at ``url`` (not started)."""
+def build(host, url, board_opts, max_age_s, recompute_s=1.0, topology=None,
+          link_delay_s=link_share.DELAY_S):
+    """A :class:`RemoteVictims` following the board at ``url`` (not started).
+
+    ``topology``: the shared links (or None); ``link_delay_s``: the loop
+    delay a link's factor changes at most once in.
+    """
     holder = {}
     reader = reader_mod.BoardReader(
         url, max_age=max_age_s, refresh_interval=min(2.0, max_age_s / 2.0),
         board_opts=board_opts, on_change=lambda records: holder["self"].on_change(records))
-    source = holder["self"] = RemoteVictims(host, reader, max_age_s, recompute_s)
+    source = holder["self"] = RemoteVictims(
+        host, reader, max_age_s, recompute_s, topology=topology,
+        link_limits=link_share.LinkLimits(delay_s=link_delay_s))
     return source

@@ -314,13 +314,23 @@ class Controller:
         judged by the overlay's (its reservation, limit and shares stay its
         own, as consent set them); so is a VM with one, when the overlay's
         is its ensemble's (``"ensemble"``: the group's SLA is the tenant's).
+        ``"limit_scale"`` (a shared link's factor,
+        :mod:`resex_libvirt.board.link_share`) scales the CPU limit of a VM
+        without a latency SLA whose cap the market may move (its consented
+        reservation under its limit), never below its reservation.
         """
         sla = (info.sla if self.consent is None else
                self.consent(info.sla, project=info.project, flavor=info.flavor))
         fields = self._overlaid.get(uuid)
         if fields and (not info.sla.sensitive or "ensemble" in fields):
             sla = dataclasses.replace(
-                sla, **{k: v for k, v in fields.items() if k != "ensemble"})
+                sla, **{k: v for k, v in fields.items() if k not in _OVERLAY_MARKS})
+        scale = (fields or {}).get("limit_scale")
+        if scale is not None and not info.sla.sensitive:
+            limit = sla.effective_limit(info.vcpus)
+            if sla.reservation_pct < limit:
+                sla = dataclasses.replace(
+                    sla, limit_pct=max(sla.reservation_pct, round(limit * scale, 3)))
         return records.VMSpec(vm=uuid, vcpus=info.vcpus, sla=sla)
 
     def _follow_overlay(self):
@@ -341,13 +351,7 @@ class Controller:
                     f and "ensemble" in f for f in (wanted, had))):
                 continue
             self.market.add(self._spec(uuid, rec.info))
-            if wanted is not None:
-                LOG.info("VM %s judged by %s: %s", rec.info.name,
-                         "its ensemble's worst member's SLA" if "ensemble" in wanted
-                         else "a remote victim's SLA",
-                         ", ".join("%s=%s" % kv for kv in sorted(wanted.items())))
-            else:
-                LOG.info("VM %s: no remote victim's SLA any more", rec.info.name)
+            _say_overlay(rec.info.name, wanted, had)
 
     def _follow_originals(self):
         """Forget, refresh or re-adopt journal entries as the hypervisor reports."""
@@ -537,3 +541,26 @@ def moved(old, new, deadband):
     if old_cap is None:
         return False
     return old_cap != new_cap and abs(old_cap - new_cap) >= deadband
+
+
+#: Overlay entries that mark how a VM is judged, not SLA fields.
+_OVERLAY_MARKS = ("ensemble", "limit_scale")
+
+
+def _say_overlay(name, wanted, had):
+    """One INFO line: how a VM is judged now that its overlay entry changed."""
+    wanted, had = wanted or {}, had or {}
+    sla = {k: v for k, v in wanted.items() if k not in _OVERLAY_MARKS}
+    if sla and sla != {k: v for k, v in had.items() if k not in _OVERLAY_MARKS}:
+        LOG.info("VM %s judged by %s: %s", name,
+                 "its ensemble's worst member's SLA" if "ensemble" in wanted
+                 else "a remote victim's SLA",
+                 ", ".join("%s=%s" % kv for kv in sorted(sla.items())))
+    elif not sla and any(k not in _OVERLAY_MARKS for k in had):
+        LOG.info("VM %s: no remote victim's SLA any more", name)
+    scale = wanted.get("limit_scale")
+    if scale != had.get("limit_scale"):
+        if scale is None:
+            LOG.info("VM %s: CPU limit no longer scaled by a shared link", name)
+        else:
+            LOG.info("VM %s: CPU limit scaled x%s by a shared link", name, scale)

@@ -53,6 +53,42 @@ rules. Keep it a few epochs above the claiming hosts' epoch (a host with
 remote claims publishes every epoch), and well below nova.conf ``[resex]
 max_age``.
 """),
+    cfg.StrOpt(
+        "topology_file",
+        default="",
+        help="""
+The shared links this host sends into (a rack's uplink, a spine): the file
+nova.conf ``[resex] topology_file`` reads (doc/source/scheduler.rst,
+"Shared links").
+
+Empty: no shared link (the default). With it, a remote claim whose requests
+cross a link this host is behind, while the link's load (from its hosts'
+reports) supports it, scales the CPU limit of this host's heavy I/O VMs
+down to this host's part of the link (PARDA's rule over every host behind
+it, weighted by their heavy VMs), and back up when the victim is under its
+target or no claim crosses the link (doc/source/fabric.rst, "Shared links
+in the market"). A VM with a latency SLA of its own, or one whose tenant
+did not consent to caps, is never limited. Read at start; a file that
+cannot be read or parsed stops the agent, naming it.
+
+Related options:
+
+* ``enabled``
+* ``link_delay``
+"""),
+    cfg.FloatOpt(
+        "link_delay",
+        default=3.0,
+        min=0.5,
+        max=600.0,
+        help="""
+Seconds between two changes of a shared link's limit: the loop's delay
+(the victim's host's report period plus a window of its requests).
+
+A shorter delay acts again before the last change shows in the victim's
+window, and the limit swings; a longer one protects later. Only with
+``topology_file``.
+"""),
 ]
 
 

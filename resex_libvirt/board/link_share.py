@@ -64,6 +64,9 @@ from resex_libvirt.board import remote_claims as remote_mod
 AIM = 0.9
 #: A factor at or above this after a release is dropped (back to 1: unlimited).
 RELEASED = 0.99
+#: The loop's delay by default (s): a claimant's report period and a window
+#: of requests on real guests (doc/source/market.rst, the settling law).
+DELAY_S = 3.0
 
 
 class LinkLimits(typing.NamedTuple):
@@ -73,7 +76,7 @@ class LinkLimits(typing.NamedTuple):
     seconds); ``floor``: the smallest factor.
     """
 
-    delay_s: float = 3.0
+    delay_s: float = DELAY_S
     floor: float = 0.01
 
 

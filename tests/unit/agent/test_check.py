@@ -205,6 +205,30 @@ class RemoteClaimsCheckTest(unittest.TestCase):
         self.assertIn("ensembles: this host publishes members of 0; 0 over their bound "
                       "elsewhere", text)
 
+    def test_the_check_names_the_shared_links_and_refuses_a_broken_topology(self):
+        code, text = run("[agent]\nhost = cmp1\n")
+        self.assertIn("shared links: none ([remote_claims] topology_file unset)", text)
+        with tempfile.TemporaryDirectory() as tmp:
+            url = "sqlite://" + os.path.join(tmp, "board.sqlite")
+            topo = os.path.join(tmp, "topology.yaml")
+            with open(topo, "w") as f:
+                f.write("links:\n- {name: rack1-up, capacity_gbps: 10, "
+                        "hosts: [sim-cmp1, sim-cmp2]}\n")
+            with board_mod.open_board(url) as board:
+                board.publish(reports.make("sim-cmp2", link_utilisation=0.5,
+                                           link_capacity_bytes_per_s=1.25e9))
+            conf = ("[agent]\nhost = sim-cmp1\n[board]\nurl = %s\n[remote_claims]\n"
+                    "enabled = true\ntopology_file = %s\n" % (url, topo))
+            code, text = run(conf)
+            self.assertEqual(0, code, text)
+            self.assertIn("shared links: rack1-up (10 Gb/s, 2 host(s), 1 heard, 50% loaded)",
+                          text)
+            with open(topo, "w") as f:
+                f.write("links:\n- {name: rack1-up, hosts: [sim-cmp1]}\n")
+            code, text = run(conf)
+        self.assertNotEqual(0, code, text)
+        self.assertIn("topology_file %s: links[0]: missing capacity_gbps" % topo, text)
+
     def test_the_check_names_the_ensembles_over_their_bound_elsewhere(self):
         member = test_ensembles.a_member()
         with tempfile.TemporaryDirectory() as tmp:

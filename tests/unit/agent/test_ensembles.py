@@ -22,7 +22,6 @@ import dataclasses
 import logging
 import unittest
 
-from resex_agent import builder
 from resex_agent import remote as remote_agent
 from resex_libvirt.board import ensembles
 from resex_libvirt.sim import scenario as scenario_mod
@@ -88,8 +87,8 @@ class Following(remote_agent.RemoteVictims):
 
     follow = True
 
-    def set_port_load(self, link_utilisation, holding=False):
-        super().set_port_load(link_utilisation, holding)
+    def set_port_load(self, link_utilisation, holding=False, senders=()):
+        super().set_port_load(link_utilisation, holding, senders)
         if self.follow:
             self.reader.publish(self.reader.ts + 1.0)
             self.recompute()
@@ -101,16 +100,7 @@ def run(members, own=(), sla=None, now=TS + 1.0, duration=3.0, follow=True):
     scenario = dataclasses.replace(scenario, vms=tuple(
         dataclasses.replace(v, sla=sla if sla is not None else sla_mod.SLA())
         if v.name == "vm64k" else v for v in scenario.vms))
-    sim = MemberHost(scenario)
-    member = next(u for u in sim.vms() if sim.name_of(u) == "vm64k")
-    # The paper's market: its 2 MB sender never opted in, and is capped.
-    conf = test_loop.make_conf(market={"policy": "io_shares"},
-                               agent={"cap_consent": test_loop.PAPER_MARKET})
-    parts = builder.Parts()
-    parts.hypervisor = parts.fabric = sim
-    parts.latency_sources = [sim]
-    parts.clock = sim.clock()
-    parts.interval_s, parts.epoch_s = scenario.interval_s, scenario.epoch_s
+    conf, parts, sim, member = test_remote.sim_parts(scenario, MemberHost)
     own = [m._replace(vm=member) for m in own]
     reader = Reader(conf.agent.host, members, own)
     clock = [TS + 1.0]          # the board is read fresh; the run is at ``now``
@@ -120,9 +110,7 @@ def run(members, own=(), sla=None, now=TS + 1.0, duration=3.0, follow=True):
     source.recompute()
     clock[0] = now
     parts.remote = source
-    agent = builder.build_agent(conf, parts)
-    agent.run()
-    return agent, sim, source, member
+    return test_remote.run_agent(conf, parts), sim, source, member
 
 
 capped = test_remote.capped

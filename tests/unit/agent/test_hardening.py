@@ -379,7 +379,8 @@ class EpochTest(unittest.TestCase):
         health = loop.Health(publish_failures=3, journal_write_errors=2, journal_unsaved=1,
                              hypervisor_available=False, held_intervals=7,
                              intake_rejected={"evicted": 4}, remote_victims=2,
-                             remote_claims_ignored={"contradicted": 5, "expired": 1})
+                             remote_claims_ignored={"contradicted": 5, "expired": 1},
+                             link_factors={"rack7-up": 0.25})
         sink.observe_epoch(loop.EpochRecord(1, 0.0, summary, None, 12.5, 10, health))
         text = prometheus_client.generate_latest(sink.registry).decode()
         for line in ('resex_board_publish_failures_total 3.0',
@@ -388,7 +389,8 @@ class EpochTest(unittest.TestCase):
                      'resex_intake_rejected_total{reason="evicted"} 4.0',
                      'resex_congestion_index_ratio 0.125', 'resex_remote_victims 2.0',
                      'resex_remote_claims_ignored_total{reason="contradicted"} 5.0',
-                     'resex_remote_claims_ignored_total{reason="expired"} 1.0'):
+                     'resex_remote_claims_ignored_total{reason="expired"} 1.0',
+                     'resex_shared_link_limit_factor{link="rack7-up"} 0.25'):
             self.assertIn(line, text)
 
 

@@ -78,17 +78,20 @@ class PinnedPort(remote_agent.RemoteVictims):
 
     pinned = None
 
-    def set_port_load(self, link_utilisation, holding=False):
-        super().set_port_load(link_utilisation, holding)
+    def set_port_load(self, link_utilisation, holding=False, senders=()):
+        super().set_port_load(link_utilisation, holding, senders)
         if self.pinned is not None:
             self.port_inflation_pct = self.pinned
 
 
-def run(claims, now=TS + 1.0, pinned=None, duration=3.0):
-    """``(agent, sim, remote)`` after a run with ``claims`` on the board."""
-    scenario = server_scenario(duration)
-    sim = test_loop.CountingHost(scenario)
-    server = next(u for u in sim.vms() if sim.name_of(u) == "vm64k")
+def sim_parts(scenario, host_class=test_loop.CountingHost):
+    """``(conf, parts, sim, vm64k)``: the simulated host of ``scenario`` under the paper's market.
+
+    The agent's parts but its remote source, which the caller adds
+    (``parts.remote``) before :func:`run_agent`.
+    """
+    sim = host_class(scenario)
+    vm64k = next(u for u in sim.vms() if sim.name_of(u) == "vm64k")
     # The paper's market: its 2 MB sender never opted in, and is capped.
     conf = test_loop.make_conf(market={"policy": "io_shares"},
                                agent={"cap_consent": test_loop.PAPER_MARKET})
@@ -97,14 +100,25 @@ def run(claims, now=TS + 1.0, pinned=None, duration=3.0):
     parts.latency_sources = [sim]
     parts.clock = sim.clock()
     parts.interval_s, parts.epoch_s = scenario.interval_s, scenario.epoch_s
+    return conf, parts, sim, vm64k
+
+
+def run_agent(conf, parts):
+    """The agent of ``parts``, after its run."""
+    agent = builder.build_agent(conf, parts)
+    agent.run()
+    return agent
+
+
+def run(claims, now=TS + 1.0, pinned=None, duration=3.0):
+    """``(agent, sim, remote, server)`` after a run with ``claims`` on the board."""
+    conf, parts, sim, server = sim_parts(server_scenario(duration))
     source = PinnedPort(conf.agent.host, Reader(conf.agent.host, server, claims), 10.0,
                         clock=lambda: now)
     source.pinned = pinned
     source.recompute()
     parts.remote = source
-    agent = builder.build_agent(conf, parts)
-    agent.run()
-    return agent, sim, source, server
+    return run_agent(conf, parts), sim, source, server
 
 
 def capped(sim):
