@@ -172,6 +172,9 @@ function configure_resex_nova {
     _resex_append_to_list "$NOVA_CONF" filter_scheduler weight_classes \
         "$RESEX_WEIGHER_PATH" "$RESEX_NOVA_ALL_WEIGHERS"
     iniset "$NOVA_CONF" resex board_url "$(resex_board_url)"
+    if [[ -n "$RESEX_TOPOLOGY_FILE" ]]; then
+        iniset "$NOVA_CONF" resex topology_file "$RESEX_TOPOLOGY_FILE"
+    fi
 }
 
 # The compute host's name as nova-compute reports it: the agent publishes
@@ -226,6 +229,9 @@ function configure_resex_agent {
     iniset "$conf" metrics enabled "$RESEX_METRICS_ENABLED"
     iniset "$conf" metrics port "$RESEX_METRICS_PORT"
     iniset "$conf" remote_claims enabled "$RESEX_REMOTE_CLAIMS"
+    if [[ -n "$RESEX_TOPOLOGY_FILE" && $RESEX_REMOTE_CLAIMS == True ]]; then
+        iniset "$conf" remote_claims topology_file "$RESEX_TOPOLOGY_FILE"
+    fi
     iniset "$conf" nova sla_lookup "$RESEX_NOVA_SLA_LOOKUP"
     if [[ "$RESEX_NOVA_SLA_LOOKUP" == "True" ]]; then
         configure_keystoneauth "$conf" "$RESEX_SERVICE_USER" nova

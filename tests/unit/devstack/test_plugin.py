@@ -402,6 +402,16 @@ class AgentStartTest(unittest.TestCase):
         node.stack()
         self.assertTrue(node.agent().remote_claims.enabled)
 
+    def test_the_topology_file_reaches_the_scheduler_and_with_remote_claims_the_agent(self):
+        node = DevstackRun(self, AIO, RESEX_TOPOLOGY_FILE="/etc/resex/topology.yaml")
+        node.stack()
+        self.assertEqual("/etc/resex/topology.yaml", node.nova().resex.topology_file)
+        self.assertEqual("", node.agent().remote_claims.topology_file)
+        node = DevstackRun(self, AIO, RESEX_TOPOLOGY_FILE="/etc/resex/topology.yaml",
+                           RESEX_REMOTE_CLAIMS="True")
+        node.stack()
+        self.assertEqual("/etc/resex/topology.yaml", node.agent().remote_claims.topology_file)
+
     def test_the_consent_rule_and_its_lists_reach_the_agent_when_set(self):
         node = DevstackRun(self, AIO, RESEX_CAP_CONSENT="all",
                            RESEX_CONSENT_PROJECTS="8d6f0c2a4b1e4f3a,0b1c2d3e",
