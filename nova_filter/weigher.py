@@ -33,6 +33,9 @@ hosts with missing metrics by ``weight_of_unavailable``):
   ``0.6 + 0.4 / s`` with ``s = (1 + n) (1 + 0.5 h / (1 + h))``, ``n`` the
   sensitive and ``h`` the heavy I/O tenants on the host
   (a bulk tenant avoids sensitive tenants first, then other bulk ones);
+  with ``[resex] topology_file`` set, ``s`` is also multiplied by ``1 + u``,
+  ``u`` the load (0-1) of the most loaded shared link the host sends into:
+  a bulk tenant goes where its traffic's uplink has room;
 * **unknown** (no fresh report): 0.5 under ``unknown_host_policy = last``;
   the mean weight of the known candidates under ``pass``; 0 under ``fail``;
 * **known-bad**, in [0, 0.4): ``0.4 T / q`` (sensitive),
@@ -91,8 +94,12 @@ def _rounded(value, floor):
     return round(value / floor) * floor if floor > 0.0 else value
 
 
-def raw_weight(request, verdict, entry, limit, noise_floor):
-    """The raw weight of a known host (``verdict`` GOOD or BAD), see the module docstring."""
+def raw_weight(request, verdict, entry, limit, noise_floor, link_utilisation=0.0):
+    """The raw weight of a known host (``verdict`` GOOD or BAD), see the module docstring.
+
+    ``link_utilisation``: for a bulk request, the load (0-1) of the most
+    loaded shared link the host sends into (0 without a topology).
+    """
     if request.kind == rules.SENSITIVE:
         q = _rounded(entry.latched, noise_floor)
         if verdict == rules.GOOD:
@@ -101,7 +108,8 @@ def raw_weight(request, verdict, entry, limit, noise_floor):
             return max(GOOD_MIN, 1.0 - (1.0 - GOOD_MIN) * q / limit)
         return BAD_MAX * min(1.0, max(limit, 1e-9) / max(q, 1e-9)) * (1.0 - 1e-9)
     heavy = entry.heavy_io_vms
-    spread = (1.0 + entry.sensitive_vms) * (1.0 + BULK_SPREAD * heavy / (1.0 + heavy))
+    spread = ((1.0 + entry.sensitive_vms) * (1.0 + BULK_SPREAD * heavy / (1.0 + heavy))
+              * (1.0 + min(1.0, max(0.0, link_utilisation))))
     if verdict == rules.GOOD:
         return GOOD_MIN + (1.0 - GOOD_MIN) / spread
     return BAD_MAX / spread
@@ -153,6 +161,8 @@ class ResExCongestionWeigher(weights.BaseHostWeigher):
                    for v, e, limit in zip(verdicts, entries, limits)]
         if request.group_hosts and opts.topology_file:
             _toward_group(request, judge, host_states, verdicts, limits, out, floor)
+        if request.kind == rules.BULK and opts.topology_file:
+            _bulk_behind_links(request, judge, host_states, verdicts, entries, out, floor)
         unknown = [i for i, w in enumerate(out) if w is None] if rules.UNKNOWN in verdicts else ()
         if unknown:
             policy = opts.unknown_host_policy
@@ -168,6 +178,20 @@ class ResExCongestionWeigher(weights.BaseHostWeigher):
             for i in unknown:
                 out[i] = value
         return out
+
+
+def _bulk_behind_links(request, judge, host_states, verdicts, entries, out, floor):
+    """A bulk request's known hosts weighed again with their most loaded shared link's load."""
+    topo = rules.topology(CONF.resex.topology_file)
+    loads = rules.LINKS.loads(topo, judge.reader, judge.now)
+    if not loads:
+        return
+    for i, (verdict, state, entry) in enumerate(zip(verdicts, host_states, entries)):
+        behind = topo.links_of(state.host)
+        if verdict is rules.UNKNOWN or not behind:
+            continue
+        u = max(loads[k.name].utilisation for k in behind)
+        out[i] = raw_weight(request, verdict, entry, 0.0, floor, u)
 
 
 def _toward_group(request, judge, host_states, verdicts, limits, out, floor):

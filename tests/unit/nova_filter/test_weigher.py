@@ -147,6 +147,27 @@ class SharedLinksWeigherTest(base.PluginTestCase):
         # Behind the link r1a is bad (0.4 x 10/100); alone keeps its 0.8.
         self.assertEqual([("alone", 0.8), ("r1a", 0.04)], weighed())
 
+    def test_a_bulk_request_weighs_a_host_by_its_most_loaded_uplink_too(self):
+        topology = self.useFixture(fixtures.TempDir()).join("topology.yaml")
+        with open(topology, "w") as f:
+            f.write("links:\n  - {name: rack1-uplink, capacity_gbps: 4, hosts: [r1a, r1b]}\n")
+        gbit = 1e9 / 8.0
+        # Rack 1's uplink carries 2 of its 4 Gb/s (50 %); each port 20 % busy.
+        self.publish(**{h: dict(link_utilisation=0.2, link_capacity_bytes_per_s=5 * gbit)
+                        for h in ("r1a", "r1b", "alone")})
+        rules.LINKS.__init__()
+        states = [base.host(h) for h in ("r1a", "alone")]
+
+        def weighed():
+            return {w.obj.host: round(w.weight, 6)
+                    for w in weights.HostWeightHandler().get_weighed_objects(
+                        [resex_weigher.ResExCongestionWeigher()], states,
+                        base.request(**base.BULK))}
+        self.assertEqual({"r1a": 1.0, "alone": 1.0}, weighed())
+        self.conf.config(topology_file=topology, group="resex")
+        # r1a: 0.6 + 0.4 / 1.5; alone, behind no link, keeps 1.0.
+        self.assertEqual({"r1a": 0.866667, "alone": 1.0}, weighed())
+
 
 class EnsembleWeigherTest(base.PluginTestCase):
     """A member of a server group: a host whose path to the group crosses a congested link."""
