@@ -553,7 +553,7 @@ def _say_overlay(name, wanted, had):
     sla = {k: v for k, v in wanted.items() if k not in _OVERLAY_MARKS}
     if sla and sla != {k: v for k, v in had.items() if k not in _OVERLAY_MARKS}:
         LOG.info("VM %s judged by %s: %s", name,
-                 "its ensemble's worst member's SLA" if "ensemble" in wanted
+                 "ensemble %s's worst member's SLA" % wanted["ensemble"] if "ensemble" in wanted
                  else "a remote victim's SLA",
                  ", ".join("%s=%s" % kv for kv in sorted(sla.items())))
     elif not sla and any(k not in _OVERLAY_MARKS for k in had):
