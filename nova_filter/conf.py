@@ -252,7 +252,8 @@ link carrying the sum of its hosts' published port loads times its
 counts too), compared with the same threshold. The
 file is read again when it changes; a file that cannot be read or parsed is
 logged at ERROR and the last good one (or none) is used. Read by the filter
-and the weigher; resex-placement-sync's traits do not follow the links.
+and the weigher, and by resex-placement-sync (a host behind a congested
+link gets ``CUSTOM_RESEX_CLOSED`` as the filter refuses it).
 
 Possible values:
 

@@ -73,12 +73,14 @@ from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 from oslo_log import log as oslo_log
 
+from resex_libvirt.board import links as links_mod
 from resex_libvirt.board import reader as reader_mod
 from resex_libvirt import exceptions
 from resex_nova import conf as resex_conf
 from resex_nova import placement as placement_mod
 from resex_nova import sync_conf
 from resex_nova import sync_metrics
+from resex_nova import topology as topology_mod
 from resex_nova import traits as traits_mod
 
 LOG = logging.getLogger(__name__)
@@ -109,8 +111,11 @@ class TraitSync:
     def __init__(self, reader, client, threshold=10.0, hysteresis=0.3, max_age=60.0,
                  unknown_policy=traits_mod.UNKNOWN_CLOSED, reconcile_interval=60.0,
                  retry_max_interval=60.0, provider_names=None, clock=time.time,
-                 monotonic=time.monotonic, stop_event=None, metrics=None):
+                 monotonic=time.monotonic, stop_event=None, metrics=None, topology_file=None):
         self.reader = reader
+        self.topology_file = topology_file
+        self._topologies = topology_mod.Topologies()
+        self._links = {}            # host -> the Load of its most congested link, last pass
         self.metrics = metrics or sync_metrics.NullMetrics()
         self.client = client
         self.threshold = float(threshold)
@@ -226,11 +231,25 @@ class TraitSync:
         """``{host: True/False/None}`` for every host known from the board or Placement."""
         now = self._clock() if now is None else now
         blind = self._board_blind()
-        self.known.update(self.reader.snapshot(now))
+        snapshot = self.reader.snapshot(now)
+        self.known.update(snapshot)
+        self._links = self._worst_links(snapshot)
         return {host: traits_mod.closed(
             self.reader.entry(host, now), self.actual.get(host), now, self.max_age,
-            self.threshold, self.hysteresis, self.unknown_policy, board_failing=blind)
+            self.threshold, self.hysteresis, self.unknown_policy, board_failing=blind,
+            link_pct=self._link_pct(host))
             for host in self.known}
+
+    def _worst_links(self, snapshot):
+        """``{host: Load}``: each host's most congested shared link (none without a topology)."""
+        topo = self._topologies(self.topology_file) if self.topology_file else None
+        if topo is None or not topo.links:
+            return {}
+        return links_mod.worst_by_host(topo, links_mod.loads(topo, snapshot))
+
+    def _link_pct(self, host):
+        load = self._links.get(host)
+        return load.congestion_pct if load is not None else None
 
     def evaluate(self, now=None):
         """Write the trait of every host whose decision differs from Placement's state."""
@@ -294,6 +313,10 @@ class TraitSync:
         entry = self.reader.entry(host, now)
         if not traits_mod.fresh(entry, now, self.max_age):
             return "no fresh report (unknown_host_policy=%s)" % self.unknown_policy
+        load = self._links.get(host)
+        if load is not None and closed and load.congestion_pct > entry.admission.smoothed:
+            return "shared link %s at %.1f%% (%d of %d hosts heard) > %.1f%%" % (
+                load.link.name, load.congestion_pct, load.heard, load.hosts, self.threshold)
         return "admission index %.1f%% %s %.1f%%" % (
             entry.admission.smoothed, ">" if closed else "<=",
             self.threshold if closed else (1.0 - self.hysteresis) * self.threshold)
@@ -398,7 +421,7 @@ def build(conf):
                         reconcile_interval=sync.reconcile_interval,
                         retry_max_interval=sync.retry_max_interval,
                         provider_names=sync.provider_names, stop_event=stop,
-                        metrics=metrics)
+                        metrics=metrics, topology_file=opts.topology_file)
     holder.append(service)
     return service
 

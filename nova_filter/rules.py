@@ -41,17 +41,16 @@ ignored with a debug line: the filter never raises.
 
 import dataclasses
 import logging
-import os
 import threading
 
 from nova.scheduler.filters import utils as filters_utils
-import yaml
 
 from resex_libvirt.board import links as links_mod
 from resex_libvirt.board import reader as reader_mod
 from resex_libvirt import exceptions
 from resex_libvirt import sla as sla_mod
 from resex_nova import conf as conf_mod
+from resex_nova import topology as topology_mod
 
 LOG = logging.getLogger(__name__)
 
@@ -223,50 +222,8 @@ def board_reader(conf):
 
 # -- shared links -------------------------------------------------------------------------
 
-class _Topologies:
-    """The topology file, read again when it changes; the last good one kept on an error."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._cache = {}        # path -> (stat key, Topology or None)
-
-    def __call__(self, path):
-        try:
-            st = os.stat(path)
-            key = (st.st_mtime_ns, st.st_size, st.st_ino)
-        except OSError as exc:
-            return self._failed(path, None, exc)
-        cached = self._cache.get(path)
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        with self._lock:
-            cached = self._cache.get(path)
-            if cached is not None and cached[0] == key:
-                return cached[1]
-            try:
-                with open(path, encoding="utf-8") as f:
-                    found = links_mod.parse(yaml.safe_load(f) or {})
-            except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError) as exc:
-                return self._failed(path, key, exc)
-            LOG.info("ResEx: topology %s read: %d shared links over %d hosts", path,
-                     len(found.links), len(found.of_host))
-            self._cache[path] = (key, found)
-            return found
-
-    def _failed(self, path, key, exc):
-        """Log once per file version; the last good topology (or None) stands."""
-        cached = self._cache.get(path)
-        last = cached[1] if cached is not None else None
-        if cached is None or cached[0] != key or key is None and cached[0] is not None:
-            LOG.error("ResEx: cannot use the topology file %s (%s); %s", path, exc,
-                      "the last good one stands" if last is not None else
-                      "no shared link is known")
-            self._cache[path] = (key, last)
-        return last
-
-
-#: The process's topology files (:class:`_Topologies`).
-topology = _Topologies()
+#: The process's topology files (:class:`resex_nova.topology.Topologies`).
+topology = topology_mod.Topologies()
 
 
 class _LinkView:

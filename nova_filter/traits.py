@@ -95,20 +95,26 @@ def fresh(entry, now, max_age):
 
 
 def closed(entry, was_closed, now, max_age, threshold, hysteresis, unknown_policy,
-           board_failing=False):
+           board_failing=False, link_pct=None):
     """Whether the node should carry :data:`CLOSED`: True, False, or None (leave it).
 
     ``entry`` is the host's :class:`resex_libvirt.board.reader.Entry` (or
     None); ``was_closed`` the trait now (None: unknown). See the module
-    docstring for the rule and the unknown-host policy.
+    docstring for the rule and the unknown-host policy. ``link_pct``: the
+    congestion of the most congested shared link the host sends into
+    (:func:`~resex_libvirt.board.links.worst_by_host`), or None: a host
+    behind a more congested link is judged by the link's, as the filter
+    judges it (:meth:`resex_libvirt.board.reader.Entry.behind`).
     """
     if not fresh(entry, now, max_age):
         if board_failing or unknown_policy == UNKNOWN_KEEP:
             return None
         return unknown_policy == UNKNOWN_CLOSED
     admission = entry.admission
-    return admission_closed(admission.smoothed, admission.latched, threshold, hysteresis,
-                            was_closed)
+    smoothed, latched = admission.smoothed, admission.latched
+    if link_pct is not None:
+        smoothed, latched = max(smoothed, link_pct), max(latched, link_pct)
+    return admission_closed(smoothed, latched, threshold, hysteresis, was_closed)
 
 
 def with_trait(traits, trait, present):

@@ -125,6 +125,29 @@ class SyncTestBase(unittest.TestCase):
         raise AssertionError("the reader never saw %s's report" % host)
 
 
+class SharedLinkTraitTest(SyncTestBase):
+    """The trait follows the shared links as the filter does (``[resex] topology_file``)."""
+
+    def test_a_quiet_node_behind_a_congested_uplink_is_closed_naming_the_link(self):
+        topology = os.path.join(self.tmp, "topology.yaml")
+        with open(topology, "w") as f:
+            f.write("links:\n  - {name: rack1-up, capacity_gbps: 1, hosts: [node1, node2]}\n")
+        sync = self.service(topology_file=topology)
+        # Each 8.6 Gb/s port at an index of 5 %: 0.41 Gb/s each, 0.82 of the
+        # 1 Gb/s uplink (a 450 % slowdown).
+        self.publish(sync, "node2", 5.0)
+        self.publish(sync, "node1", 5.0)
+        with self.assertLogs("resex_nova.placement_sync", logging.INFO) as logs:
+            sync.reconcile()
+        self.assertIn(CLOSED, self.placement.traits_of("node1"))
+        self.assertIn(CLOSED, self.placement.traits_of("node2"))
+        self.assertTrue(any("shared link rack1-up" in m for m in logs.output), logs.output)
+        # Without the topology the same board opens both nodes again.
+        plain = self.service()
+        plain.reconcile()
+        self.assertNotIn(CLOSED, self.placement.traits_of("node1"))
+
+
 class TraitSyncTest(SyncTestBase):
 
     def test_a_congested_node_gets_the_trait_and_loses_it_when_quiet_again(self):

@@ -303,11 +303,11 @@ class SharedLinksTest(base.PluginTestCase):
         spec = base.request(**base.SENSITIVE)
         self.assertEqual(["r2a", "r2b", "alone"], self.passing(spec))
         self.write("links: [{name: x}]\n")
-        with self.assertLogs("resex_nova.rules", logging.ERROR) as logs:
+        with self.assertLogs("resex_nova.topology", logging.ERROR) as logs:
             self.assertEqual(["r2a", "r2b", "alone"], self.passing(spec))
         self.assertIn("link", logs.output[0])
         self.assertIn("the last good one stands", logs.output[0])
         # A broken file never read well: no shared link is known, nothing raises.
         self.conf.config(topology_file=self.topology + ".absent", group="resex")
-        with self.assertLogs("resex_nova.rules", logging.ERROR):
+        with self.assertLogs("resex_nova.topology", logging.ERROR):
             self.assertEqual(5, len(self.passing(spec)))
