@@ -164,6 +164,58 @@ class StepTest(unittest.TestCase):
         self.assertEqual(1, j.load.heard)
 
 
+@st.composite
+def histories(draw):
+    """A run of board states seen every 1-4 s: loads, and a claim or none."""
+    out, now = [], 100.0
+    for _ in range(draw(st.integers(1, 25))):
+        now += draw(st.sampled_from([1.0, 2.0, 3.0, 4.0]))
+        mean = draw(st.one_of(st.none(), st.floats(150.0, 5000.0)))
+        out.append((now, draw(st.floats(0.0, 10.0)), draw(st.floats(0.0, 10.0)), mean,
+                    draw(st.booleans())))
+    return out
+
+
+class InvariantsTest(unittest.TestCase):
+
+    @settings(max_examples=300, deadline=None)
+    @given(histories())
+    def test_the_factor_stays_in_bounds_and_moves_only_as_the_rule_allows(self, history):
+        limits = link_share.LinkLimits(delay_s=3.0, floor=0.01)
+        shared = link_share.SharedLinks(limits)
+        last_change = None
+        for now, a_gbps, b_gbps, mean, fresh in history:
+            snap = {"a": host("a", a_gbps, ts=now), "b": host("b", b_gbps, ts=now)}
+            claims = {} if mean is None else claim_on("z", victim_host="a", mean=mean,
+                                                      ts=now if fresh else 100.0)
+            judgements = link_share.judge(TOPO, "a", snap, claims)
+            before = shared.factor()
+            steps = shared.step(judgements, now)
+            after = shared.factor()
+            self.assertTrue(limits.floor <= after <= 1.0, after)
+            if not steps:
+                self.assertEqual(before, after)
+                continue
+            # At most one change per delay.
+            self.assertTrue(last_change is None or now - last_change >= limits.delay_s)
+            last_change = now
+            step = steps[0]
+            c = step.judgement.worst.claim if step.judgement.worst is not None else None
+            if step.why == "cut":
+                # Only a claim over its threshold cuts, on a link that supports it
+                # or while this host already limits its senders.
+                self.assertLess(after, before)
+                self.assertGreater(remote.claimed_pct(c), c.threshold_pct)
+                self.assertTrue(before < 1.0 or step.judgement.load.congestion_pct
+                                >= c.threshold_pct)
+            else:
+                # A release: never while the victim is past its target.
+                self.assertEqual("release", step.why)
+                self.assertGreater(after, before)
+                self.assertTrue(c is None or remote.claimed_pct(c)
+                                < link_share.AIM * c.threshold_pct)
+
+
 class FleetTest(unittest.TestCase):
     """Three hosts behind one uplink, each running the rule on the same board."""
 
