@@ -90,7 +90,8 @@ class AlertContentTest(unittest.TestCase):
             {"ResexAgentDown", "ResexAgentStalled", "ResexVMOverSLA",
              "ResexHostClosedToSensitive", "ResexHypervisorUnavailable",
              "ResexJournalNotWritable", "ResexBoardPublishFailing",
-             "ResexVMLatencyUnreportable", "ResexVMPinnedAtCapFloor"},
+             "ResexVMLatencyUnreportable", "ResexVMPinnedAtCapFloor",
+             "ResexSharedLinkLimited"},
             {a["alert"] for a in alerts()})
 
     def test_each_alert_has_summary_description_runbook_and_severity(self):
