@@ -28,10 +28,12 @@ from resex_agent import clock as clock_mod
 from resex_agent import host_identity
 from resex_agent import loop
 from resex_agent import metrics as metrics_mod
+from resex_agent import peers as peers_mod
 from resex_agent import publisher as publisher_mod
 from resex_agent import remote
 from resex_agent import watchdog
 from resex_libvirt import exceptions
+from resex_libvirt.fabric import peers as fabric_peers
 from resex_libvirt import market as market_mod
 from resex_libvirt.market import policy as policy_mod
 from resex_libvirt import sla as sla_mod
@@ -114,6 +116,8 @@ class Parts:
     metrics = _Owned()
     #: The remote claims on this host's VMs (:mod:`resex_agent.remote`), or None.
     remote = _Owned()
+    #: The VMs' bytes per peer (:mod:`resex_agent.peers`), or None.
+    peers = _Owned()
 
     def __init__(self):
         self.closing = contextlib.ExitStack()
@@ -304,6 +308,8 @@ def build_parts(conf, read_only=False):
             _board(conf, parts, read_only)
         if conf.remote_claims.enabled:
             _remote(conf, parts)
+        if conf.fabric.count_peers and not read_only:
+            parts.peers = peers_mod.PeerRates(fabric_peers.PeerCounter(), parts.epoch_s)
     except BaseException:
         parts.close()
         raise
@@ -361,7 +367,8 @@ def _assemble(conf, parts, metrics):
                       shutdown_timeout_s=conf.agent.shutdown_timeout,
                       pressure=parts.pressure, deadband_pct=conf.agent.deadband_pct,
                       consent=consent_of(conf),
-                      status_interval_s=conf.latency.status_interval_s, remote=parts.remote)
+                      status_interval_s=conf.latency.status_interval_s, remote=parts.remote,
+                      peers=parts.peers)
 
 
 def consent_of(conf):

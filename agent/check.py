@@ -61,6 +61,7 @@ import errno
 import logging
 import os
 import re
+import shutil
 import sys
 import time
 
@@ -76,6 +77,7 @@ from resex_libvirt.board import ensembles
 from resex_libvirt.board import links
 from resex_libvirt.board import remote_claims
 from resex_libvirt import exceptions
+from resex_libvirt.fabric import peers as fabric_peers
 from resex_libvirt import sla as sla_mod
 
 LOG = logging.getLogger(__name__)
@@ -262,6 +264,19 @@ def _remote_claims(conf, snapshot, say):
             ", %s (worst member %s on %s %+.0f%%)" % (g, j.member.vm, j.host,
                                                       remote_claims.claimed_pct(j.member))
             for g, j in over[:3]))
+
+
+def _count_peers(conf, say):
+    """The ``bytes per peer:`` line: off, or on with the ``nft`` the agent will run."""
+    if not conf.fabric.count_peers:
+        say("bytes per peer: off")
+        return
+    nft = shutil.which("nft")
+    if nft is None:
+        raise _Failed("bytes per peer", "[fabric] count_peers needs nft (Debian package "
+                      "nftables) on the PATH")
+    say("bytes per peer: on (%s; the agent needs CAP_NET_ADMIN for its table netdev %s)",
+        nft, fabric_peers.TABLE)
 
 
 def _shared_links(conf, parts, snapshot, say):
@@ -476,6 +491,7 @@ def run_check(conf, out=sys.stdout):
         else:
             say("fabric: ok (link %s, %.3g Gb/s, MTU %d)", link.name,
                 link.capacity_bytes_per_s * 8 / 1e9, link.mtu)
+        _count_peers(conf, say)
         running = None
         if conf.agent.host_driver == "libvirt":
             _state_dir(conf, say)

@@ -148,6 +148,8 @@ class EpochRecord:
     health: Health
     host: str = ""
     epoch_s: float = 0.0
+    #: ``{vm: {peer: bytes/s}}`` (``[fabric] count_peers``), else empty.
+    peer_rates: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -197,13 +199,15 @@ class Agent:
                  board=None, journal=None, clock=None, metrics=None, publish_policy=None,
                  watchdog=None, reloader=None, shutdown_timeout_s=SHUTDOWN_TIMEOUT_S,
                  pressure=None, intake=None, publisher=None, closing=None, deadband_pct=1.0,
-                 consent=None, status_interval_s=0.0, remote=None):
+                 consent=None, status_interval_s=0.0, remote=None, peers=None):
         self.settings = settings
         self.market = market
         self.hypervisor = hypervisor
         self.fabric = fabric
         self.latency_sources = list(latency_sources)
         self.remote = remote
+        #: The VMs' bytes per peer (:class:`resex_agent.peers.PeerRates`), or None.
+        self.peers = peers
         if remote is not None and remote not in self.latency_sources:
             self.latency_sources.append(remote)
         self.intake = intake
@@ -295,6 +299,8 @@ class Agent:
             steps.append(("starting the latency intake", self.intake.start))
         if self.remote is not None:
             steps.append(("following the board's remote claims", self.remote.start))
+        if self.peers is not None:
+            steps.append(("counting bytes per peer", self.peers.start))
         for step, start in steps:
             try:
                 start()
@@ -455,6 +461,9 @@ class Agent:
             report = None
         congestion = report_mod.congestion_index(report) if report is not None else 0.0
         self.last_report = report
+        if self.peers is not None:
+            self.peers.set_taps({tap: uuid for uuid, rec in self.vms.items()
+                                 for tap in rec.info.interfaces})
         if self.remote is not None and report is not None and not report.blind:
             self.remote.set_port_load(report.link_utilisation, self._holding(),
                                       _heavy_senders(summary, report))
@@ -475,7 +484,8 @@ class Agent:
                     epoch=summary.epoch, ts=now, summary=summary, report=report,
                     congestion_index_pct=congestion,
                     intervals=self.ticks, health=self.health(), host=self.settings.host,
-                    epoch_s=self.settings.interval_s * self.settings.intervals_per_epoch))
+                    epoch_s=self.settings.interval_s * self.settings.intervals_per_epoch,
+                    peer_rates=self.peers.rates() if self.peers is not None else {}))
             except Exception:
                 LOG.exception("metrics update failed")
 

@@ -47,6 +47,10 @@ Per VM, from the last control interval (the balance as the ledger holds it at sc
     monitor counts it: with ``libvirt_iface`` the bytes offered at the tap
     (RoCE retransmissions included, not goodput); with ``ib_sysfs`` and
     ``vf_netlink`` what the port or VF transmitted (doc/source/fabric.rst).
+``resex_vm_peer_transmit_bytes_per_second``
+    Per ``peer`` (a destination address, or ``other``), what the VM sent to
+    it over the last epoch, IP headers included: its 8 busiest destinations
+    (``[fabric] count_peers``; only VMs with a tap).
 ``resex_vm_latency_mean_seconds`` / ``resex_vm_latency_p99_seconds``
     The VM's latency window (only VMs that report latency).
 ``resex_vm_interference_ratio``
@@ -236,6 +240,34 @@ class _VMCollector:
         yield blind
 
 
+class _PeerCollector:
+    """Each VM's send rate by destination (``[fabric] count_peers``), from the last epoch."""
+
+    def __init__(self, sink):
+        self._sink = sink
+
+    def describe(self):
+        return []
+
+    def collect(self):
+        sink = self._sink
+        with sink._lock:
+            rates, last = sink._peer_rates, sink._last
+        family = core.GaugeMetricFamily(
+            "resex_vm_peer_transmit_bytes_per_second",
+            "Bytes a second the VM sent to each destination address over the last epoch, "
+            "IP headers included (its 8 busiest; peer=\"other\": the rest); [fabric] "
+            "count_peers", labels=_VM_LABELS + ("peer",))
+        vms = last.vms if last is not None else {}
+        for uuid, peers in sorted(rates.items()):
+            rec = vms.get(uuid)
+            key = ([rec.info.name, uuid, rec.info.project or ""] if rec is not None
+                   else [uuid, uuid, ""])
+            for peer, rate in sorted(peers.items()):
+                family.add_metric(key + [peer], rate)
+        yield family
+
+
 class _HealthCollector:
     """The agent's fault counters, from the last epoch's :class:`resex_agent.loop.Health`."""
 
@@ -322,12 +354,14 @@ class PrometheusMetrics:
         self._lock = threading.Lock()
         self._last = None
         self._health = None
+        self._peer_rates = {}
         self._sent = None
         self._last_late = 0
         self._host = None
         r = self.registry
         r.register(_VMCollector(self))
         r.register(_HealthCollector(self))
+        r.register(_PeerCollector(self))
         G, C = prometheus_client.Gauge, prometheus_client.Counter
         self.cpu_price = G("resex_cpu_price",
                            "Resos charged per CPU percent, mean of the last epoch", registry=r)
@@ -438,3 +472,4 @@ class PrometheusMetrics:
             self._last_late = health.late
         with self._lock:
             self._health = health
+            self._peer_rates = record.peer_rates

@@ -160,12 +160,32 @@ Related options:
 
 * ``link_capacity_gbps``
 """),
+    cfg.BoolOpt(
+        "count_peers",
+        default=False,
+        help="""
+Count each VM's bytes by destination address, where the host sees them (its
+taps): the kernel counts them in an nftables table of the agent's,
+``netdev resex_peers`` (doc/source/fabric.rst, "Bytes per peer"), read
+once per epoch by a thread of the agent's own. Published as the metric
+``resex_vm_peer_transmit_bytes_per_second`` (per VM its 8 busiest
+destinations, the rest as ``other``). A VM on an SR-IOV VF or an
+InfiniBand HCA has no tap: nothing is counted for it.
+
+Needs ``nft`` (Debian package nftables) and CAP_NET_ADMIN: the shipped
+systemd unit keeps only CAP_DAC_OVERRIDE, so add it in a drop-in
+(``CapabilityBoundingSet=CAP_DAC_OVERRIDE CAP_NET_ADMIN``). Without them
+the agent logs why once and keeps trying every epoch; control is not
+affected. The table is deleted when the agent stops.
+"""),
 ]
 
 
 def register_opts(conf):
-    conf.register_group(GROUP)
-    conf.register_opts(fabric_opts, group=GROUP)
+    # oslo.config keeps overrides on the OptGroup object: a private copy per
+    # ConfigOpts keeps two configurations (or two tests) from sharing them.
+    conf.register_group(cfg.OptGroup(GROUP.name, title=GROUP.title, help=GROUP.help))
+    conf.register_opts(fabric_opts, group=GROUP.name)
 
 
 def list_opts():

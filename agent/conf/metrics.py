@@ -80,8 +80,10 @@ Related options:
 
 
 def register_opts(conf):
-    conf.register_group(metrics_group)
-    conf.register_opts(OPTS, group=metrics_group)
+    # A private copy of the group per ConfigOpts (overrides live on the group).
+    conf.register_group(cfg.OptGroup(metrics_group.name, title=metrics_group.title,
+                                     help=metrics_group.help))
+    conf.register_opts(OPTS, group=metrics_group.name)
 
 
 def list_opts():
