@@ -310,6 +310,9 @@ def build_parts(conf, read_only=False):
             _remote(conf, parts)
         if conf.fabric.count_peers and not read_only:
             parts.peers = peers_mod.PeerRates(fabric_peers.PeerCounter(), parts.epoch_s)
+            if parts.remote is not None:
+                # With a topology: what the host sends beyond each link, counted.
+                parts.remote.peer_rates = parts.peers.rates
     except BaseException:
         parts.close()
         raise

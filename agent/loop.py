@@ -455,7 +455,8 @@ class Agent:
                 projects={uuid: rec.info.project for uuid, rec in self.vms.items()
                           if rec.info.project},
                 addresses=addresses, remote_claims=self._remote_claims(addresses),
-                ensembles=self._ensembles())
+                ensembles=self._ensembles(),
+                link_tx=self.remote.link_tx() if self.remote is not None else None)
         except Exception:
             LOG.exception("could not build the host report of epoch %d", summary.epoch)
             report = None

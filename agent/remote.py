@@ -66,8 +66,10 @@ import logging
 import threading
 import time
 
+from resex_libvirt.board import addresses as addresses_mod
 from resex_libvirt.board import ensembles as ensembles_mod
 from resex_libvirt.board import link_share
+from resex_libvirt.board import links as links_mod
 from resex_libvirt.board import reader as reader_mod
 from resex_libvirt.board import remote_claims as remote_mod
 from resex_libvirt.board import report as report_mod
@@ -102,6 +104,11 @@ class RemoteVictims:
                       if self.topology is not None else None)
         self._senders = frozenset()     # this host's heavy senders at the last epoch
         self._limited = frozenset()     # the senders the links' factor limits now
+        #: ``() -> {vm: {peer: bytes/s}}`` (:meth:`resex_agent.peers.PeerRates.rates`),
+        #: or None: with a topology, what this host sends beyond each link is
+        #: then counted (:meth:`link_tx`), else estimated by its readers.
+        self.peer_rates = None
+        self._link_tx = {}
         self.reader = reader
         self.max_age_s = float(max_age_s)
         self.recompute_s = float(recompute_s)
@@ -208,6 +215,8 @@ class RemoteVictims:
             LOG.exception("could not judge this host's shared links")
             return
         self.ignored["link_contradicted"] = self.links.contradicted
+        if self.peer_rates is not None:
+            self._count_link_tx(fresh)
         for s in steps:
             j = s.judgement
             because = ("victim %s on %s %+.0f%%" % (j.worst.claim.vm, j.worst.host,
@@ -218,6 +227,22 @@ class RemoteVictims:
                      "%.2f Gb/s)", s.link, s.old, s.new, s.why, because,
                      100.0 * j.load.utilisation, j.load.heard, j.load.hosts,
                      j.offered * 8e-9, j.part * 8e-9)
+
+    def _count_link_tx(self, fresh):
+        """What this host's VMs send beyond each of its links, by their peers' hosts."""
+        try:
+            index = addresses_mod.index(fresh)
+
+            def where(peer):
+                found = addresses_mod.locate(peer, index)
+                return found.host if found is not None else None
+            self._link_tx = links_mod.beyond(self.topology, self.host, self.peer_rates(), where)
+        except Exception:
+            LOG.exception("could not count what this host sends beyond its shared links")
+
+    def link_tx(self):
+        """``{link: bytes/s}`` this host sent beyond its shared links (empty when not counted)."""
+        return self._link_tx
 
     def link_factors(self):
         """``{link: factor}`` of the shared links this host limits its senders on (< 1)."""

@@ -126,13 +126,17 @@ def crossing(link, claims):
 
 
 def offered(link, reports):
-    """``{host: bytes a second}`` each of the link's hosts with a fresh report sends into it."""
+    """``{host: bytes a second}`` each of the link's hosts with a fresh report sends into it.
+
+    What a host counted beyond the link (``link_tx``), else its port's load
+    times the link's ``share`` (:func:`~resex_libvirt.board.links.sent_into`).
+    """
     out = {}
     for host in sorted(link.hosts):
         rep = reports.get(host)
         if rep is None or rep.blind:
             continue
-        out[host] = link.share * rep.link_utilisation * rep.link_capacity_bytes_per_s
+        out[host] = links_mod.sent_into(link, rep)
     return out
 
 

@@ -25,7 +25,9 @@ file (doc/source/scheduler.rst, "Shared links")::
 and the board's readers estimate each link's load from its hosts' reports:
 the sum of their ports' bytes per second (``link_utilisation`` x
 ``link_capacity_bytes_per_s``) times the link's ``share`` (1 by default)
-over the link's capacity. At a share of 1 that is an upper bound on what
+over the link's capacity, or, from a host that counts its bytes by
+destination (report 1.7 ``link_tx``), what it said it sent beyond the link
+(:func:`sent_into`). At a share of 1 that is an upper bound on what
 crosses the uplink (a host's traffic to its rack neighbours never leaves
 the rack): an operator who knows that most traffic stays in the rack
 declares less. Only the hosts with a fresh report count (a lower bound
@@ -158,10 +160,47 @@ def load(link, reports):
         if rep is None or rep.blind:
             continue
         heard += 1
-        sent += rep.link_utilisation * rep.link_capacity_bytes_per_s
-    utilisation = min(1.0, link.share * sent / link.capacity_bytes_per_s)
+        sent += sent_into(link, rep)
+    utilisation = min(1.0, sent / link.capacity_bytes_per_s)
     return Load(link, utilisation, report_mod.queueing_inflation_pct(utilisation), heard,
                 len(link.hosts))
+
+
+def sent_into(link, rep):
+    """Bytes a second host report ``rep`` sends into ``link``.
+
+    What the host counted beyond the link (its ``link_tx``, report 1.7),
+    else its port's load times the link's ``share`` (an upper bound at a
+    share of 1: traffic that stays in the rack counts too).
+    """
+    counted = rep.link_tx_of(link.name)
+    if counted is not None:
+        return counted
+    return link.share * rep.link_utilisation * rep.link_capacity_bytes_per_s
+
+
+def beyond(topology, host, peer_rates, where):
+    """``{link: bytes/s}``: what ``host``'s VMs send beyond each link it sends into.
+
+    ``peer_rates``: ``{vm: {peer address: bytes/s}}`` (``"other"``: the rest);
+    ``where(peer)``: the host a peer address is on, or None (unknown, an
+    address outside the cloud). A destination on ``host`` itself leaves no
+    link; one on a host behind the same link stays inside it; an unknown
+    one (or ``other``) is taken as beyond (the cautious side).
+    """
+    mine = topology.links_of(host)
+    if not mine:
+        return {}
+    out = {link.name: 0.0 for link in mine}
+    for peers in peer_rates.values():
+        for peer, rate in peers.items():
+            dest = where(peer)
+            if dest == host:
+                continue
+            for link in mine:
+                if dest is None or dest not in link.hosts:
+                    out[link.name] += rate
+    return out
 
 
 def loads(topology, reports):

@@ -23,7 +23,7 @@ a scheduler of different releases can share a board (a rolling upgrade):
 * a reader rejects another major (:class:`InvalidReport`) and the board drops
   the record: a major changes only when a field changes meaning.
 
-Fields (version 1.6)
+Fields (version 1.7)
 --------------------
 ``version``
     ``"major.minor"`` (:data:`VERSION`); version 1.0 wrote the integer ``1``.
@@ -129,6 +129,18 @@ Fields (version 1.6)
     At most :data:`~resex_libvirt.board.ensembles.MAX_MEMBERS`, the worst
     first, written after the remote claims and before the addresses, within
     :data:`MAX_RECORD_BYTES`; a wrong shape rejects the record.
+``link_tx`` (1.7; default ``{}``)
+    ``{link name: bytes a second}``: what the host's VMs sent over the last
+    epoch to destinations beyond each declared shared link it sends into
+    (a destination on another host behind the same link stays inside it;
+    one on no known host, or counted as ``other``, is taken as beyond),
+    counted per destination by the kernel (``[fabric] count_peers``, with
+    ``[remote_claims] topology_file``). A link's readers take it instead of
+    the host's port load times the link's ``share``
+    (:func:`~resex_libvirt.board.links.load`). At most
+    :data:`MAX_LINK_TX` links, names of 1 to 255 characters, rates finite
+    and at most :data:`MAX_BYTES_PER_S`; written before the remote claims,
+    within :data:`MAX_RECORD_BYTES`; a wrong shape rejects the record.
 
 The congestion index
 --------------------
@@ -182,7 +194,7 @@ from resex_libvirt.board import remote_claims as remote_mod
 from resex_libvirt import exceptions
 
 #: The schema version this module writes: ``"major.minor"``.
-VERSION = "1.6"
+VERSION = "1.7"
 
 #: The major version this module reads (any minor of it).
 MAJOR = 1
@@ -191,7 +203,11 @@ MAJOR = 1
 #: agent's record lacks them (``None``: derived, see :meth:`HostReport.__post_init__`).
 DEFAULTS = {"untaxable_utilisation": None, "inflation_reporters": 0, "state": "controlling",
             "projects": (), "addresses": (), "remote_claims": (),
-            "ensembles": ()}
+            "ensembles": (), "link_tx": ()}
+
+#: Most shared links a report's ``link_tx`` names, and the largest rate (bytes/s).
+MAX_LINK_TX = 8
+MAX_BYTES_PER_S = 1e13
 
 #: ``state``: the agent saw the hypervisor for the epoch / it could not.
 CONTROLLING, BLIND = "controlling", "blind"
@@ -384,6 +400,38 @@ def _remote_claims(value, sensitive_vms):
     return _per_vm(remote_mod.normalize, value, "remote_claims", sensitive_vms, "sensitive_vms")
 
 
+def _link_tx(value):
+    """A report's ``link_tx`` as sorted ``(link, bytes/s)`` pairs, or InvalidReport."""
+    items = value.items() if isinstance(value, dict) else value
+    if not isinstance(value, (dict, tuple, list)):
+        raise InvalidReport("link_tx must be an object, got %s" % _shown(value))
+    out = {}
+    for pair in items:
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise InvalidReport("link_tx must map link names to rates")
+        name, rate = pair
+        _text("a link_tx link", name)
+        if name in out:
+            raise InvalidReport("link_tx names link %s twice" % _shown(name))
+        out[name] = _finite("link_tx of %s" % name, rate, 0.0, MAX_BYTES_PER_S)
+    if len(out) > MAX_LINK_TX:
+        raise InvalidReport("link_tx names more than %d links" % MAX_LINK_TX)
+    return tuple(sorted(out.items()))
+
+
+def _fit_link_tx(link_tx, budget):
+    """The busiest :data:`MAX_LINK_TX` links of ``link_tx`` whose JSON fits in ``budget`` bytes."""
+    chosen, used = {}, 2
+    for name, rate in sorted(link_tx.items(), key=lambda kv: (-kv[1], kv[0])):
+        if len(chosen) == MAX_LINK_TX:
+            break
+        cost = len(json.dumps({name: float(rate)}, separators=(",", ":"))) - 1
+        if used + cost <= budget:
+            used += cost
+            chosen[name] = float(rate)
+    return chosen
+
+
 def _ensembles(value, sensitive_vms):
     """A report's ``ensembles``, validated (:func:`~.ensembles.normalize`)."""
     return _per_vm(ensembles_mod.normalize, value, "ensembles", sensitive_vms, "sensitive_vms")
@@ -554,6 +602,7 @@ class HostReport:
     addresses: tuple = ()
     remote_claims: tuple = ()
     ensembles: tuple = ()
+    link_tx: tuple = ()
     congestion_index: float = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -582,6 +631,8 @@ class HostReport:
                                _remote_claims(self.remote_claims, self.sensitive_vms))
         if type(self.ensembles) is not tuple or self.ensembles:
             object.__setattr__(self, "ensembles", _ensembles(self.ensembles, self.sensitive_vms))
+        if type(self.link_tx) is not tuple or self.link_tx:
+            object.__setattr__(self, "link_tx", _link_tx(self.link_tx))
         for name, lo, hi in _FLOATS:
             value = getattr(self, name)
             # Fast path (a snapshot validates every host's record): a float in
@@ -599,7 +650,8 @@ class HostReport:
     @classmethod
     def from_summary(cls, host, ts, summary, link_capacity_bytes_per_s, agent_version,
                      taxes_interferers=True, run_delays=None, state=CONTROLLING,
-                     projects=None, addresses=None, remote_claims=None, ensembles=None):
+                     projects=None, addresses=None, remote_claims=None, ensembles=None,
+                     link_tx=None):
         """Build the report of ``summary`` (a market ``EpochSummary``) closed at ``ts``.
 
         ``taxes_interferers`` says whether the host's policy taxes
@@ -615,6 +667,8 @@ class HostReport:
         from :func:`~resex_libvirt.board.remote_claims.of_windows`), the worst
         that fit, and after ``ensembles`` (:class:`~resex_libvirt.board.ensembles.Member`,
         from :func:`~resex_libvirt.board.ensembles.of_windows`), the worst that fit.
+        ``link_tx`` (``{link: bytes/s}``) its ``link_tx``, the busiest
+        :data:`MAX_LINK_TX` links that fit, before the claims.
         """
         columns = summary.columns
         mtus = np.maximum(columns["tx_mtus"], 0)
@@ -662,6 +716,9 @@ class HostReport:
             state=state,
             projects=project_counts(columns["vm"], projects or {}, sensitive, heavy),
         )
+        if link_tx:
+            report = dataclasses.replace(report, link_tx=_fit_link_tx(
+                link_tx, MAX_RECORD_BYTES - len(report.to_json())))
         if remote_claims:
             budget = MAX_RECORD_BYTES - len(report.to_json())
             report = dataclasses.replace(
@@ -693,7 +750,15 @@ class HostReport:
         out["addresses"] = {vm: list(addrs) for vm, addrs in self.addresses}
         out["remote_claims"] = [c.to_dict() for c in self.remote_claims]
         out["ensembles"] = [m.to_dict() for m in self.ensembles]
+        out["link_tx"] = dict(self.link_tx)
         return out
+
+    def link_tx_of(self, link):
+        """The bytes a second the host said it sent beyond shared link ``link``, or None."""
+        for name, rate in self.link_tx:
+            if name == link:
+                return rate
+        return None
 
     def to_json(self):
         """Compact JSON text, keys sorted (the board stores this)."""

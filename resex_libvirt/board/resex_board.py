@@ -214,6 +214,9 @@ def _claim_lines(row):
         lines.append(("ensemble %s" % j["ensemble"], "worst member %s on %s %+.0f%%: %s"
                       % (j["worst_member"], j["on_host"], j["over_pct"],
                          "over its bound" if j["over"] else "within its bound")))
+    for link, rate in sorted((row.get("link_tx") or {}).items()):
+        lines.append(("sent beyond %s" % link, "%.4g Gb/s (counted by destination)"
+                      % (rate * 8e-9)))
     return lines
 
 

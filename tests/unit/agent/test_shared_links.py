@@ -62,7 +62,7 @@ class Board:
         return dict(self.reports)
 
 
-def run(claims, consent=test_loop.PAPER_MARKET, duration=3.0, **board):
+def run(claims, consent=test_loop.PAPER_MARKET, duration=3.0, peer_rates=None, **board):
     """``(agent, sim, source)`` after a run with node9's ``claims`` on the board."""
     conf, parts, sim, _vm64k = test_remote.sim_parts(test_remote.server_scenario(duration))
     conf.set_override("cap_consent", consent, group="agent")
@@ -71,6 +71,7 @@ def run(claims, consent=test_loop.PAPER_MARKET, duration=3.0, **board):
                                    "hosts": [host, "node2"]}]})
     source = remote_agent.RemoteVictims(host, Board(host, claims, **board), 10.0,
                                         clock=lambda: TS + 1.0, topology=topo)
+    source.peer_rates = peer_rates
     source.recompute()
     parts.remote = source
     return test_remote.run_agent(conf, parts), sim, source
@@ -113,6 +114,13 @@ class SharedLinkAgentTest(unittest.TestCase):
         agent, sim, source = run([test_remote.a_claim(mean_us=400.0)], consent="opted_in")
         self.assertIn("rack1-up", source.link_factors())
         self.assertEqual(set(), test_remote.capped(sim))
+
+    def test_what_this_host_sends_beyond_the_uplink_is_counted_and_published(self):
+        # To the server on node2 (inside the rack): stays; to an unknown address: leaves.
+        rates = {"vm-x": {test_remote.PEER: 1000.0, "10.9.9.9": 50.0, "other": 5.0}}
+        agent, _sim, source = run([], peer_rates=lambda: rates)
+        self.assertEqual({"rack1-up": 55.0}, source.link_tx())
+        self.assertEqual((("rack1-up", 55.0),), agent.last_report.link_tx)
 
     def test_the_limit_is_released_when_the_claim_is_gone(self):
         _agent, _sim, source = run([test_remote.a_claim(mean_us=400.0)])

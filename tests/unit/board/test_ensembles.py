@@ -49,7 +49,7 @@ class TheFieldTest(unittest.TestCase):
     def test_the_field_round_trips_and_an_older_record_has_none(self):
         rec = published("c1", [a_member()])
         data = json.loads(rec.to_json())
-        self.assertEqual("1.6", data["version"])
+        self.assertEqual(report_mod.VERSION, data["version"])
         self.assertEqual([a_member().to_dict()], data["ensembles"])
         self.assertEqual(rec, report_mod.HostReport.from_json(rec.to_json()))
         del data["ensembles"]

@@ -142,3 +142,30 @@ class TowardTest(unittest.TestCase):
                 self.assertEqual(max(ld.congestion_pct for ld in between), got.congestion_pct)
             if host in peers and len(set(peers)) == 1:
                 self.assertIsNone(got)      # the group on the host itself: no link between
+
+
+class CountedTest(unittest.TestCase):
+    """A host that counts its bytes by destination says what it sends beyond each link."""
+
+    TOPO = {"links": [{"name": "rack1-up", "capacity_gbps": 1, "hosts": ["a", "b"]}]}
+
+    def test_a_counted_rate_replaces_the_port_estimate(self):
+        topo = links.parse(self.TOPO)
+        gbit = 1e9 / 8.0
+        port = dict(link_utilisation=0.5, link_capacity_bytes_per_s=gbit)
+        est = links.load(topo.links[0], {"a": reports.make("a", **port),
+                                         "b": reports.make("b", **port)})
+        self.assertEqual(1.0, est.utilisation)          # 2 x 0.5 Gb/s over 1 Gb/s
+        counted = links.load(topo.links[0], {
+            "a": reports.make("a", link_tx={"rack1-up": 0.1 * gbit}, **port),
+            "b": reports.make("b", **port)})
+        self.assertAlmostEqual(0.6, counted.utilisation)
+
+    def test_beyond_sums_what_leaves_the_link_by_each_destinations_host(self):
+        topo = links.parse(self.TOPO)
+        where = {"10.0.0.1": "a", "10.0.0.2": "b", "10.0.0.9": "z"}.get
+        rates = {"vm1": {"10.0.0.1": 100.0, "10.0.0.2": 20.0, "10.0.0.9": 3.0,
+                         "8.8.8.8": 0.5, "other": 0.25}}
+        # Local (a) and same-rack (b) traffic stays; z, unknown and other leave.
+        self.assertEqual({"rack1-up": 3.75}, links.beyond(topo, "a", rates, where))
+        self.assertEqual({}, links.beyond(topo, "z", rates, where))

@@ -200,7 +200,7 @@ class RollingUpgradeTest(unittest.TestCase):
     """Readers accept any minor version of their major, in both directions."""
 
     def test_the_report_carries_a_major_minor_version(self):
-        self.assertEqual("1.6", json.loads(reports.make().to_json())["version"])
+        self.assertEqual("1.7", json.loads(reports.make().to_json())["version"])
 
     def test_a_reader_ignores_the_fields_of_a_newer_minor_version(self):
         # A 1.7 agent adds fields this reader has never heard of.
@@ -454,3 +454,36 @@ class LiarThroughTheMarketTest(unittest.TestCase):
         _, rec = self.epoch(9000.0, [51.0, 52.0])
         self.assertLessEqual(rec.latency_inflation_pct, 4.0)
         self.assertEqual(3, rec.inflation_reporters)
+
+
+class LinkTxTest(unittest.TestCase):
+    """Report 1.7: what a host counted it sent beyond each of its shared links."""
+
+    def test_the_field_round_trips_and_an_older_record_has_none(self):
+        rec = reports.make("c1", link_tx={"rack1-up": 2.5e8, "spine": 1e6})
+        data = json.loads(rec.to_json())
+        self.assertEqual({"rack1-up": 2.5e8, "spine": 1e6}, data["link_tx"])
+        self.assertEqual(rec, report_mod.HostReport.from_json(rec.to_json()))
+        self.assertEqual(2.5e8, rec.link_tx_of("rack1-up"))
+        self.assertIsNone(rec.link_tx_of("elsewhere"))
+        del data["link_tx"]
+        data["version"] = "1.6"
+        old = report_mod.HostReport.from_dict(data)
+        self.assertEqual((), old.link_tx)
+        self.assertIsNone(old.link_tx_of("rack1-up"))
+
+    def test_a_wrong_shape_rejects_the_record(self):
+        for bad in ([1, 2], "x", {"": 1.0}, {"a" * 256: 1.0}, {"up": -1.0},
+                    {"up": float("nan")}, {"up": True}, {"up": 1e14},
+                    {"l%d" % k: 1.0 for k in range(report_mod.MAX_LINK_TX + 1)},
+                    [("up", 1.0), ("up", 2.0)]):
+            with self.assertRaises(report_mod.InvalidReport, msg=repr(bad)):
+                reports.make("c1", link_tx=bad)
+
+    def test_the_busiest_links_are_written_within_the_bound(self):
+        rates = {"link-%02d" % k: float(k) for k in range(report_mod.MAX_LINK_TX + 3)}
+        rec = report_mod.HostReport.from_summary(
+            "c1", 100.0, summary([vm_epoch("a", tx_mtus=10)], 0.2), float(1 << 30), "t",
+            link_tx=rates)
+        self.assertEqual(report_mod.MAX_LINK_TX, len(rec.link_tx))
+        self.assertEqual(sorted(rates)[3:], [name for name, _rate in rec.link_tx])

@@ -211,6 +211,15 @@ class BoardCLIViewsTest(unittest.TestCase):
         self.assertEqual([{"from_host": "e-client", "victim": "victim-1", "peer_vm": "server-1",
                            "peer": "10.0.2.7:7788"}], json.loads(out)["claims_on_host"])
 
+    def test_host_shows_what_it_sends_beyond_its_shared_links(self):
+        self.publish(reports.make("i-rack", link_tx={"rack1-up": 1.25e8}))
+        code, out, _ = self.run_cli("--url", self.url, "--host", "i-rack")
+        self.assertEqual(0, code)
+        got = {k.strip(): v.strip() for k, v in (line.split(":  ", 1)
+                                                 for line in out.splitlines())}
+        self.assertEqual("1 Gb/s (counted by destination)", got["sent beyond rack1-up"])
+        self.assertEqual("1.7", got["report version"])
+
     def test_host_shows_its_ensemble_members_and_each_groups_worst(self):
         group = "3f1c2b9e-5d7a-4c11-9b0e-8a2f6c4d1e77"
         member = {"ensemble": group, "vm": "m-1", "sla_us": 200.0, "threshold_pct": 10.0,
