@@ -309,7 +309,8 @@ def build_parts(conf, read_only=False):
         if conf.remote_claims.enabled:
             _remote(conf, parts)
         if conf.fabric.count_peers and not read_only:
-            parts.peers = peers_mod.PeerRates(fabric_peers.PeerCounter(), parts.epoch_s)
+            parts.peers = peers_mod.PeerRates(
+                fabric_peers.PeerCounter(), max(parts.epoch_s, peers_mod.PERIOD_S))
             if parts.remote is not None:
                 # With a topology: what the host sends beyond each link, counted.
                 parts.remote.peer_rates = parts.peers.rates

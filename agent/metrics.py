@@ -49,7 +49,8 @@ Per VM, from the last control interval (the balance as the ledger holds it at sc
     ``vf_netlink`` what the port or VF transmitted (doc/source/fabric.rst).
 ``resex_vm_peer_transmit_bytes_per_second``
     Per ``peer`` (a destination address, or ``other``), what the VM sent to
-    it over the last epoch, IP headers included: its 8 busiest destinations
+    it over the last sampling period (5 s, or the epoch when longer), IP
+    headers included: its 8 busiest destinations
     (``[fabric] count_peers``; only VMs with a tap).
 ``resex_vm_latency_mean_seconds`` / ``resex_vm_latency_p99_seconds``
     The VM's latency window (only VMs that report latency).
@@ -241,7 +242,7 @@ class _VMCollector:
 
 
 class _PeerCollector:
-    """Each VM's send rate by destination (``[fabric] count_peers``), from the last epoch."""
+    """Each VM's send rate by destination (``[fabric] count_peers``), the last period's."""
 
     def __init__(self, sink):
         self._sink = sink
@@ -255,7 +256,8 @@ class _PeerCollector:
             rates, last = sink._peer_rates, sink._last
         family = core.GaugeMetricFamily(
             "resex_vm_peer_transmit_bytes_per_second",
-            "Bytes a second the VM sent to each destination address over the last epoch, "
+            "Bytes a second the VM sent to each destination address over the last sampling "
+            "period (5 s, or the epoch when longer), "
             "IP headers included (its 8 busiest; peer=\"other\": the rest); [fabric] "
             "count_peers", labels=_VM_LABELS + ("peer",))
         vms = last.vms if last is not None else {}

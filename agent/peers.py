@@ -31,6 +31,8 @@ import time
 
 LOG = logging.getLogger(__name__)
 
+#: The shortest sampling period (s): two ``nft`` runs a period.
+PERIOD_S = 5.0
 #: Destinations kept per VM (the busiest); the rest are summed as ``other``.
 TOP = 8
 OTHER = "other"

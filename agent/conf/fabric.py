@@ -167,7 +167,7 @@ Related options:
 Count each VM's bytes by destination address, where the host sees them (its
 taps): the kernel counts them in an nftables table of the agent's,
 ``netdev resex_peers`` (doc/source/fabric.rst, "Bytes per peer"), read
-once per epoch by a thread of the agent's own. Published as the metric
+every 5 s (or every epoch when longer) by a thread of the agent's own. Published as the metric
 ``resex_vm_peer_transmit_bytes_per_second`` (per VM its 8 busiest
 destinations, the rest as ``other``). A VM on an SR-IOV VF or an
 InfiniBand HCA has no tap: nothing is counted for it.
@@ -175,7 +175,7 @@ InfiniBand HCA has no tap: nothing is counted for it.
 Needs ``nft`` (Debian package nftables) and CAP_NET_ADMIN: the shipped
 systemd unit keeps only CAP_DAC_OVERRIDE, so add it in a drop-in
 (``CapabilityBoundingSet=CAP_DAC_OVERRIDE CAP_NET_ADMIN``). Without them
-the agent logs why once and keeps trying every epoch; control is not
+the agent logs why once and keeps trying; control is not
 affected. The table is deleted when the agent stops.
 """),
 ]

@@ -131,7 +131,7 @@ Fields (version 1.7)
     :data:`MAX_RECORD_BYTES`; a wrong shape rejects the record.
 ``link_tx`` (1.7; default ``{}``)
     ``{link name: bytes a second}``: what the host's VMs sent over the last
-    epoch to destinations beyond each declared shared link it sends into
+    sampling period (5 s) to destinations beyond each declared shared link it sends into
     (a destination on another host behind the same link stays inside it;
     one on no known host, or counted as ``other``, is taken as beyond),
     counted per destination by the kernel (``[fabric] count_peers``, with
