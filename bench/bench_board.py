@@ -365,7 +365,8 @@ def main(argv=None):
 def record_sizes(vms=16):
     """Print a host report's bytes with 0, 1, 4 and 16 remote claims (``vms`` VMs, addresses).
 
-    Then with 0, 1, 4 and 16 ensemble members (of two ensembles) instead.
+    Then with 0, 1, 4 and 16 ensemble members (of two ensembles) instead,
+    and with ``link_tx`` for 0, 1, 2 and :data:`~.report.MAX_LINK_TX` shared links.
 
     What a claim adds to the board's traffic per host per epoch: a host
     with claims publishes every epoch (the on-change rule never holds its
@@ -402,6 +403,13 @@ def record_sizes(vms=16):
             p99_us=901.75)._asdict() for k in range(n)]
         rec = dataclasses.replace(rec, remote_claims=(), sensitive_vms=max(n, 2),
                                   ensembles=members)
+        size = len(rec.to_json())
+        print("%-7d %7d %7.2fx" % (n, size, size / base))
+    print("%-7s %7s %8s" % ("links", "bytes", "vs none"))
+    for n in (0, 1, 2, report_mod.MAX_LINK_TX):
+        # link_tx (report 1.7): what the host sent beyond each shared link it is behind.
+        link_tx = {"rack%02d-uplink-%d" % (7, k): 1.234567e9 / (k + 1) for k in range(n)}
+        rec = dataclasses.replace(rec, ensembles=(), sensitive_vms=2, link_tx=link_tx)
         size = len(rec.to_json())
         print("%-7d %7d %7.2fx" % (n, size, size / base))
 
