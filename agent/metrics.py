@@ -152,14 +152,18 @@ def cap_floor_pct(info, min_cap_pct, consent=None):
                min(min_cap_pct, sla.effective_limit(info.vcpus)))
 
 
-class _VMCollector:
-    """Builds the per-VM series at scrape time from the last interval's records."""
+class _Collector:
+    """A collector of the sink's last records, built at scrape time (describes nothing)."""
 
     def __init__(self, sink):
         self._sink = sink
 
     def describe(self):
         return []
+
+
+class _VMCollector(_Collector):
+    """Builds the per-VM series at scrape time from the last interval's records."""
 
     def collect(self):
         sink = self._sink
@@ -241,14 +245,8 @@ class _VMCollector:
         yield blind
 
 
-class _PeerCollector:
+class _PeerCollector(_Collector):
     """Each VM's send rate by destination (``[fabric] count_peers``), the last period's."""
-
-    def __init__(self, sink):
-        self._sink = sink
-
-    def describe(self):
-        return []
 
     def collect(self):
         sink = self._sink
@@ -270,14 +268,8 @@ class _PeerCollector:
         yield family
 
 
-class _HealthCollector:
+class _HealthCollector(_Collector):
     """The agent's fault counters, from the last epoch's :class:`resex_agent.loop.Health`."""
-
-    def __init__(self, sink):
-        self._sink = sink
-
-    def describe(self):
-        return []
 
     def collect(self):
         with self._sink._lock:

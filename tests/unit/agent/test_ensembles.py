@@ -51,7 +51,7 @@ class MemberHost(test_loop.CountingHost):
                 for u, i in super().vms().items()}
 
 
-class Reader:
+class Reader(test_remote.Snapshot):
     """The board: node1's report with its member, and this host's own (with ``own`` members)."""
 
     def __init__(self, host, members, own=(), ts=TS):
@@ -66,15 +66,6 @@ class Reader:
                                   ensembles=[m._asdict() for m in self.members]),
             self.host: reports.make(self.host, ts=ts, sensitive_vms=len(self.own),
                                     ensembles=[m._asdict() for m in self.own])}
-
-    def start(self):
-        pass
-
-    def stop(self):
-        pass
-
-    def snapshot(self, now=None):
-        return dict(self.reports)
 
 
 class Following(remote_agent.RemoteVictims):

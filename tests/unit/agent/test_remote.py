@@ -53,15 +53,11 @@ def a_claim(mean_us=400.0, sla_us=200.0, threshold_pct=10.0, statistic="mean", c
                                mean_us=mean_us, std_us=9.0, p99_us=mean_us * 1.5)
 
 
-class Reader:
-    """The board as the test writes it: this host's addresses and the claimant's report."""
+class Snapshot:
+    """A board the test writes (``reports``), handed whole; starts and stops counted."""
 
-    def __init__(self, host, server, claims, ts=TS):
-        self.reports = {
-            host: reports.make(host, ts=ts, addresses={server: [PEER]}),
-            "node1": reports.make("node1", ts=ts, sensitive_vms=len(claims),
-                                  remote_claims=claims)}
-        self.started = self.stopped = 0
+    started = stopped = 0
+    reports = {}
 
     def start(self):
         self.started += 1
@@ -71,6 +67,16 @@ class Reader:
 
     def snapshot(self, now=None):
         return dict(self.reports)
+
+
+class Reader(Snapshot):
+    """The board as the test writes it: this host's addresses and the claimant's report."""
+
+    def __init__(self, host, server, claims, ts=TS):
+        self.reports = {
+            host: reports.make(host, ts=ts, addresses={server: [PEER]}),
+            "node1": reports.make("node1", ts=ts, sensitive_vms=len(claims),
+                                  remote_claims=claims)}
 
 
 class PinnedPort(remote_agent.RemoteVictims):

@@ -34,7 +34,7 @@ TS = test_remote.TS
 GBPS = 1e9 / 8.0
 
 
-class Board:
+class Board(test_remote.Snapshot):
     """This host, node2 (the server's host, in the rack) and node9 (the victim's, outside)."""
 
     def __init__(self, host, claims, mine_gbps=6.0, node2_gbps=3.0, ts=TS):
@@ -51,15 +51,6 @@ class Board:
                                   addresses={"server-2": [test_remote.PEER]}),
             "node9": reports.make("node9", ts=ts, sensitive_vms=len(claims),
                                   remote_claims=claims)}
-
-    def start(self):
-        pass
-
-    def stop(self):
-        pass
-
-    def snapshot(self, now=None):
-        return dict(self.reports)
 
 
 def run(claims, consent=test_loop.PAPER_MARKET, duration=3.0, peer_rates=None, **board):
