@@ -48,15 +48,24 @@ def claim(mean_us):
 
 @unittest.skipUnless(etcd_server.EtcdServer.available(),
                      "needs /usr/bin/etcd (Debian package etcd-server)")
-class RemoteClaimsOnEtcdTest(testtools.TestCase):
+class OnEtcd(testtools.TestCase):
+    """A real etcd, the agent's configuration of it, and a board of the test's own."""
 
     def setUp(self):
         super().setUp()
         self.etcd = self.useFixture(etcd_server.EtcdServer())
-        conf = test_loop.make_conf(board={"url": self.etcd.url},
-                                   remote_claims={"enabled": True, "max_age": 3.0})
-        self.board = board_mod.open_board(self.etcd.url, **board_conf.board_options(conf))
+        self.conf = test_loop.make_conf(board={"url": self.etcd.url},
+                                        remote_claims={"enabled": True, "max_age": 3.0})
+        self.board = board_mod.open_board(self.etcd.url,
+                                          **board_conf.board_options(self.conf))
         self.addCleanup(self.board.close)
+
+
+class RemoteClaimsOnEtcdTest(OnEtcd):
+
+    def setUp(self):
+        super().setUp()
+        conf = self.conf
         self.source = remote_agent.build("node2", conf.board.url,
                                          board_conf.board_options(conf),
                                          conf.remote_claims.max_age, recompute_s=0.1)
@@ -88,7 +97,7 @@ class RemoteClaimsOnEtcdTest(testtools.TestCase):
 
 @unittest.skipUnless(etcd_server.EtcdServer.available(),
                      "needs /usr/bin/etcd (Debian package etcd-server)")
-class SharedLinkOnEtcdTest(testtools.TestCase):
+class SharedLinkOnEtcdTest(OnEtcd):
     """Two agents behind one uplink settle a victim across it, each by its own reading.
 
     node2 and node3 share ``rack-up`` (10 Gb/s); the victim on node1,
@@ -105,11 +114,7 @@ class SharedLinkOnEtcdTest(testtools.TestCase):
 
     def setUp(self):
         super().setUp()
-        self.etcd = self.useFixture(etcd_server.EtcdServer())
-        conf = test_loop.make_conf(board={"url": self.etcd.url},
-                                   remote_claims={"enabled": True, "max_age": 3.0})
-        self.board = board_mod.open_board(self.etcd.url, **board_conf.board_options(conf))
-        self.addCleanup(self.board.close)
+        conf = self.conf
         topo = links.parse({"links": [{"name": "rack-up", "capacity_gbps": 10,
                                        "hosts": ["node2", "node3"]}]})
         self.sources = {}
