@@ -419,6 +419,18 @@ def _link_tx(value):
     return tuple(sorted(out.items()))
 
 
+def _with_link_tx_and_claims(report, link_tx, remote_claims):
+    """``report`` with the ``link_tx`` and then the remote claims that fit the record's bound."""
+    if link_tx:
+        report = dataclasses.replace(report, link_tx=_fit_link_tx(
+            link_tx, MAX_RECORD_BYTES - len(report.to_json())))
+    if remote_claims:
+        budget = MAX_RECORD_BYTES - len(report.to_json())
+        report = dataclasses.replace(
+            report, remote_claims=remote_mod.fit(remote_claims, budget))
+    return report
+
+
 def _fit_link_tx(link_tx, budget):
     """The busiest :data:`MAX_LINK_TX` links of ``link_tx`` whose JSON fits in ``budget`` bytes."""
     chosen, used = {}, 2
@@ -716,13 +728,7 @@ class HostReport:
             state=state,
             projects=project_counts(columns["vm"], projects or {}, sensitive, heavy),
         )
-        if link_tx:
-            report = dataclasses.replace(report, link_tx=_fit_link_tx(
-                link_tx, MAX_RECORD_BYTES - len(report.to_json())))
-        if remote_claims:
-            budget = MAX_RECORD_BYTES - len(report.to_json())
-            report = dataclasses.replace(
-                report, remote_claims=remote_mod.fit(remote_claims, budget))
+        report = _with_link_tx_and_claims(report, link_tx, remote_claims)
         if ensembles:
             budget = MAX_RECORD_BYTES - len(report.to_json())
             report = dataclasses.replace(report, ensembles=ensembles_mod.fit(ensembles, budget))

@@ -49,7 +49,7 @@ class TestOptions(unittest.TestCase):
         [(group, opts)] = fabric_conf.list_opts()
         self.assertEqual("fabric", group.name)
         self.assertEqual({"source", "sysfs_root", "port_owners", "link_port", "pf_netdev",
-                          "uplink_netdev", "link_capacity_gbps", "link_mtu"},
+                          "uplink_netdev", "link_capacity_gbps", "link_mtu", "count_peers"},
                          {o.name for o in opts})
 
     def test_source_choices_are_the_factory_sources(self):
