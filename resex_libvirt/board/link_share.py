@@ -181,7 +181,7 @@ def target_ratio(c, aim=AIM):
     The target is the SLA plus ``aim`` of the threshold. A window of 0
     (nothing measured) answers 1.
     """
-    value = c.p99_us if c.statistic == "p99" else c.mean_us
+    value = remote_mod.judged_us(c)
     if not value > 0:
         return 1.0
     return c.sla_us * (1.0 + aim * c.threshold_pct / 100.0) / value

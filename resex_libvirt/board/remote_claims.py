@@ -313,8 +313,12 @@ class Victim(typing.NamedTuple):
 
 def claimed_pct(c):
     """A claim's interference: its window's statistic over its SLA, in percent of the SLA."""
-    value = c.p99_us if c.statistic == "p99" else c.mean_us
-    return 100.0 * (value - c.sla_us) / c.sla_us
+    return 100.0 * (judged_us(c) - c.sla_us) / c.sla_us
+
+
+def judged_us(c):
+    """The value of a claim's window its SLA judges (its ``statistic``: mean or p99)."""
+    return c.p99_us if c.statistic == "p99" else c.mean_us
 
 
 def port_supports(c, port_inflation_pct, holding=False):
