@@ -37,6 +37,8 @@ import time
 import urllib.request
 import uuid
 
+import yaml
+
 from tests.cloud import procs
 from tests.cloud import unit_sandbox
 from tests import machine
@@ -65,7 +67,7 @@ PORTS = {
     "mariadb": 26306, "epmd": 26369, "rabbitmq": 26672, "rabbitmq-dist": 26671,
     "memcached": 26211, "etcd": 26379, "etcd-peer": 26380, "keystone": 26500,
     "glance": 26292, "placement": 26778, "nova-api": 26774, "neutron": 26696,
-    "sink": 5001, "metrics-node1": 26791, "metrics-node2": 26792,
+    "sink": 5001, "metrics-node1": 26791, "metrics-node2": 26792, "metrics-node3": 26793,
 }
 
 #: The guests' network: a bridge with the host's address; each node a network
@@ -79,7 +81,7 @@ NODE_BRIDGE = "resexcnbr"
 NODE_UPLINK = "resexcup"
 #: Each node's address on the guests' network: its my_ip, libvirtd's TCP
 #: listener and the migrations' end point.
-NODE_IPS = {"node1": "10.229.0.2", "node2": "10.229.0.3"}
+NODE_IPS = {"node1": "10.229.0.2", "node2": "10.229.0.3", "node3": "10.229.0.4"}
 NETWORK_ID = "8c6b3e2f-2d6a-4b5e-9a29-000000000001"
 SUBNET_ID = "8c6b3e2f-2d6a-4b5e-9a29-000000000002"
 #: Each node's link: guests' transmit through a tbf of this rate (the lab's bottleneck).
@@ -88,6 +90,21 @@ LINK_MBIT = 45.0
 LINK_GBPS = 0.05
 
 NODES = ("node1", "node2")
+
+#: The rack (:meth:`Cloud.start_rack`, the ``shared_link`` row): node1 and a
+#: third node behind one shaped uplink, the link both share.
+RACK_NODE = "node3"
+RACK = ("node1", RACK_NODE)
+#: Every node a cloud may run (its teardown looks for each).
+ALL_NODES = NODES + (RACK_NODE,)
+RACK_BRIDGE = "resexcrack"
+#: The uplink, a veth: its rack end (on RACK_BRIDGE), its cloud end (on BRIDGE).
+UPLINK_RACK = "resexcupr"
+UPLINK_CLOUD = "resexcupc"
+#: The uplink's name in the topology file, and its rate each way (below a
+#: node's LINK_MBIT: one node's sender fills it).
+UPLINK = "rack1-uplink"
+UPLINK_MBIT = 20.0
 
 DATABASES = ("keystone", "glance", "placement", "nova_api", "nova", "nova_cell0")
 
@@ -632,11 +649,11 @@ class Cloud:
         """The bridge (host address), the nodes' networks, the neutron stand-in, the sink."""
         if shutil.which("modprobe"):
             subprocess.run(["modprobe", "ifb", "numifbs=0"], capture_output=True)
-        for name in [BRIDGE] + [self.veth(n) for n in self.nodes]:
+        for name in [BRIDGE, RACK_BRIDGE, UPLINK_RACK] + [self.veth(n) for n in ALL_NODES]:
             if _link_exists(name):
                 raise CloudError("%s exists: a previous cloud was not torn down "
                                  "(make cloud-down)" % name)
-        for node in self.nodes:
+        for node in ALL_NODES:
             if os.path.exists(os.path.join("/run/netns", self.netns(node))):
                 raise CloudError("network namespace %s exists: a previous cloud was not "
                                  "torn down (make cloud-down)" % self.netns(node))
@@ -646,23 +663,33 @@ class Cloud:
         _run(["ip", "addr", "add", HOST_CIDR, "dev", BRIDGE])
         for node in self.nodes:
             self._node_network(node)
-        conf = os.path.join(self.etc, "neutron-stub.json")
-        _write(conf, json.dumps({"network_id": NETWORK_ID, "subnet_id": SUBNET_ID,
-                                 "cidr": CIDR,
-                                 "nodes": {n: {"netns": self.netns(n), "bridge": NODE_BRIDGE,
-                                               "ifb": self.ifb(n)} for n in self.nodes}}))
+        self._write_neutron_conf()
         proc = self._gunicorn("neutron", "neutron()", PORTS["neutron"],
-                              self.env(RESEX_CLOUD_NEUTRON_CONF=conf), threads=8)
+                              self.env(RESEX_CLOUD_NEUTRON_CONF=self.neutron_conf), threads=8)
         wait_for_http("http://%s:%d/v2.0/networks" % (HOST, PORTS["neutron"]), proc,
                       self.log("neutron"))
         sink = self._start("sink", [sys.executable, "-m", "tests.cloud.sink",
                                     HOST_CIDR.split("/")[0], str(PORTS["sink"])])
         wait_for_port(PORTS["sink"], sink, self.log("sink"), host=HOST_CIDR.split("/")[0])
 
-    def _node_network(self, node):
+    @property
+    def neutron_conf(self):
+        return os.path.join(self.etc, "neutron-stub.json")
+
+    def _write_neutron_conf(self):
+        """The neutron stand-in's configuration: the network and every node's (it re-reads it)."""
+        tmp = self.neutron_conf + ".tmp"
+        _write(tmp, json.dumps({"network_id": NETWORK_ID, "subnet_id": SUBNET_ID,
+                                "cidr": CIDR,
+                                "nodes": {n: {"netns": self.netns(n), "bridge": NODE_BRIDGE,
+                                              "ifb": self.ifb(n)} for n in self.nodes}}))
+        os.replace(tmp, self.neutron_conf)
+
+    def _node_network(self, node, bridge=BRIDGE):
         """``node``'s network namespace: its bridge, address, shaped ifb, a veth out.
 
-        The node's bridge holds its taps and the veth into the cloud's bridge.
+        The node's bridge holds its taps and the veth into ``bridge`` (the
+        cloud's, or the rack's).
         """
         ns = self.netns(node)
         _run(["ip", "netns", "add", ns])
@@ -670,7 +697,7 @@ class Cloud:
         inside = ["ip", "-n", ns]
         _run(["ip", "link", "add", self.veth(node), "type", "veth", "peer", "name",
               NODE_UPLINK, "netns", ns])
-        _run(["ip", "link", "set", self.veth(node), "master", BRIDGE, "up"])
+        _run(["ip", "link", "set", self.veth(node), "master", bridge, "up"])
         _run(inside + ["link", "set", "lo", "up"])
         _run(inside + ["link", "add", NODE_BRIDGE, "type", "bridge"])
         _run(inside + ["link", "set", NODE_UPLINK, "master", NODE_BRIDGE, "up"])
@@ -684,6 +711,48 @@ class Cloud:
     def set_link_rate(self, node, mbit):
         _run(["tc", "-n", self.netns(node), "qdisc", "replace", "dev", self.ifb(node), "root",
               "tbf", "rate", "%gmbit" % mbit, "burst", "16384", "latency", "50ms"])
+
+    def topology_file(self, node):
+        """The shared links, as the operator declares them (``RESEX_TOPOLOGY_FILE``).
+
+        Beside the node's agent configuration: the agent's unit sees that
+        directory (its private /tmp and /var/tmp hide the rest of the state).
+        """
+        return os.path.join(os.path.dirname(self.agent_conf(node)), "topology.yaml")
+
+    def start_rack(self):
+        """node1 and node3 behind one shaped uplink: node3 joins the running cloud (idempotent).
+
+        The rack's bridge (host side) holds node1's and node3's veths and
+        the uplink's rack end; the uplink (a veth, a tbf of
+        :data:`UPLINK_MBIT` on each end: each way) joins it to the cloud's
+        bridge, where node2, the host's sink and the rest are. node1's veth
+        moves onto the rack's bridge (its guests' addresses stay). node3's
+        agent reads the topology file naming the uplink (node1's agent, started
+        before, does not: it has no heavy sender in the ``shared_link`` row).
+        """
+        if RACK_NODE in self.nodes:
+            return
+        if "node1" not in self.nodes:
+            raise CloudError("the rack needs node1 (a cloud of %s)" % ", ".join(self.nodes))
+        _run(["ip", "link", "add", RACK_BRIDGE, "type", "bridge"])
+        self._record_link(RACK_BRIDGE)
+        _run(["ip", "link", "set", RACK_BRIDGE, "up"])
+        _run(["ip", "link", "add", UPLINK_RACK, "type", "veth", "peer", "name", UPLINK_CLOUD])
+        self._record_link(UPLINK_RACK)
+        _run(["ip", "link", "set", UPLINK_RACK, "master", RACK_BRIDGE, "up"])
+        _run(["ip", "link", "set", UPLINK_CLOUD, "master", BRIDGE, "up"])
+        for dev in (UPLINK_RACK, UPLINK_CLOUD):
+            _run(["tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate",
+                  "%gmbit" % UPLINK_MBIT, "burst", "16384", "latency", "50ms"])
+        _run(["ip", "link", "set", self.veth("node1"), "master", RACK_BRIDGE])
+        _write(self.topology_file(RACK_NODE), yaml.safe_dump({"links": [
+            {"name": UPLINK, "capacity_gbps": UPLINK_MBIT / 1000.0, "hosts": list(RACK)}]}))
+        self._node_network(RACK_NODE, bridge=RACK_BRIDGE)
+        self.nodes += (RACK_NODE,)
+        self._write_neutron_conf()
+        self.start_node(RACK_NODE, {"RESEX_TOPOLOGY_FILE": self.topology_file(RACK_NODE)})
+        self.wait_for_computes()
 
     def _record_link(self, name):
         path = os.path.join(self.run_dir, "links")
@@ -786,12 +855,13 @@ class Cloud:
         """The prefix that runs a command inside ``node``'s namespaces."""
         return ["nsenter", "-t", str(self.libvirtd_pid(node)), "-m", "-u", "--"]
 
-    def start_node(self, node):
+    def start_node(self, node, plugin_env=None):
         """``node``'s libvirtd (own mount, UTS, network namespaces), nova-compute, agent.
 
         nova-compute and the agent join the node's mount and UTS namespaces and
         stay in the host's network namespace, where the control plane listens
-        on the loopback.
+        on the loopback. ``plugin_env``: more of the devstack plugin's
+        settings for the node.
         """
         ndir = self.node_dir(node)
         private = {"/etc/libvirt": "etc-libvirt", "/run/libvirt": "run-libvirt",
@@ -877,6 +947,7 @@ class Cloud:
             "RESEX_METRICS_PORT": str(PORTS["metrics-" + node]),
             # Each node acts on the other's remote claims (the remote_victim row).
             "RESEX_REMOTE_CLAIMS": "True",
+            **(plugin_env or {}),
         })
         self.start_compute(node)
         self.start_agent(node)
@@ -1088,10 +1159,12 @@ class Cloud:
     def down(self, keep_logs=True):
         """Stop every process by PID, remove domains, links, data (idempotent)."""
         t0 = time.monotonic()
-        for node in self.nodes:
+        # Every node a cloud may have run (the rack's joins late: a `make
+        # cloud-down` process does not know it ran).
+        for node in ALL_NODES:
             with contextlib.suppress(Exception):
                 self.stop_agent(node)
-        for node in self.nodes:
+        for node in ALL_NODES:
             self._destroy_domains(node)
         timeouts = {"nova-compute": 40.0, "rabbitmq": 60.0, "mariadb": 60.0}
         for entry in reversed(self.table.load()):
@@ -1099,7 +1172,7 @@ class Cloud:
                 continue
             wait = next((t for k, t in timeouts.items() if entry["name"].endswith(k)), 20.0)
             self.table.stop(entry["name"], timeout=wait)
-        for node in self.nodes:
+        for node in ALL_NODES:
             self._kill_qemus(node)
         links = os.path.join(self.run_dir, "links")
         if os.path.exists(links):

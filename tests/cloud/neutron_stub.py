@@ -29,7 +29,8 @@ take their address from it (no DHCP in a busybox guest).
 
 Configuration: the JSON file named by ``RESEX_CLOUD_NEUTRON_CONF``
 (``network_id``, ``subnet_id``, ``cidr``, ``nodes``: node -> ``netns``,
-``bridge``, ``ifb``).
+``bridge``, ``ifb``); its nodes are read again when it changes (a node
+joining the running cloud).
 """
 
 import ipaddress
@@ -59,6 +60,8 @@ class Stub:
         self.net = ipaddress.ip_network(conf["cidr"])
         self.ports = {}
         self.lock = threading.Lock()
+        #: The configuration file's mtime when its nodes were read (None: never).
+        self.conf_stamp = None
 
     # -- resources -------------------------------------------------------------
 
@@ -168,9 +171,23 @@ class Stub:
             "u32", "match", "u32", "0", "0",
             "action", "mirred", "egress", "redirect", "dev", net["ifb"])
 
-    def run_attacher(self):
+    def reload_nodes(self, path):
+        """The nodes of the configuration file at ``path`` if it changed (a node joined)."""
+        stamp = os.stat(path).st_mtime_ns
+        if stamp == self.conf_stamp:
+            return False
+        with open(path) as f:
+            nodes = json.load(f)["nodes"]
+        with self.lock:
+            self.conf = dict(self.conf, nodes=nodes)
+        self.conf_stamp = stamp
+        return True
+
+    def run_attacher(self, path=None):
         while True:
             try:
+                if path is not None and self.reload_nodes(path):
+                    LOG.info("nodes: %s", ", ".join(sorted(self.conf["nodes"])))
                 self.attach_taps()
             except Exception:
                 LOG.exception("attaching taps failed")
@@ -288,7 +305,10 @@ def make_application():
     """The WSGI app, configured from ``RESEX_CLOUD_NEUTRON_CONF``, its tap thread running."""
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(process)d %(levelname)s %(name)s %(message)s")
-    with open(os.environ["RESEX_CLOUD_NEUTRON_CONF"]) as f:
+    path = os.environ["RESEX_CLOUD_NEUTRON_CONF"]
+    with open(path) as f:
         stub = Stub(json.load(f))
-    threading.Thread(target=stub.run_attacher, name="tap-attacher", daemon=True).start()
+    stub.conf_stamp = os.stat(path).st_mtime_ns
+    threading.Thread(target=stub.run_attacher, args=(path,), name="tap-attacher",
+                     daemon=True).start()
     return stub

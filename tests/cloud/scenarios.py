@@ -48,7 +48,12 @@ Each scenario is a method of :class:`Scenarios` that raises
   on a cloud cleared of the earlier rows' servers); with the filter disabled a
   flavor forbidding the trait is kept off node1 by Placement itself;
   nova-compute's own trait updates against it (how long it is missing);
-  the service killed and restarted; Placement down for a while.
+  the service killed and restarted; Placement down for a while;
+* ``shared_link`` (:data:`SHARED`, last: node3 joins the cloud): node1 and
+  node3 behind one shaped uplink; a victim on node2 measuring a server on
+  node1, a bulk tenant on node3 filling the uplink: node3's agent limits it
+  (the shared link's rule); node3's agent killed and restarted, the victim
+  deleted (the limit goes).
 
 ``python -m tests.cloud test`` (``make cloud-test``) brings the cloud up,
 runs them all, tears it down, and prints ``scenario | result | time``.
@@ -471,10 +476,10 @@ class Scenarios:
             self.boot("rdma-server", "resex.rdma.plain", "resex-rdma-server-short",
                       node="node2", port=port.id)
             bulk = self.boot("bulk-n2", "resex.bulk", "resex-bulk", node="node2", nic=True)
-            victim, t_heard = self._remote_victim_heard()
+            victim, t_heard = self._remote_victim_heard("node1", "remote")
             mark = self.log_size("node1-resex-agent")
             self._remote_capped("remote", bulk, victim, t_heard)
-            self._remote_held(bulk, victim, mark)
+            self._remote_held("remote", ("node2", bulk), ("node1", victim), mark)
             self._remote_board_down(bulk, victim)
             self._remote_agent_killed(bulk, victim)
             self.conn.compute.delete_server(self.servers.pop("rdma-lat"))
@@ -494,37 +499,42 @@ class Scenarios:
             with contextlib.suppress(Exception):
                 self.conn.network.delete_port(port)
 
-    def _remote_victim_heard(self):
-        """Boot the victim on node1; ``(server, when)`` once node1 hears it name its peer."""
-        log1 = "node1-resex-agent"
-        mark = self.log_size(log1)
+    def _remote_victim_heard(self, node, what):
+        """Boot the victim on ``node``; ``(server, when)`` once ``node`` hears it name its peer."""
+        log = "%s-resex-agent" % node
+        mark = self.log_size(log)
         victim = self.boot("rdma-lat", "resex.rdma.sensitive", "resex-rdma-lat-short",
-                           node="node1", nic=True)
+                           node=node, nic=True)
         t_active = time.monotonic()
         heard = self.wait_for(
-            "node1 hearing %s name its peer" % victim.name,
+            "%s hearing %s name its peer" % (node, victim.name),
             lambda: re.search(r"VM %s claims latency mean ([0-9.]+) us[^\n]* peer %s"
                               % (victim.id, re.escape(guests.RDMA_SERVER_IP)),
-                              self.log_lines(log1, mark)), timeout=420)
+                              self.log_lines(log, mark)), timeout=420)
         t_heard = time.monotonic()
-        self.figures["remote_active_to_first_report_s"] = t_heard - t_active
-        self.figures["remote_victim_first_mean_us"] = float(heard.group(1))
+        self.figures["%s_active_to_first_report_s" % what] = t_heard - t_active
+        self.figures["%s_victim_first_mean_us" % what] = float(heard.group(1))
         return victim, t_heard
 
-    def _remote_held(self, bulk, victim, mark, hold_s=20.0):
-        """For ``hold_s`` after the cap: bulk-n2's cap (lowest, highest), the victim's latency."""
+    def _remote_held(self, what, bulk_on, victim_on, mark, hold_s=20.0):
+        """For ``hold_s`` after the cap: the bulk's cap (lowest, highest), the victim's latency.
+
+        ``bulk_on``, ``victim_on``: ``(node, server)``; ``mark``: where the
+        victim's node's log stood at the cap.
+        """
         caps = []
         t_end = time.monotonic() + hold_s
         while time.monotonic() < t_end:
-            caps.append(_cap_pct(self.knobs("node2", bulk)))
+            caps.append(_cap_pct(self.knobs(*bulk_on)))
             time.sleep(0.5)
         held = [100.0 if c is None else c for c in caps]
-        self.figures["remote_held_cap_min_pct"] = min(held)
-        self.figures["remote_held_cap_max_pct"] = max(held)
-        # node1's epoch lines: "<name or uuid> cap ... lat NNNus ...".
+        self.figures["%s_held_cap_min_pct" % what] = min(held)
+        self.figures["%s_held_cap_max_pct" % what] = max(held)
+        # The victim's node's epoch lines: "<name or uuid> cap ... lat NNNus ...".
+        node, victim = victim_on
         lats = re.findall(r"(?:%s|%s)[^|;]*? cap [^|;]* lat (\d+)us" % (victim.name, victim.id),
-                          self.log_lines("node1-resex-agent", mark))
-        self.figures["remote_victim_mean_after_cap_us"] = int(lats[-1]) if lats else None
+                          self.log_lines("%s-resex-agent" % node, mark))
+        self.figures["%s_victim_mean_after_cap_us" % what] = int(lats[-1]) if lats else None
 
     def _remote_capped(self, what, bulk, victim, t0, timeout=180):
         """Until node2's agent caps ``bulk`` for ``victim`` (its line names node1 as its host)."""
@@ -575,6 +585,88 @@ class Scenarios:
         t0 = time.monotonic()
         self.cloud.start_agent("node2")
         self._remote_capped("remote_agent_restarted", bulk, victim, t0)
+
+    def shared_link(self):
+        """A victim on node2 whose server is on node1; node3's bulk tenant fills their uplink.
+
+        The rack (:meth:`~tests.cloud.cloud.Cloud.start_rack`): node3 joins,
+        behind one shaped uplink with node1 (``rack1-uplink`` in node3's
+        topology file). ``rdma-lat`` (node2) measures ``rdma-server``
+        (node1), whose replies cross the uplink; ``bulk-n3`` (node3) sends
+        to the host's sink, beyond the uplink, as fast as it can. No agent
+        sees the trouble on its own port: node2's port carries the victim's
+        requests, node1's the server's replies; the uplink is full. Only
+        node3's agent can help: the victim's claim crosses the uplink, the
+        link's load (node1's and node3's reports) supports it, and node3's
+        heavy sender's CPU limit is scaled down (doc/source/fabric.rst,
+        "Shared links in the market"). Then node3's agent killed and
+        restarted (limited again), the victim deleted (released).
+        """
+        self.cloud.start_rack()
+        guests.publish_rdma(self.cloud)
+        names = ("rdma-lat", "bulk-n3", "rdma-server")
+        port = self.conn.network.create_port(
+            network_id=cloud_mod.NETWORK_ID, project_id=self.conn.current_project_id,
+            fixed_ips=[{"ip_address": guests.RDMA_SERVER_IP}])
+        try:
+            self.boot("rdma-server", "resex.rdma.plain", "resex-rdma-server-short",
+                      node="node1", port=port.id)
+            bulk = self.boot("bulk-n3", "resex.bulk", "resex-bulk", node=cloud_mod.RACK_NODE,
+                             nic=True)
+            victim, t_heard = self._remote_victim_heard("node2", "shared")
+            mark = self.log_size("node2-resex-agent")
+            self._link_limited("shared", bulk, victim, t_heard)
+            self._remote_held("shared", (cloud_mod.RACK_NODE, bulk), ("node2", victim), mark)
+            self._link_agent_killed(bulk, victim)
+            self.conn.compute.delete_server(self.servers.pop("rdma-lat"))
+            t0 = time.monotonic()
+            self.wait_for("bulk-n3 released after the victim's deletion",
+                          lambda: _cap_pct(self.knobs(cloud_mod.RACK_NODE, bulk)) is None
+                          or _cap_pct(self.knobs(cloud_mod.RACK_NODE, bulk)) >= 50.0,
+                          timeout=180, interval=0.5)
+            self.figures["shared_victim_deleted_to_released_s"] = time.monotonic() - t0
+        finally:
+            for n in names:
+                if n in self.servers:
+                    self.conn.compute.delete_server(self.servers.pop(n))
+            for n in names:
+                with contextlib.suppress(Exception):
+                    self._wait_deleted(n)
+            with contextlib.suppress(Exception):
+                self.conn.network.delete_port(port)
+
+    def _link_limited(self, what, bulk, victim, t0, timeout=180):
+        """Until node3's agent limits ``bulk`` for ``victim`` on the uplink (line, factor)."""
+        node = cloud_mod.RACK_NODE
+        log = "%s-resex-agent" % node
+        mark = self.log_size(log)
+        cap = self.wait_for("%s: bulk-n3 capped below 50%% by %s's agent" % (what, node),
+                            lambda: _below(_cap_pct(self.knobs(node, bulk)), 50.0),
+                            timeout=timeout, interval=0.5)
+        self.figures["%s_to_capped_s" % what] = time.monotonic() - t0
+        self.figures["%s_bulk_cap_pct" % what] = cap
+        said = (r"shared link %s: this host's heavy senders' limit x[0-9.]+ -> x([0-9.]+) "
+                r"\(cut: victim %s on node2 " % (cloud_mod.UPLINK, victim.id))
+        line = self.wait_for("%s's line naming the uplink and the victim" % node,
+                             lambda: re.search(said, self.log_lines(log, mark)), timeout=30)
+        self.figures["%s_first_factor" % what] = float(line.group(1))
+        gauge = r'resex_shared_link_limit_factor\{link="%s"\} ([0-9.e+-]+)' % cloud_mod.UPLINK
+        factor = self.wait_for("%s's metrics showing the limit on %s" % (node, cloud_mod.UPLINK),
+                               lambda: re.search(gauge, self.metrics(node)), timeout=60)
+        self.figures["%s_factor_metric" % what] = float(factor.group(1))
+        return cap
+
+    def _link_agent_killed(self, bulk, victim):
+        """kill -9 of node3's agent: the restarted agent restores, then limits bulk-n3 again."""
+        name = "%s-resex-agent" % cloud_mod.RACK_NODE
+        entry = self.cloud.table.get(name)
+        os.kill(entry["pid"], signal.SIGKILL)
+        self.wait_for("%s dead" % name,
+                      lambda: not machine.alive(entry["pid"], entry["started"]), timeout=10)
+        self.cloud.table.remove(name)
+        t0 = time.monotonic()
+        self.cloud.start_agent(cloud_mod.RACK_NODE)
+        self._link_limited("shared_agent_restarted", bulk, victim, t0)
 
     # -- install.rst ----------------------------------------------------------------------
 
@@ -1278,10 +1370,12 @@ FAULTS = ("agent_killed", "nova_compute_restarted", "libvirtd_restarted", "etcd_
 RDMA = ("rdma_guests",)
 #: Across hosts (doc/source/fabric.rst): node2's agent acting on node1's remote claim.
 FABRIC = ("remote_victim",)
+#: Last: it adds node3 to the cloud (the rack), which no earlier row expects.
+SHARED = ("shared_link",)
 #: (f): the board's verdict as Placement traits (resex-placement-sync).
 PLACEMENT = ("placement_filter_off", "placement_compute_update", "placement_sync_restarted",
              "placement_down")
-ORDER = SMOKE + MOVES + FAULTS + RDMA + FABRIC + PLACEMENT
+ORDER = SMOKE + MOVES + FAULTS + RDMA + FABRIC + PLACEMENT + SHARED
 
 
 def _proc_status(pid):

@@ -17,6 +17,7 @@ import io
 import json
 import os
 import subprocess
+import tempfile
 import unittest
 
 from tests.cloud import neutron_stub
@@ -82,6 +83,21 @@ class StubTest(unittest.TestCase):
         self.assertEqual([port_id], [p["id"] for p in by_device])
         self.assertEqual(204, self.call("DELETE", "/v2.0/ports/" + port_id)[0])
         self.assertEqual(404, self.call("GET", "/v2.0/ports/" + port_id)[0])
+
+    def test_a_node_written_into_its_configuration_is_served_from_then_on(self):
+        # A compute node joining the running cloud (the rack's node3).
+        path = os.path.join(self.enterContext(tempfile.TemporaryDirectory()), "conf.json")
+        with open(path, "w") as f:
+            json.dump(CONF, f)
+        self.assertTrue(self.stub.reload_nodes(path))
+        self.assertFalse(self.stub.reload_nodes(path))       # unchanged: not read again
+        node3 = {"netns": "resexc-node3", "bridge": "resexcnbr", "ifb": "resexc3ifb"}
+        with open(path, "w") as f:
+            json.dump(dict(CONF, nodes=dict(CONF["nodes"], node3=node3)), f)
+        os.utime(path, ns=(0, os.stat(path).st_mtime_ns + 1))
+        self.assertTrue(self.stub.reload_nodes(path))
+        self.assertEqual(["node1", "node3"], sorted(self.stub.conf["nodes"]))
+        self.assertEqual("net-1", self.stub.conf["network_id"])
 
     def test_the_tap_name_is_novas(self):
         self.assertEqual("tap8c6b3e2f-2d",
