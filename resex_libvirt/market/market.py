@@ -489,7 +489,13 @@ class Market:
             t.t_cap_min[slot] = limit
         else:
             self.ledger.set_shares(vm, sla.shares)
-            t.cap[slot] = min(limit, max(floor, float(t.cap[slot])))
+            cap = float(t.cap[slot])
+            # At its limit a VM is uncapped, and stays so when the limit
+            # moves up (a shared link's scale released, a larger flavor):
+            # only a cap the market set below the limit is kept.
+            if cap >= float(t.limit[slot]):
+                cap = limit
+            t.cap[slot] = min(limit, max(floor, cap))
         t.floor[slot] = floor
         t.limit[slot] = limit
         t.weight[slot] = weight_of(sla.shares)

@@ -133,6 +133,19 @@ class MarketTest(unittest.TestCase):
         self.m.add(records.VMSpec("a", sla=sla.SLA(limit_pct=30.0)))
         self.assertEqual(30.0, self.m.step({})["a"].cap_pct)
 
+    def test_a_vm_at_its_limit_follows_the_limit_back_up(self):
+        # A shared link's scale on a bulk VM's limit: cut, cut, then released
+        # (the cap stayed at the lowest limit before).
+        for limit in (40.7, 1.0, 50.5, 100.0):
+            self.m.add(records.VMSpec("a", sla=sla.SLA(limit_pct=limit)))
+            self.assertEqual(limit, self.m.decision("a").cap_pct)
+
+    def test_a_cap_set_below_the_limit_stays_when_the_limit_rises(self):
+        self.m.add(records.VMSpec("a", sla=sla.SLA(limit_pct=50.0)))
+        self.m.table.cap[self.m.table.slots["a"]] = 20.0      # as a policy leaves it
+        self.m.add(records.VMSpec("a", sla=sla.SLA(limit_pct=100.0)))
+        self.assertEqual(20.0, self.m.decision("a").cap_pct)
+
     def test_unknown_policy_names_the_known_ones(self):
         with self.assertRaisesRegex(ValueError, "free_market"):
             policy_mod.load("nope")
