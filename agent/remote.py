@@ -109,6 +109,7 @@ class RemoteVictims:
         #: then counted (:meth:`link_tx`), else estimated by its readers.
         self.peer_rates = None
         self._link_tx = {}
+        self._link_claims = {}      # peer's host -> [Target]: the claims the links judged last
         self.reader = reader
         self.max_age_s = float(max_age_s)
         self.recompute_s = float(recompute_s)
@@ -208,7 +209,7 @@ class RemoteVictims:
         fresh = {r.host: r for r in reports
                  if not r.blind and r.age(now) <= self.max_age_s}
         try:
-            claims = remote_mod.targets(fresh, now, self.max_age_s)
+            claims = self._keep_link_claims(remote_mod.targets(fresh, now, self.max_age_s), now)
             steps = self.links.step(link_share.judge(self.topology, self.host, fresh, claims),
                                     now)
         except Exception:
@@ -227,6 +228,24 @@ class RemoteVictims:
                      "%.2f Gb/s)", s.link, s.old, s.new, s.why, because,
                      100.0 * j.load.utilisation, j.load.heard, j.load.hosts,
                      j.offered * 8e-9, j.part * 8e-9)
+
+    def _keep_link_claims(self, claims, now):
+        """``claims``, and each claim judged last that they leave out, until it expires.
+
+        A victim's host publishes its claim with each window it heard; a
+        victim slower than the host's epoch (a report every few seconds) is
+        left out of the reports between two: held as a quiet remote victim
+        is (:meth:`recompute`), not released and cut again at each report.
+        Its window, already used, moves nothing while it is kept.
+        """
+        seen = {(t.host, t.claim.vm) for found in claims.values() for t in found}
+        out = {peer: list(found) for peer, found in claims.items()}
+        for peer, found in self._link_claims.items():
+            for t in found:
+                if (t.host, t.claim.vm) not in seen and now - t.ts <= self.max_age_s:
+                    out.setdefault(peer, []).append(t)
+        self._link_claims = out
+        return out
 
     def _count_link_tx(self, fresh):
         """What this host's VMs send beyond each of its links, by their peers' hosts."""

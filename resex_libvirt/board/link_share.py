@@ -48,8 +48,10 @@ Deviations from PARDA, and why:
 * a victim under its target releases the limit by half the ratio's
   excess (``f (1 + (L / l - 1) / 2)``); between the target and the
   threshold the limit holds (a band, not a relay);
-* a link no fresh claim crosses is released half way to 1 each delay
-  (the victim gone or quiet: PARDA's window grows back the same way).
+* a link no claim crosses is released half way to 1 each delay (the
+  victim gone, or quiet past its claim's expiry: the agent keeps a claim a
+  newer report leaves out until then; PARDA's window grows back the same
+  way).
 
 Pure functions and immutable values: no clock (``now`` is an argument), no I/O.
 """

@@ -113,19 +113,24 @@ class SharedLinkAgentTest(unittest.TestCase):
         self.assertEqual({"rack1-up": 55.0}, source.link_tx())
         self.assertEqual((("rack1-up", 55.0),), agent.last_report.link_tx)
 
-    def test_the_limit_is_released_when_the_claim_is_gone(self):
+    def test_the_limit_is_held_while_the_claim_is_quiet_and_released_when_it_expires(self):
         _agent, _sim, source = run([test_remote.a_claim(mean_us=400.0)])
-        self.assertTrue(source.link_factors())
+        factor = source.link_factors()["rack1-up"]
         now = [TS + 1.0]
         source._clock = lambda: now[0]
-        seen = []
-        while source.link_factors() and len(seen) < 20:
+        held, released = [], []
+        while source.link_factors() and len(held) + len(released) < 20:
             now[0] += link_share.DELAY_S
+            # The victim's host publishes again, without the claim (its
+            # victim quiet since, or gone).
             source.reader.publish(now[0] - 1.0, [])
             source.recompute()
-            seen.append(source.link_factors().get("rack1-up", 1.0))
-        self.assertEqual(1.0, seen[-1])
-        self.assertLessEqual(len(seen), 8)
+            (held if now[0] - TS <= source.max_age_s else released).append(
+                source.link_factors().get("rack1-up", 1.0))
+        # Until the claim expires (max_age after its report) the limit holds.
+        self.assertEqual([factor] * 3, held)
+        self.assertEqual(1.0, released[-1])
+        self.assertLessEqual(len(released), 8)
         self.assertNotIn("limit_scale", str(source.slas()))
 
 
