@@ -445,14 +445,7 @@ class Scenarios:
             self.figures["rdma_bulk_cap_pct"] = cap
             self.figures["rdma_active_to_bulk_capped_s"] = time.monotonic() - t_active
         finally:
-            for n in names:
-                if n in self.servers:
-                    self.conn.compute.delete_server(self.servers.pop(n))
-            for n in names:
-                with contextlib.suppress(Exception):
-                    self._wait_deleted(n)
-            with contextlib.suppress(Exception):
-                self.conn.network.delete_port(port)
+            self._delete_all(names, port)
 
     # -- across hosts ---------------------------------------------------------------------
 
@@ -482,22 +475,30 @@ class Scenarios:
             self._remote_held("remote", ("node2", bulk), ("node1", victim), mark)
             self._remote_board_down(bulk, victim)
             self._remote_agent_killed(bulk, victim)
-            self.conn.compute.delete_server(self.servers.pop("rdma-lat"))
-            t0 = time.monotonic()
-            self.wait_for("bulk-n2 released after the victim's deletion",
-                          lambda: _cap_pct(self.knobs("node2", bulk)) is None
-                          or _cap_pct(self.knobs("node2", bulk)) >= 50.0,
-                          timeout=180, interval=0.5)
-            self.figures["remote_victim_deleted_to_released_s"] = time.monotonic() - t0
+            self._released_after_deletion("remote", ("node2", bulk))
         finally:
-            for n in names:
-                if n in self.servers:
-                    self.conn.compute.delete_server(self.servers.pop(n))
-            for n in names:
-                with contextlib.suppress(Exception):
-                    self._wait_deleted(n)
+            self._delete_all(names, port)
+
+    def _released_after_deletion(self, what, bulk_on):
+        """The victim deleted: until the bulk server (``(node, server)``) is at 50 % or more."""
+        self.conn.compute.delete_server(self.servers.pop("rdma-lat"))
+        t0 = time.monotonic()
+        self.wait_for("%s released after the victim's deletion" % bulk_on[1].name,
+                      lambda: _cap_pct(self.knobs(*bulk_on)) is None
+                      or _cap_pct(self.knobs(*bulk_on)) >= 50.0,
+                      timeout=180, interval=0.5)
+        self.figures["%s_victim_deleted_to_released_s" % what] = time.monotonic() - t0
+
+    def _delete_all(self, names, port):
+        """Delete the servers ``names`` a row left and ``port``; wait until they are gone."""
+        for n in names:
+            if n in self.servers:
+                self.conn.compute.delete_server(self.servers.pop(n))
+        for n in names:
             with contextlib.suppress(Exception):
-                self.conn.network.delete_port(port)
+                self._wait_deleted(n)
+        with contextlib.suppress(Exception):
+            self.conn.network.delete_port(port)
 
     def _remote_victim_heard(self, node, what):
         """Boot the victim on ``node``; ``(server, when)`` once ``node`` hears it name its peer."""
@@ -618,22 +619,9 @@ class Scenarios:
             self._link_limited("shared", bulk, victim, t_heard)
             self._remote_held("shared", (cloud_mod.RACK_NODE, bulk), ("node2", victim), mark)
             self._link_agent_killed(bulk, victim)
-            self.conn.compute.delete_server(self.servers.pop("rdma-lat"))
-            t0 = time.monotonic()
-            self.wait_for("bulk-n3 released after the victim's deletion",
-                          lambda: _cap_pct(self.knobs(cloud_mod.RACK_NODE, bulk)) is None
-                          or _cap_pct(self.knobs(cloud_mod.RACK_NODE, bulk)) >= 50.0,
-                          timeout=180, interval=0.5)
-            self.figures["shared_victim_deleted_to_released_s"] = time.monotonic() - t0
+            self._released_after_deletion("shared", (cloud_mod.RACK_NODE, bulk))
         finally:
-            for n in names:
-                if n in self.servers:
-                    self.conn.compute.delete_server(self.servers.pop(n))
-            for n in names:
-                with contextlib.suppress(Exception):
-                    self._wait_deleted(n)
-            with contextlib.suppress(Exception):
-                self.conn.network.delete_port(port)
+            self._delete_all(names, port)
 
     def _link_limited(self, what, bulk, victim, t0, timeout=180):
         """Until node3's agent limits ``bulk`` for ``victim`` on the uplink (line, factor)."""
