@@ -198,9 +198,7 @@ class RemoteVictims:
         # kept until it expires, with no new requests: a quiet victim is
         # held as the market holds a local one, not dropped at once. Kept a
         # while past its expiry, so that :meth:`victims` counts it expired.
-        seen = {(t.host, t.claim.vm) for t in found}
-        kept = [t for t in self._found
-                if (t.host, t.claim.vm) not in seen and now - t.ts <= 2.0 * self.max_age_s]
+        kept = _left_out(found, self._found, now, 2.0 * self.max_age_s)
         self._found = tuple(found) + tuple(kept)
 
     def _step_links(self, snapshot, now):
@@ -238,12 +236,12 @@ class RemoteVictims:
         is (:meth:`recompute`), not released and cut again at each report.
         Its window, already used, moves nothing while it is kept.
         """
-        seen = {(t.host, t.claim.vm) for found in claims.values() for t in found}
+        every = [t for found in claims.values() for t in found]
         out = {peer: list(found) for peer, found in claims.items()}
         for peer, found in self._link_claims.items():
-            for t in found:
-                if (t.host, t.claim.vm) not in seen and now - t.ts <= self.max_age_s:
-                    out.setdefault(peer, []).append(t)
+            kept = _left_out(every, found, now, self.max_age_s)
+            if kept:
+                out.setdefault(peer, []).extend(kept)
         self._link_claims = out
         return out
 
@@ -456,3 +454,13 @@ def build(host, url, board_opts, max_age_s, recompute_s=1.0, topology=None,
         host, reader, max_age_s, recompute_s, topology=topology,
         link_limits=link_share.LinkLimits(delay_s=link_delay_s))
     return source
+
+
+def _left_out(found, before, now, bound_s):
+    """The targets of ``before`` whose claim ``found`` leaves out, up to ``bound_s`` old.
+
+    A claim is its claimant's host and victim; one left out is a quiet
+    victim's (or a gone one's), held until it is ``bound_s`` seconds old.
+    """
+    seen = {(t.host, t.claim.vm) for t in found}
+    return [t for t in before if (t.host, t.claim.vm) not in seen and now - t.ts <= bound_s]
